@@ -1,0 +1,64 @@
+//! Portable element-wise kernels: the reference for every SIMD backend.
+
+use super::BinOp;
+use crate::modulus::Modulus;
+use crate::word::Word;
+
+#[inline(always)]
+fn apply<W: Word>(out: &mut [W], a: Option<&[W]>, b: &[W], f: impl Fn(W, W) -> W) {
+    match a {
+        Some(a) => {
+            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                *o = f(x, y);
+            }
+        }
+        None => {
+            for (o, &y) in out.iter_mut().zip(b) {
+                *o = f(*o, y);
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn apply_unary<W: Word>(out: &mut [W], a: Option<&[W]>, f: impl Fn(W) -> W) {
+    match a {
+        Some(a) => {
+            for (o, &x) in out.iter_mut().zip(a) {
+                *o = f(x);
+            }
+        }
+        None => {
+            for o in out.iter_mut() {
+                *o = f(*o);
+            }
+        }
+    }
+}
+
+/// `out = a op b` (or `out op= b`).
+pub(crate) fn binary<W: Word>(op: BinOp, m: &Modulus<W>, out: &mut [W], a: Option<&[W]>, b: &[W]) {
+    match op {
+        BinOp::Add => apply(out, a, b, |x, y| m.add(x, y)),
+        BinOp::Sub => apply(out, a, b, |x, y| m.sub(x, y)),
+        BinOp::Mul => apply(out, a, b, |x, y| m.mul(x, y)),
+    }
+}
+
+/// `out = -a` (or `out = -out`).
+pub(crate) fn neg<W: Word>(m: &Modulus<W>, out: &mut [W], a: Option<&[W]>) {
+    apply_unary(out, a, |x| m.neg(x));
+}
+
+/// `out = a * s` (or `out *= s`), Shoup with a precomputed companion of `s`.
+pub(crate) fn mul_scalar<W: Word>(m: &Modulus<W>, out: &mut [W], a: Option<&[W]>, s: W) {
+    let ss = m.shoup(s);
+    apply_unary(out, a, |x| m.mul_shoup(x, s, ss));
+}
+
+/// `acc = acc + a * b`.
+pub(crate) fn mul_add<W: Word>(m: &Modulus<W>, acc: &mut [W], a: &[W], b: &[W]) {
+    for ((o, &x), &y) in acc.iter_mut().zip(a).zip(b) {
+        *o = m.add(*o, m.mul(x, y));
+    }
+}

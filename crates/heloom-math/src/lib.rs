@@ -1,0 +1,43 @@
+//! # heloom-math
+//!
+//! The arithmetic layer of heloom: everything above it (CKKS, the scheduler, the GPU backend)
+//! spends most of its time here.
+//!
+//! - [`modulus`]: Barrett, Shoup and Montgomery modular arithmetic behind one [`Word`] trait,
+//!   for 64-bit words (primes up to 61 bits) and bit-reduced 32-bit words (primes up to 31 bits).
+//! - [`primes`]: NTT-friendly primes and primitive roots.
+//! - [`ntt`]: negacyclic NTT and inverse, N = 2^4 .. 2^17.
+//! - [`eltwise`]: element-wise kernels on slices.
+//! - [`poly`]: RNS polynomials (limbs x N, 64-byte aligned) and the basis that operates on them.
+//! - [`backend`]: scalar, AVX2, AVX-512 and AVX-512 IFMA backends chosen at run time.
+//!
+//! ```
+//! use heloom_math::{ntt::NttTable, primes};
+//! let n = 1 << 12;
+//! let q = primes::ntt_primes::<u64>(50, n, 1)?[0];
+//! let table = NttTable::<u64>::new(n, q)?;
+//! let mut a: Vec<u64> = (0..n as u64).collect();
+//! let orig = a.clone();
+//! table.forward(&mut a)?;
+//! table.inverse(&mut a)?;
+//! assert_eq!(a, orig);
+//! # Ok::<(), heloom_math::MathError>(())
+//! ```
+
+pub mod backend;
+pub mod eltwise;
+pub mod error;
+pub mod kernels;
+pub mod modulus;
+pub mod ntt;
+pub mod poly;
+pub mod primes;
+pub mod word;
+
+pub use backend::{Backend, BackendChoice};
+pub use eltwise::Eltwise;
+pub use error::{MathError, Result};
+pub use modulus::{Modulus, Montgomery32};
+pub use ntt::NttTable;
+pub use poly::{Form, RnsBasis, RnsPoly};
+pub use word::Word;

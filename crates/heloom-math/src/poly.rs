@@ -1,0 +1,415 @@
+//! RNS polynomials: `limbs x N` words, 64-byte aligned, one limb per prime of an [`RnsBasis`],
+//! in coefficient or NTT form.
+
+use crate::backend::{Backend, BackendChoice};
+use crate::eltwise::Eltwise;
+use crate::error::{MathError, Result};
+use crate::modulus::Modulus;
+use crate::ntt::{AlignedVec, NttTable};
+use crate::primes;
+use crate::word::Word;
+
+/// Representation of an RNS polynomial.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Form {
+    /// Coefficients of `a(X)` modulo each prime.
+    Coeff,
+    /// Evaluations at the odd powers of `psi` (bit-reversed order), modulo each prime.
+    Ntt,
+}
+
+impl Form {
+    fn name(self) -> &'static str {
+        match self {
+            Form::Coeff => "coefficient",
+            Form::Ntt => "NTT",
+        }
+    }
+}
+
+/// A polynomial in RNS form. Limb `i` holds the residues modulo the basis' prime `i`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RnsPoly<W: Word> {
+    n: usize,
+    limbs: usize,
+    form: Form,
+    fingerprint: u64,
+    data: AlignedVec<W>,
+}
+
+impl<W: Word> RnsPoly<W> {
+    /// Ring degree N.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Number of limbs (primes).
+    pub fn num_limbs(&self) -> usize {
+        self.limbs
+    }
+
+    /// Current representation.
+    pub fn form(&self) -> Form {
+        self.form
+    }
+
+    /// Fingerprint of the basis this polynomial belongs to.
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    /// Limb `i` (`i < num_limbs()`, else panics like slice indexing).
+    pub fn limb(&self, i: usize) -> &[W] {
+        &self.data[i * self.n..(i + 1) * self.n]
+    }
+
+    /// Mutable limb `i`. Writers must keep every value reduced modulo prime `i`.
+    pub fn limb_mut(&mut self, i: usize) -> &mut [W] {
+        &mut self.data[i * self.n..(i + 1) * self.n]
+    }
+
+    /// All limbs, limb-major.
+    pub fn as_slice(&self) -> &[W] {
+        &self.data
+    }
+
+    /// Iterator over limbs.
+    pub fn limbs(&self) -> impl Iterator<Item = &[W]> {
+        self.data.chunks_exact(self.n)
+    }
+
+    /// Mutable iterator over limbs.
+    pub fn limbs_mut(&mut self) -> impl Iterator<Item = &mut [W]> {
+        self.data.chunks_exact_mut(self.n)
+    }
+}
+
+/// An RNS basis: the ring degree, a list of distinct NTT-friendly primes, their NTT tables and
+/// the element-wise kernels, all on one backend.
+#[derive(Debug)]
+pub struct RnsBasis<W: Word> {
+    n: usize,
+    moduli: Vec<Modulus<W>>,
+    ntt: Vec<NttTable<W>>,
+    elt: Eltwise<W>,
+    fingerprint: u64,
+}
+
+fn fingerprint(n: usize, word_bits: u32, moduli: &[u64]) -> u64 {
+    // FNV-1a over (N, word size, primes): cheap, stable across runs and platforms.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for v in std::iter::once(n as u64)
+        .chain(std::iter::once(word_bits as u64))
+        .chain(moduli.iter().copied())
+    {
+        for b in v.to_le_bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    h
+}
+
+impl<W: Word> RnsBasis<W> {
+    /// Builds a basis on the fastest backend for these primes.
+    pub fn new(n: usize, moduli: &[u64]) -> Result<Self> {
+        Self::with_backend(n, moduli, BackendChoice::Auto)
+    }
+
+    /// Builds a basis on a chosen or forced backend.
+    pub fn with_backend(n: usize, moduli: &[u64], choice: BackendChoice) -> Result<Self> {
+        if moduli.is_empty() {
+            return Err(MathError::ShapeMismatch(
+                "an RNS basis needs at least one prime".into(),
+            ));
+        }
+        for (i, q) in moduli.iter().enumerate() {
+            if moduli[..i].contains(q) {
+                return Err(MathError::ShapeMismatch(format!(
+                    "prime {q} appears twice in the RNS basis; RNS primes must be distinct"
+                )));
+            }
+        }
+        primes::check_degree(n, crate::ntt::MIN_LOG_N, crate::ntt::MAX_LOG_N)?;
+        let max_bits = moduli
+            .iter()
+            .map(|q| 64 - q.leading_zeros())
+            .max()
+            .unwrap_or(0);
+        let backend = match choice.resolve(W::BITS, max_bits.min(W::MAX_PRIME_BITS)) {
+            Ok(b) => b,
+            Err(MathError::ModulusTooLarge {
+                bits,
+                max_bits,
+                what,
+                ..
+            }) => {
+                let q = moduli.iter().copied().max().unwrap_or(0);
+                return Err(MathError::ModulusTooLarge {
+                    q,
+                    bits,
+                    max_bits,
+                    what,
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let forced = BackendChoice::Force(backend);
+        let ntt = moduli
+            .iter()
+            .map(|&q| NttTable::with_backend(n, q, forced))
+            .collect::<Result<Vec<_>>>()?;
+        let moduli_w = ntt.iter().map(|t| *t.modulus()).collect();
+        let elt = Eltwise::new(forced, max_bits)?;
+        Ok(Self {
+            n,
+            moduli: moduli_w,
+            ntt,
+            elt,
+            fingerprint: fingerprint(n, W::BITS, moduli),
+        })
+    }
+
+    /// Ring degree N.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Number of primes.
+    pub fn len(&self) -> usize {
+        self.moduli.len()
+    }
+
+    /// Always false (a basis has at least one prime).
+    pub fn is_empty(&self) -> bool {
+        self.moduli.is_empty()
+    }
+
+    /// The primes.
+    pub fn moduli(&self) -> &[Modulus<W>] {
+        &self.moduli
+    }
+
+    /// The NTT tables, one per prime.
+    pub fn ntt_tables(&self) -> &[NttTable<W>] {
+        &self.ntt
+    }
+
+    /// The backend every kernel of this basis runs on.
+    pub fn backend(&self) -> Backend {
+        self.elt.backend()
+    }
+
+    /// The element-wise kernels.
+    pub fn eltwise(&self) -> &Eltwise<W> {
+        &self.elt
+    }
+
+    /// Fingerprint of (N, word size, primes).
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    /// The zero polynomial in the given form.
+    pub fn zero(&self, form: Form) -> RnsPoly<W> {
+        let len = self.n * self.moduli.len();
+        let mut data = AlignedVec::with_capacity(64, len);
+        data.resize(len, W::ZERO);
+        RnsPoly {
+            n: self.n,
+            limbs: self.moduli.len(),
+            form,
+            fingerprint: self.fingerprint,
+            data,
+        }
+    }
+
+    /// A polynomial from limb-major values (`len() * N` of them), each reduced modulo its prime.
+    pub fn poly_from_words(&self, values: &[u64], form: Form) -> Result<RnsPoly<W>> {
+        let mut p = self.zero(form);
+        if values.len() != p.data.len() {
+            return Err(MathError::LengthMismatch {
+                what: "RNS polynomial values (limbs x N)",
+                expected: p.data.len(),
+                got: values.len(),
+            });
+        }
+        for (i, (limb, vals)) in p
+            .data
+            .chunks_exact_mut(self.n)
+            .zip(values.chunks_exact(self.n))
+            .enumerate()
+        {
+            let q = self.moduli[i].value();
+            for (j, (o, &v)) in limb.iter_mut().zip(vals).enumerate() {
+                if v >= q {
+                    return Err(MathError::ValueOutOfRange {
+                        value: v,
+                        index: i * self.n + j,
+                        q,
+                    });
+                }
+                *o = W::from_u64(v);
+            }
+        }
+        Ok(p)
+    }
+
+    /// A coefficient-form polynomial from signed integer coefficients (`N` of them), reduced
+    /// modulo every prime.
+    pub fn poly_from_signed(&self, coeffs: &[i64]) -> Result<RnsPoly<W>> {
+        let mut p = self.zero(Form::Coeff);
+        if coeffs.len() != self.n {
+            return Err(MathError::LengthMismatch {
+                what: "signed coefficients",
+                expected: self.n,
+                got: coeffs.len(),
+            });
+        }
+        for (limb, m) in p.data.chunks_exact_mut(self.n).zip(&self.moduli) {
+            for (o, &c) in limb.iter_mut().zip(coeffs) {
+                *o = m.reduce_i64(c);
+            }
+        }
+        Ok(p)
+    }
+
+    fn check(&self, p: &RnsPoly<W>) -> Result<()> {
+        if p.fingerprint != self.fingerprint || p.n != self.n || p.limbs != self.moduli.len() {
+            return Err(MathError::ShapeMismatch(format!(
+                "polynomial (N = {}, {} limbs, basis {:016x}) does not belong to this basis (N = {}, {} limbs, basis {:016x})",
+                p.n,
+                p.limbs,
+                p.fingerprint,
+                self.n,
+                self.moduli.len(),
+                self.fingerprint
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_form(op: &'static str, p: &RnsPoly<W>, expected: Form) -> Result<()> {
+        if p.form != expected {
+            return Err(MathError::FormMismatch {
+                op,
+                expected: expected.name(),
+                got: p.form.name(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_pair(&self, op: &'static str, a: &RnsPoly<W>, b: &RnsPoly<W>) -> Result<()> {
+        self.check(a)?;
+        self.check(b)?;
+        if a.form != b.form {
+            return Err(MathError::FormMismatch {
+                op,
+                expected: a.form.name(),
+                got: b.form.name(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Forward NTT of every limb; the polynomial must be in coefficient form.
+    pub fn forward(&self, p: &mut RnsPoly<W>) -> Result<()> {
+        self.check(p)?;
+        Self::check_form("forward NTT", p, Form::Coeff)?;
+        for (limb, t) in p.data.chunks_exact_mut(self.n).zip(&self.ntt) {
+            t.forward(limb)?;
+        }
+        p.form = Form::Ntt;
+        Ok(())
+    }
+
+    /// Inverse NTT of every limb; the polynomial must be in NTT form.
+    pub fn inverse(&self, p: &mut RnsPoly<W>) -> Result<()> {
+        self.check(p)?;
+        Self::check_form("inverse NTT", p, Form::Ntt)?;
+        for (limb, t) in p.data.chunks_exact_mut(self.n).zip(&self.ntt) {
+            t.inverse(limb)?;
+        }
+        p.form = Form::Coeff;
+        Ok(())
+    }
+
+    /// `a += b` limb by limb (same form).
+    pub fn add_assign(&self, a: &mut RnsPoly<W>, b: &RnsPoly<W>) -> Result<()> {
+        self.check_pair("add", a, b)?;
+        for ((x, y), m) in a.limbs_mut().zip(b.limbs()).zip(&self.moduli) {
+            self.elt.add_assign(m, x, y)?;
+        }
+        Ok(())
+    }
+
+    /// `a -= b` limb by limb (same form).
+    pub fn sub_assign(&self, a: &mut RnsPoly<W>, b: &RnsPoly<W>) -> Result<()> {
+        self.check_pair("sub", a, b)?;
+        for ((x, y), m) in a.limbs_mut().zip(b.limbs()).zip(&self.moduli) {
+            self.elt.sub_assign(m, x, y)?;
+        }
+        Ok(())
+    }
+
+    /// `a = -a`.
+    pub fn neg_assign(&self, a: &mut RnsPoly<W>) -> Result<()> {
+        self.check(a)?;
+        for (x, m) in a.limbs_mut().zip(&self.moduli) {
+            self.elt.neg_assign(m, x)?;
+        }
+        Ok(())
+    }
+
+    /// `out = a * b` (ring product); both in NTT form.
+    pub fn mul(&self, a: &RnsPoly<W>, b: &RnsPoly<W>) -> Result<RnsPoly<W>> {
+        self.check_pair("multiply", a, b)?;
+        Self::check_form("multiply", a, Form::Ntt)?;
+        let mut out = self.zero(Form::Ntt);
+        for (((o, x), y), m) in out
+            .limbs_mut()
+            .zip(a.limbs())
+            .zip(b.limbs())
+            .zip(&self.moduli)
+        {
+            self.elt.mul(m, o, x, y)?;
+        }
+        Ok(out)
+    }
+
+    /// `a *= b` (ring product); both in NTT form.
+    pub fn mul_assign(&self, a: &mut RnsPoly<W>, b: &RnsPoly<W>) -> Result<()> {
+        self.check_pair("multiply", a, b)?;
+        Self::check_form("multiply", a, Form::Ntt)?;
+        for ((x, y), m) in a.limbs_mut().zip(b.limbs()).zip(&self.moduli) {
+            self.elt.mul_assign(m, x, y)?;
+        }
+        Ok(())
+    }
+
+    /// `acc += a * b` (ring product); all in NTT form.
+    pub fn mul_add(&self, acc: &mut RnsPoly<W>, a: &RnsPoly<W>, b: &RnsPoly<W>) -> Result<()> {
+        self.check_pair("multiply-add", a, b)?;
+        self.check_pair("multiply-add", acc, a)?;
+        Self::check_form("multiply-add", a, Form::Ntt)?;
+        for (((o, x), y), m) in acc
+            .limbs_mut()
+            .zip(a.limbs())
+            .zip(b.limbs())
+            .zip(&self.moduli)
+        {
+            self.elt.mul_add(m, o, x, y)?;
+        }
+        Ok(())
+    }
+
+    /// `a *= s` for an integer scalar (reduced modulo each prime).
+    pub fn mul_scalar_assign(&self, a: &mut RnsPoly<W>, s: u64) -> Result<()> {
+        self.check(a)?;
+        for (x, m) in a.limbs_mut().zip(&self.moduli) {
+            self.elt.mul_scalar_assign(m, x, s)?;
+        }
+        Ok(())
+    }
+}
