@@ -30,7 +30,7 @@ pub fn is_prime(n: u64) -> bool {
         return false;
     }
     for &p in &BASES {
-        if n % p == 0 {
+        if n.is_multiple_of(p) {
             return n == p;
         }
     }
@@ -116,7 +116,7 @@ pub fn check_ntt_prime(q: u64, n: usize) -> Result<()> {
         return Err(MathError::NotPrime { q });
     }
     let two_n = 2 * n as u64;
-    if (q - 1) % two_n != 0 {
+    if !(q - 1).is_multiple_of(two_n) {
         return Err(MathError::NotNttFriendly { q, n, two_n });
     }
     Ok(())

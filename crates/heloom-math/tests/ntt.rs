@@ -1,6 +1,9 @@
 //! NTT correctness: exact outputs against a naive evaluation, products against a naive negacyclic
 //! convolution, round trips, and every backend bit-exact against the scalar path.
 
+// Index loops mirror the textbook formulas being checked.
+#![allow(clippy::needless_range_loop)]
+
 use heloom_math::ntt::bit_reverse;
 use heloom_math::{primes, Backend, BackendChoice, MathError, NttTable, Word};
 use proptest::prelude::*;

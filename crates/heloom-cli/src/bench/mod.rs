@@ -1,0 +1,4 @@
+//! Benchmarks behind `heloom bench`.
+
+pub mod ntt;
+pub mod timing;

@@ -1,0 +1,139 @@
+//! `heloom`: the command-line program.
+
+mod bench;
+mod demo;
+
+use std::io::IsTerminal;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use heloom_math::backend::{cpu_report, Backend};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// heloom: a homomorphic-encryption compute engine that keeps every core, SIMD lane and
+/// accelerator busy.
+#[derive(Parser, Debug)]
+#[command(name = "heloom", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the main demonstration on embedded defaults.
+    Demo,
+    /// Report the CPU and the backends heloom will use.
+    Info,
+    /// Run a benchmark.
+    Bench {
+        #[command(subcommand)]
+        which: BenchCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    /// Forward/inverse NTT and pointwise multiply for N = 2^12..2^17, every word size and backend.
+    Ntt {
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Fewer sizes (2^12, 2^14, 2^16) and samples, for a quick look.
+        #[arg(long)]
+        quick: bool,
+        /// Comma-separated log2(N) values to measure (default 12..17).
+        #[arg(long, value_delimiter = ',')]
+        log_n: Vec<u32>,
+        /// Only these backends (comma-separated: scalar, avx2, avx512, avx512-ifma).
+        #[arg(long, value_delimiter = ',')]
+        backend: Vec<String>,
+        /// Timing samples per measurement (median reported).
+        #[arg(long, default_value_t = 11)]
+        samples: usize,
+        /// Also write the JSON report to this file.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Demo => demo::run(),
+        Command::Info => {
+            println!("{}", cpu_report());
+            for b in Backend::ALL {
+                match b.missing_features() {
+                    None => println!("  {:<12} available", b.name()),
+                    Some(m) => println!("  {:<12} unavailable (needs {m})", b.name()),
+                }
+            }
+            Ok(())
+        }
+        Command::Bench {
+            which:
+                BenchCommand::Ntt {
+                    json,
+                    quick,
+                    log_n,
+                    backend,
+                    samples,
+                    out,
+                },
+        } => {
+            let mut opts = bench::ntt::NttBenchOptions {
+                samples,
+                ..Default::default()
+            };
+            if quick {
+                opts.log_ns = vec![12, 14, 16];
+                opts.samples = samples.min(7);
+                opts.min_sample_us = 1000.0;
+            }
+            if !log_n.is_empty() {
+                for &l in &log_n {
+                    if !(4..=17).contains(&l) {
+                        anyhow::bail!("--log-n {l} is out of range: N = 2^4 .. 2^17 are supported");
+                    }
+                }
+                opts.log_ns = log_n;
+            }
+            for name in &backend {
+                let b: Backend = name.parse()?;
+                if let Some(m) = b.missing_features() {
+                    anyhow::bail!(
+                        "backend {b} is not available on this CPU (needs {m}); see `heloom info`"
+                    );
+                }
+                opts.backends.push(b);
+            }
+            let bar = if std::io::stderr().is_terminal() {
+                let pb = ProgressBar::new_spinner();
+                pb.set_style(ProgressStyle::with_template("{spinner} [{elapsed}] {msg}")?);
+                pb.enable_steady_tick(std::time::Duration::from_millis(120));
+                pb
+            } else {
+                ProgressBar::hidden()
+            };
+            let report = bench::ntt::run(&opts, |msg| {
+                if bar.is_hidden() {
+                    eprintln!("  {msg}");
+                } else {
+                    bar.set_message(msg.to_string());
+                }
+            })?;
+            bar.finish_and_clear();
+            let js = serde_json::to_string_pretty(&report)?;
+            if let Some(path) = out {
+                std::fs::write(&path, &js)?;
+            }
+            if json {
+                println!("{js}");
+            } else {
+                print!("{}", bench::ntt::render(&report));
+            }
+            Ok(())
+        }
+    }
+}
