@@ -31,19 +31,21 @@ pub fn median_us(samples: usize, min_sample_us: f64, mut f: impl FnMut()) -> f64
     times[times.len() / 2]
 }
 
-/// Estimated core clock in GHz from a chain of dependent 64-bit multiplies (3 cycles of
-/// latency each on every Intel core since Nehalem and every AMD Zen core).
+/// Estimated core clock in GHz from a dependent chain of `x = (x * k) ^ (x >> 7)`: a 64-bit
+/// multiply (3 cycles of latency on every Intel core since Nehalem and every AMD Zen core) then
+/// an xor (1 cycle); the xor with a shift of `x` keeps the compiler from reassociating the
+/// multiplies.
 pub fn estimate_ghz() -> f64 {
     let k = black_box(0x9e37_79b9_7f4a_7c15u64);
     let iters = 200_000u64;
     let us = median_us(7, 2000.0, || {
         let mut x = black_box(1u64);
         for _ in 0..iters {
-            x = x.wrapping_mul(k);
+            x = x.wrapping_mul(k) ^ (x >> 7);
         }
         black_box(x);
     });
-    (3.0 * iters as f64) / (us * 1e3)
+    (4.0 * iters as f64) / (us * 1e3)
 }
 
 /// Streaming bandwidth in GB/s (bytes read + written per second) for a buffer of `bytes`.
