@@ -1,8 +1,34 @@
-//! PLACEHOLDER (being written): NTT kernels for this backend. Delegates to scalar for now.
+//! AVX-512 negacyclic NTT for 32-bit words: 16 lanes per register (Nishi et al.: primes below
+//! 2^32 double the SIMD lanes of the 64-bit path and halve its memory traffic).
+//!
+//! Structure (forward; the inverse mirrors it):
+//! - Butterflies are Harvey's (2014) lazy Cooley-Tukey / Gentleman-Sande butterflies with Shoup
+//!   twiddle products: `hi32(x * w')` from two `vpmuludq` (even and odd lanes), the low words
+//!   from `vpmulld`. Conditional subtractions are `vpminud(x, x - b)`.
+//! - For `q < 2^30` values live in Harvey's ranges (`[0, 4q)` forward, `[0, 2q)` inverse); for
+//!   31-bit primes `4q` does not fit a word, so values stay below `2q` with one more conditional
+//!   subtraction per butterfly (const generic `L4`).
+//! - Layers with gap >= 32 run as radix-2^K passes (K <= 3 layers per memory pass, twiddles
+//!   broadcast in registers), depth first: the top layers sweep the whole array, then each
+//!   16 KiB block (L1-resident) runs all its remaining layers before the next block is touched.
+//! - The last five layers (gaps 16, 8, 4, 2, 1) run on two registers (32 words) per chunk: gap 16
+//!   is a plain register butterfly; before each smaller gap one `vpermt2d` pair regroups the 32
+//!   words so the butterfly partners sit in the two registers, with per-lane twiddles loaded from
+//!   the bit-reversed root table by broadcast loads. The final full reduction is folded into
+//!   this pass.
+
+use core::arch::x86_64::*;
 
 use super::NttCore;
 
-/// Backend-specific twiddle tables.
+/// Words per register.
+const LANES: usize = 16;
+/// Layers done by the register-resident tail (gaps 16..1 on 32-word chunks).
+const TAIL_LOG: u32 = 5;
+/// log2 of the depth-first block (4096 words = 16 KiB, half the L1 data cache).
+const BLOCK_LOG: u32 = 12;
+
+/// Backend-specific twiddle tables (the kernels read the core's bit-reversed tables directly).
 #[derive(Debug)]
 pub struct Tables {}
 
@@ -15,10 +41,780 @@ impl Tables {
 
 /// Forward NTT in place.
 pub(crate) fn forward(core: &NttCore<u32>, _t: &Tables, a: &mut [u32]) {
-    super::scalar::forward(core, a)
+    assert_eq!(a.len(), core.n, "NTT length");
+    if core.n < 2 * LANES {
+        // N = 16 is a single register: not worth a kernel.
+        return super::scalar::forward(core, a);
+    }
+    // SAFETY: this backend is only selected after checking avx512f/dq/bw/vl on this CPU
+    // (Backend::check at table construction); a.len() == N was asserted above.
+    unsafe {
+        if core.lazy4 {
+            forward_impl::<true>(core, a)
+        } else {
+            forward_impl::<false>(core, a)
+        }
+    }
 }
 
 /// Inverse NTT in place.
 pub(crate) fn inverse(core: &NttCore<u32>, _t: &Tables, a: &mut [u32]) {
-    super::scalar::inverse(core, a)
+    assert_eq!(a.len(), core.n, "NTT length");
+    if core.n < 2 * LANES {
+        return super::scalar::inverse(core, a);
+    }
+    // SAFETY: as in `forward`: the CPU features were checked when the table was built.
+    unsafe {
+        if core.lazy4 {
+            inverse_impl::<true>(core, a)
+        } else {
+            inverse_impl::<false>(core, a)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lane layouts of the register tail.
+// ---------------------------------------------------------------------------------------------
+
+/// Word index (within a 32-word chunk) held by register `r`, lane `l` in layout `k`: bit `k` of
+/// the index is the register; the group bits above `k` are the low lane bits and the bits below
+/// `k` the high lane bits. Layout `k` puts the partners of the gap-2^k butterflies in the same
+/// lane of the two registers, and lane `l` needs the twiddle of group `l mod 2^(4-k)`: a
+/// periodic pattern that one broadcast load (`vpbroadcastq`, `vbroadcasti32x4/x8`) produces with
+/// no shuffle. Layout 4 is the natural order.
+const fn layout_elem(k: u32, r: u32, l: u32) -> u32 {
+    let low = l >> (4 - k);
+    let group = l & ((1 << (4 - k)) - 1);
+    (group << (k + 1)) | (r << k) | low
+}
+
+/// `vpermt2d` index (register bit 4) of word `e` in layout `k`.
+const fn layout_pos(k: u32, e: u32) -> u32 {
+    let r = (e >> k) & 1;
+    let low = e & ((1 << k) - 1);
+    let group = e >> (k + 1);
+    r * 16 + ((low << (4 - k)) | group)
+}
+
+/// `vpermt2d` indices taking the pair in layout `from` to register `r` of layout `to`.
+const fn perm_idx(from: u32, to: u32, r: u32) -> [u32; 16] {
+    let mut out = [0u32; 16];
+    let mut l = 0;
+    while l < 16 {
+        out[l] = layout_pos(from, layout_elem(to, r, l as u32));
+        l += 1;
+    }
+    out
+}
+
+/// Forward tail regroupings: natural -> 3 -> 2 -> 1 -> 0 -> natural, two registers each.
+static FWD_PERMS: [[[u32; 16]; 2]; 5] = [
+    [perm_idx(4, 3, 0), perm_idx(4, 3, 1)],
+    [perm_idx(3, 2, 0), perm_idx(3, 2, 1)],
+    [perm_idx(2, 1, 0), perm_idx(2, 1, 1)],
+    [perm_idx(1, 0, 0), perm_idx(1, 0, 1)],
+    [perm_idx(0, 4, 0), perm_idx(0, 4, 1)],
+];
+
+/// Inverse tail regroupings: natural -> 0 -> 1 -> 2 -> 3 -> natural.
+static INV_PERMS: [[[u32; 16]; 2]; 5] = [
+    [perm_idx(4, 0, 0), perm_idx(4, 0, 1)],
+    [perm_idx(0, 1, 0), perm_idx(0, 1, 1)],
+    [perm_idx(1, 2, 0), perm_idx(1, 2, 1)],
+    [perm_idx(2, 3, 0), perm_idx(2, 3, 1)],
+    [perm_idx(3, 4, 0), perm_idx(3, 4, 1)],
+];
+
+// ---------------------------------------------------------------------------------------------
+// Vector arithmetic.
+// ---------------------------------------------------------------------------------------------
+
+/// Broadcast constants of one modulus.
+#[derive(Clone, Copy)]
+struct Consts {
+    /// `q` in every lane.
+    q: __m512i,
+    /// `2q` in every lane.
+    two_q: __m512i,
+    /// The bound of the butterflies' inputs after one conditional subtraction: `2q` for Harvey's
+    /// ranges, `q` for 31-bit primes.
+    b1: __m512i,
+}
+
+impl Consts {
+    /// Broadcasts the constants of `core`'s modulus.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+    fn new<const L4: bool>(core: &NttCore<u32>) -> Self {
+        let q = core.modulus.q();
+        let two_q = core.modulus.two_q();
+        Self {
+            q: _mm512_set1_epi32(q as i32),
+            two_q: _mm512_set1_epi32(two_q as i32),
+            b1: _mm512_set1_epi32(if L4 { two_q } else { q } as i32),
+        }
+    }
+}
+
+/// `x - b` if `x >= b`, else `x` (unsigned; `x < 2b`): the wrapped difference is larger.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn csub(x: __m512i, b: __m512i) -> __m512i {
+    _mm512_min_epu32(x, _mm512_sub_epi32(x, b))
+}
+
+/// Shoup's lazy product `x * w mod q` in `[0, 2q)` for any `x < 2^32` (Shoup; Harvey 2014
+/// Alg. 2): `x * w - hi32(x * w') * q` computed in wrapping 32-bit lanes. `ws` holds `w'` and
+/// `ws_odd` holds `w'` of the odd lanes in the even positions (equal to `ws` for broadcasts).
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn mul_shoup(x: __m512i, w: __m512i, ws: __m512i, ws_odd: __m512i, q: __m512i) -> __m512i {
+    let even = _mm512_mul_epu32(x, ws);
+    let odd = _mm512_mul_epu32(_mm512_srli_epi64::<32>(x), ws_odd);
+    // Even lanes take the high word of their 64-bit product by a pair swap (one op instead of
+    // shift + blend); odd lanes already hold theirs.
+    let hi: __m512i;
+    // SAFETY: register-only instruction of the enabled AVX-512F set.
+    unsafe {
+        core::arch::asm!("vpshufd {r}{{{k}}}, {e}, 0xb1", r = inout(zmm_reg) odd => hi, e = in(zmm_reg) even, k = in(kreg) 0x5555u16, options(pure, nomem, nostack));
+    }
+    _mm512_sub_epi32(_mm512_mullo_epi32(x, w), _mm512_mullo_epi32(hi, q))
+}
+
+/// A twiddle factor in vector form: value, Shoup companion, companion of the odd lanes.
+#[derive(Clone, Copy)]
+struct Tw {
+    /// Root values.
+    w: __m512i,
+    /// Shoup companions.
+    ws: __m512i,
+    /// Shoup companions of the odd lanes, moved to the even positions.
+    ws_odd: __m512i,
+}
+
+impl Tw {
+    /// Broadcasts one twiddle.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+    fn splat(w: u32, ws: u32) -> Self {
+        let ws = _mm512_set1_epi32(ws as i32);
+        Self {
+            w: _mm512_set1_epi32(w as i32),
+            ws,
+            ws_odd: ws,
+        }
+    }
+}
+
+/// Forward (Cooley-Tukey) butterfly `(x, y) -> (x + w y, x - w y)`. `L4`: inputs in `[0, 4q)`,
+/// outputs in `[0, 4q)`; otherwise inputs and outputs in `[0, 2q)`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn fwd_bf<const L4: bool>(x: &mut __m512i, y: &mut __m512i, t: &Tw, c: &Consts) {
+    let u = csub(*x, c.b1);
+    let mut v = mul_shoup(*y, t.w, t.ws, t.ws_odd, c.q);
+    if !L4 {
+        v = csub(v, c.q);
+    }
+    *x = _mm512_add_epi32(u, v);
+    *y = _mm512_add_epi32(_mm512_sub_epi32(u, v), c.b1);
+}
+
+/// Inverse (Gentleman-Sande) butterfly `(x, y) -> (x + y, (x - y) w)`, inputs and outputs in
+/// `[0, 2q)`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn inv_bf<const L4: bool>(x: &mut __m512i, y: &mut __m512i, t: &Tw, c: &Consts) {
+    let (u, v) = if L4 {
+        (*x, *y)
+    } else {
+        (csub(*x, c.q), csub(*y, c.q))
+    };
+    let mut s = _mm512_add_epi32(u, v);
+    if L4 {
+        s = csub(s, c.two_q);
+    }
+    let d = _mm512_add_epi32(_mm512_sub_epi32(u, v), c.b1);
+    *x = s;
+    *y = mul_shoup(d, t.w, t.ws, t.ws_odd, c.q);
+}
+
+/// The last inverse layer with `N^-1` folded in: `(x, y) -> ((x + y) / N, (x - y) w / N)`,
+/// inputs in `[0, 2q)`, outputs reduced.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn inv_top_bf<const L4: bool>(x: &mut __m512i, y: &mut __m512i, ni: &Tw, nw: &Tw, c: &Consts) {
+    let (u, v) = if L4 {
+        (*x, *y)
+    } else {
+        (csub(*x, c.q), csub(*y, c.q))
+    };
+    // L4: u + v < 4q < 2^32; otherwise both below q. Shoup accepts any word.
+    let s = _mm512_add_epi32(u, v);
+    let d = _mm512_add_epi32(_mm512_sub_epi32(u, v), c.b1);
+    *x = csub(mul_shoup(s, ni.w, ni.ws, ni.ws_odd, c.q), c.q);
+    *y = csub(mul_shoup(d, nw.w, nw.ws, nw.ws_odd, c.q), c.q);
+}
+
+/// Unaligned load of 16 words at `p`.
+///
+/// # Safety
+/// `p..p+16` must be readable.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+unsafe fn load(p: *const u32) -> __m512i {
+    // SAFETY: the caller guarantees 16 readable words.
+    unsafe { _mm512_loadu_si512(p as *const __m512i) }
+}
+
+/// Unaligned store of 16 words at `p`.
+///
+/// # Safety
+/// `p..p+16` must be writable.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+unsafe fn store(p: *mut u32, v: __m512i) {
+    // SAFETY: the caller guarantees 16 writable words.
+    unsafe { _mm512_storeu_si512(p as *mut __m512i, v) }
+}
+
+/// Loads a 16-entry index table.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn load_idx(t: &[u32; 16]) -> __m512i {
+    // SAFETY: `t` holds exactly 16 words.
+    unsafe { load(t.as_ptr()) }
+}
+
+/// Per-lane twiddles for layout `k` of the chunk at word `s`: lane `l` gets the root of group
+/// `(s >> (k+1)) + (l mod 2^(4-k))` of layer `k`, i.e. `tab[off + (l mod 2^(4-k))]` with
+/// `off = (n >> (k+1)) + (s >> (k+1))`. Broadcast loads only; the odd-lane companions come from
+/// the same load shifted by one word.
+///
+/// # Safety
+/// `w` and `ws` must hold `n` words, `s + 32 <= n`, `k <= 3`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+unsafe fn lane_tw<const K: u32>(w: *const u32, ws: *const u32, n: usize, s: usize) -> Tw {
+    let off = (n >> (K + 1)) + (s >> (K + 1));
+    // The pattern has 2^(4-K) entries and off + 2^(4-K) <= n >> K (since s <= n - 32); the odd
+    // companions read one word further, still below n except for K = 0, where a masked load
+    // skips the last word.
+    // SAFETY: every read below is within [off, off + 2^(4-K) + 1) and within n words.
+    unsafe {
+        let (w, ws) = (w.add(off), ws.add(off));
+        match K {
+            3 => Tw {
+                w: _mm512_set1_epi64((w as *const i64).read_unaligned()),
+                ws: _mm512_set1_epi64((ws as *const i64).read_unaligned()),
+                ws_odd: _mm512_set1_epi32(*ws.add(1) as i32),
+            },
+            2 => Tw {
+                w: _mm512_broadcast_i32x4(_mm_loadu_si128(w as *const __m128i)),
+                ws: _mm512_broadcast_i32x4(_mm_loadu_si128(ws as *const __m128i)),
+                ws_odd: _mm512_broadcast_i32x4(_mm_loadu_si128(ws.add(1) as *const __m128i)),
+            },
+            1 => Tw {
+                w: _mm512_broadcast_i32x8(_mm256_loadu_si256(w as *const __m256i)),
+                ws: _mm512_broadcast_i32x8(_mm256_loadu_si256(ws as *const __m256i)),
+                ws_odd: _mm512_broadcast_i32x8(_mm256_loadu_si256(ws.add(1) as *const __m256i)),
+            },
+            _ => Tw {
+                w: load(w),
+                ws: load(ws),
+                ws_odd: _mm512_maskz_loadu_epi32(0x7fff, ws.add(1) as *const i32),
+            },
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward transform.
+// ---------------------------------------------------------------------------------------------
+
+/// Splits `count` layers into memory passes of at most three (radix 8), preferring 3 + 2 + 2 over
+/// 3 + 3 + 1.
+fn pass_sizes(count: u32) -> impl Iterator<Item = u32> {
+    let mut left = count;
+    core::iter::from_fn(move || {
+        if left == 0 {
+            return None;
+        }
+        let k = match left {
+            4 => 2,
+            1..=3 => left,
+            _ => 3,
+        };
+        left -= k;
+        Some(k)
+    })
+}
+
+/// Full forward transform.
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn forward_impl<const L4: bool>(core: &NttCore<u32>, a: &mut [u32]) {
+    let c = Consts::new::<L4>(core);
+    let log_n = core.log_n;
+    let n = core.n;
+    let block_log = log_n.min(BLOCK_LOG);
+    // Breadth-first over the whole array for the layers whose groups exceed one block.
+    fwd_layers::<L4>(core, a, 0, n, log_n - 1, block_log, &c);
+    // Depth first: every remaining layer of one L1-resident block, then the next block.
+    let block = 1usize << block_log;
+    for base in (0..n).step_by(block) {
+        fwd_layers::<L4>(core, a, base, block, block_log - 1, TAIL_LOG, &c);
+        fwd_tail::<L4>(core, a, base, block, &c);
+    }
+}
+
+/// Forward layers `k_hi` down to `k_lo` (gap `2^k`) on `a[base..base+len]` in radix-8/4/2 passes.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn fwd_layers<const L4: bool>(
+    core: &NttCore<u32>,
+    a: &mut [u32],
+    base: usize,
+    len: usize,
+    k_hi: u32,
+    k_lo: u32,
+    c: &Consts,
+) {
+    if k_hi < k_lo {
+        return;
+    }
+    let mut k = k_hi;
+    for kk in pass_sizes(k_hi + 1 - k_lo) {
+        match kk {
+            3 => fwd_pass::<L4, 3>(core, a, base, len, k, c),
+            2 => fwd_pass::<L4, 2>(core, a, base, len, k, c),
+            _ => fwd_pass::<L4, 1>(core, a, base, len, k, c),
+        }
+        k = k.wrapping_sub(kk);
+    }
+}
+
+/// One radix-2^K forward pass: layers `k_hi, ..., k_hi - K + 1` on `a[base..base+len]`, where
+/// `base` and `len` are multiples of `2^(k_hi+1)` and the smallest gap is at least 16 words.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn fwd_pass<const L4: bool, const K: usize>(
+    core: &NttCore<u32>,
+    a: &mut [u32],
+    base: usize,
+    len: usize,
+    k_hi: u32,
+    c: &Consts,
+) {
+    let n = core.n;
+    let k_lo = k_hi + 1 - K as u32;
+    let gap = 1usize << k_lo;
+    let span = gap << K;
+    debug_assert!(
+        gap >= LANES
+            && base.is_multiple_of(span)
+            && len.is_multiple_of(span)
+            && base + len <= a.len()
+    );
+    let ptr = a.as_mut_ptr();
+    for s in (base..base + len).step_by(span) {
+        // Twiddles of the 2^K - 1 groups this span touches: layer d uses entries 2^d-1..2^(d+1)-1.
+        let mut tw = [Tw::splat(0, 0); 7];
+        for d in 0..K {
+            let k = k_hi - d as u32;
+            for t in 0..(1usize << d) {
+                let idx = (n >> (k + 1)) + (s >> (k + 1)) + t;
+                tw[(1 << d) - 1 + t] = Tw::splat(core.roots[idx], core.roots_shoup[idx]);
+            }
+        }
+        for j in (s..s + gap).step_by(LANES) {
+            let mut x = [_mm512_setzero_si512(); 8];
+            for (i, xi) in x.iter_mut().enumerate().take(1 << K) {
+                // SAFETY: j + i*gap + 16 <= s + span <= base + len <= a.len().
+                *xi = unsafe { load(ptr.add(j + i * gap)) };
+            }
+            fwd_network::<L4, K>(&mut x, &tw, c);
+            for (i, xi) in x.iter().enumerate().take(1 << K) {
+                // SAFETY: as for the loads.
+                unsafe { store(ptr.add(j + i * gap), *xi) };
+            }
+        }
+    }
+}
+
+/// The butterflies of one radix-2^K forward pass on registers `x[0..2^K]` (written out so that
+/// everything stays in registers): layer `d` pairs registers `2^(K-1-d)` apart and uses
+/// `tw[2^d - 1 + group]`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn fwd_network<const L4: bool, const K: usize>(x: &mut [__m512i; 8], tw: &[Tw; 7], c: &Consts) {
+    let [x0, x1, x2, x3, x4, x5, x6, x7] = x;
+    match K {
+        1 => fwd_bf::<L4>(x0, x1, &tw[0], c),
+        2 => {
+            fwd_bf::<L4>(x0, x2, &tw[0], c);
+            fwd_bf::<L4>(x1, x3, &tw[0], c);
+            fwd_bf::<L4>(x0, x1, &tw[1], c);
+            fwd_bf::<L4>(x2, x3, &tw[2], c);
+        }
+        _ => {
+            fwd_bf::<L4>(x0, x4, &tw[0], c);
+            fwd_bf::<L4>(x1, x5, &tw[0], c);
+            fwd_bf::<L4>(x2, x6, &tw[0], c);
+            fwd_bf::<L4>(x3, x7, &tw[0], c);
+            fwd_bf::<L4>(x0, x2, &tw[1], c);
+            fwd_bf::<L4>(x1, x3, &tw[1], c);
+            fwd_bf::<L4>(x4, x6, &tw[2], c);
+            fwd_bf::<L4>(x5, x7, &tw[2], c);
+            fwd_bf::<L4>(x0, x1, &tw[3], c);
+            fwd_bf::<L4>(x2, x3, &tw[4], c);
+            fwd_bf::<L4>(x4, x5, &tw[5], c);
+            fwd_bf::<L4>(x6, x7, &tw[6], c);
+        }
+    }
+}
+
+/// The butterflies of one radix-2^K inverse pass on `x[0..2^K]`: layer `d` pairs registers
+/// `2^d` apart; twiddles are stored layer after layer (`2^(K-1-d)` per layer). `TOP`: the last
+/// layer is the final one of the transform (`N^-1` folded in).
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn inv_network<const L4: bool, const K: usize, const TOP: bool>(
+    x: &mut [__m512i; 8],
+    tw: &[Tw; 7],
+    ni: &Tw,
+    nw: &Tw,
+    c: &Consts,
+) {
+    let [x0, x1, x2, x3, x4, x5, x6, x7] = x;
+    // The last layer of the pass: ordinary or the transform's final layer.
+    let last = |x: &mut __m512i, y: &mut __m512i, t: &Tw| {
+        if TOP {
+            inv_top_bf::<L4>(x, y, ni, nw, c)
+        } else {
+            inv_bf::<L4>(x, y, t, c)
+        }
+    };
+    match K {
+        1 => last(x0, x1, &tw[0]),
+        2 => {
+            inv_bf::<L4>(x0, x1, &tw[0], c);
+            inv_bf::<L4>(x2, x3, &tw[1], c);
+            last(x0, x2, &tw[2]);
+            last(x1, x3, &tw[2]);
+        }
+        _ => {
+            inv_bf::<L4>(x0, x1, &tw[0], c);
+            inv_bf::<L4>(x2, x3, &tw[1], c);
+            inv_bf::<L4>(x4, x5, &tw[2], c);
+            inv_bf::<L4>(x6, x7, &tw[3], c);
+            inv_bf::<L4>(x0, x2, &tw[4], c);
+            inv_bf::<L4>(x1, x3, &tw[4], c);
+            inv_bf::<L4>(x4, x6, &tw[5], c);
+            inv_bf::<L4>(x5, x7, &tw[5], c);
+            last(x0, x4, &tw[6]);
+            last(x1, x5, &tw[6]);
+            last(x2, x6, &tw[6]);
+            last(x3, x7, &tw[6]);
+        }
+    }
+}
+
+/// Chunks interleaved by the tail: one chunk is a serial chain of five butterflies and ten
+/// permutes, so independent chunks side by side hide the multiply and permute latencies.
+const TAIL_CHUNKS: usize = 4;
+
+/// Regroups the pairs with `vpermt2d` from one layout to the next.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn regroup<const C: usize>(x: &mut [__m512i; C], y: &mut [__m512i; C], p: &[__m512i; 2]) {
+    for (x, y) in x.iter_mut().zip(y.iter_mut()) {
+        (*x, *y) = (
+            _mm512_permutex2var_epi32(*x, p[0], *y),
+            _mm512_permutex2var_epi32(*x, p[1], *y),
+        );
+    }
+}
+
+/// One tail layer (gap `2^K`, `K <= 3`) on `C` chunks starting at word `s0`: regroup into layout
+/// `K`, then butterflies with per-lane twiddles from `tabs` (forward or inverse tables).
+///
+/// # Safety
+/// The tables must hold `n` words and `s0 + 32 C <= n`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+unsafe fn tail_layer<const L4: bool, const FWD: bool, const K: u32, const C: usize>(
+    x: &mut [__m512i; C],
+    y: &mut [__m512i; C],
+    p: &[__m512i; 2],
+    tabs: (*const u32, *const u32),
+    n: usize,
+    s0: usize,
+    c: &Consts,
+) {
+    regroup(x, y, p);
+    for (i, (x, y)) in x.iter_mut().zip(y.iter_mut()).enumerate() {
+        // SAFETY: s0 + 32 i + 32 <= n, as the caller guarantees.
+        let t = unsafe { lane_tw::<K>(tabs.0, tabs.1, n, s0 + 32 * i) };
+        if FWD {
+            fwd_bf::<L4>(x, y, &t, c);
+        } else {
+            inv_bf::<L4>(x, y, &t, c);
+        }
+    }
+}
+
+/// The last five forward layers (gaps 16..1) on each 32-word chunk of `a[base..base+len]`, in
+/// registers, followed by the full reduction to `[0, q)`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn fwd_tail<const L4: bool>(
+    core: &NttCore<u32>,
+    a: &mut [u32],
+    base: usize,
+    len: usize,
+    c: &Consts,
+) {
+    if len.is_multiple_of(32 * TAIL_CHUNKS) {
+        fwd_tail_c::<L4, TAIL_CHUNKS>(core, a, base, len, c)
+    } else {
+        fwd_tail_c::<L4, 1>(core, a, base, len, c)
+    }
+}
+
+/// [`fwd_tail`] on `C` chunks at a time (`len` a multiple of `32 C`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn fwd_tail_c<const L4: bool, const C: usize>(
+    core: &NttCore<u32>,
+    a: &mut [u32],
+    base: usize,
+    len: usize,
+    c: &Consts,
+) {
+    let n = core.n;
+    assert!(
+        base.is_multiple_of(32)
+            && len.is_multiple_of(32 * C)
+            && base + len <= a.len()
+            && a.len() == n
+    );
+    let perms: [[__m512i; 2]; 5] =
+        core::array::from_fn(|i| [load_idx(&FWD_PERMS[i][0]), load_idx(&FWD_PERMS[i][1])]);
+    let tabs = (core.roots.as_ptr(), core.roots_shoup.as_ptr());
+    let ptr = a.as_mut_ptr();
+    for s0 in (base..base + len).step_by(32 * C) {
+        let mut x = [_mm512_setzero_si512(); C];
+        let mut y = [_mm512_setzero_si512(); C];
+        for i in 0..C {
+            let s = s0 + 32 * i;
+            // SAFETY: s + 32 <= base + len <= a.len().
+            (x[i], y[i]) = unsafe { (load(ptr.add(s)), load(ptr.add(s + 16))) };
+            let g = (n >> 5) + (s >> 5);
+            fwd_bf::<L4>(
+                &mut x[i],
+                &mut y[i],
+                &Tw::splat(core.roots[g], core.roots_shoup[g]),
+                c,
+            );
+        }
+        // SAFETY: the root tables hold n words and s0 + 32 C <= base + len <= n.
+        unsafe {
+            tail_layer::<L4, true, 3, C>(&mut x, &mut y, &perms[0], tabs, n, s0, c);
+            tail_layer::<L4, true, 2, C>(&mut x, &mut y, &perms[1], tabs, n, s0, c);
+            tail_layer::<L4, true, 1, C>(&mut x, &mut y, &perms[2], tabs, n, s0, c);
+            tail_layer::<L4, true, 0, C>(&mut x, &mut y, &perms[3], tabs, n, s0, c);
+        }
+        regroup(&mut x, &mut y, &perms[4]);
+        for i in 0..C {
+            let (mut u, mut v) = (x[i], y[i]);
+            if L4 {
+                u = csub(u, c.two_q);
+                v = csub(v, c.two_q);
+            }
+            let s = s0 + 32 * i;
+            // SAFETY: as for the loads.
+            unsafe {
+                store(ptr.add(s), csub(u, c.q));
+                store(ptr.add(s + 16), csub(v, c.q));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inverse transform.
+// ---------------------------------------------------------------------------------------------
+
+/// Full inverse transform.
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn inverse_impl<const L4: bool>(core: &NttCore<u32>, a: &mut [u32]) {
+    let c = Consts::new::<L4>(core);
+    let log_n = core.log_n;
+    let n = core.n;
+    let block_log = log_n.min(BLOCK_LOG);
+    let block = 1usize << block_log;
+    for base in (0..n).step_by(block) {
+        inv_tail::<L4>(core, a, base, block, &c);
+        inv_layers::<L4>(core, a, base, block, TAIL_LOG, block_log, &c);
+    }
+    inv_layers::<L4>(core, a, 0, n, block_log, log_n, &c);
+}
+
+/// Inverse layers `k_lo` up to `k_end - 1` on `a[base..base+len]` in radix-8/4/2 passes; the
+/// layer `log_n - 1` (if included) gets `N^-1` folded in.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn inv_layers<const L4: bool>(
+    core: &NttCore<u32>,
+    a: &mut [u32],
+    base: usize,
+    len: usize,
+    k_lo: u32,
+    k_end: u32,
+    c: &Consts,
+) {
+    if k_end <= k_lo {
+        return;
+    }
+    let mut k = k_lo;
+    for kk in pass_sizes(k_end - k_lo) {
+        let top = k + kk == core.log_n;
+        match (kk, top) {
+            (3, false) => inv_pass::<L4, 3, false>(core, a, base, len, k, c),
+            (2, false) => inv_pass::<L4, 2, false>(core, a, base, len, k, c),
+            (1, false) => inv_pass::<L4, 1, false>(core, a, base, len, k, c),
+            (3, true) => inv_pass::<L4, 3, true>(core, a, base, len, k, c),
+            (2, true) => inv_pass::<L4, 2, true>(core, a, base, len, k, c),
+            _ => inv_pass::<L4, 1, true>(core, a, base, len, k, c),
+        }
+        k += kk;
+    }
+}
+
+/// One radix-2^K inverse pass: layers `k_lo, ..., k_lo + K - 1` on `a[base..base+len]`; `TOP`:
+/// the last of them is the final layer (`N^-1` folded in, outputs reduced).
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn inv_pass<const L4: bool, const K: usize, const TOP: bool>(
+    core: &NttCore<u32>,
+    a: &mut [u32],
+    base: usize,
+    len: usize,
+    k_lo: u32,
+    c: &Consts,
+) {
+    let n = core.n;
+    let gap = 1usize << k_lo;
+    let span = gap << K;
+    debug_assert!(
+        gap >= LANES
+            && base.is_multiple_of(span)
+            && len.is_multiple_of(span)
+            && base + len <= a.len()
+    );
+    let ptr = a.as_mut_ptr();
+    let ni = Tw::splat(core.n_inv.0, core.n_inv.1);
+    let nw = Tw::splat(core.n_inv_w.0, core.n_inv_w.1);
+    for s in (base..base + len).step_by(span) {
+        // Layer d (gap 2^(k_lo+d)) touches 2^(K-1-d) groups: entries 2^K - 2^(K-d) ...
+        let mut tw = [Tw::splat(0, 0); 7];
+        let mut at = 0;
+        for d in 0..K {
+            let k = k_lo + d as u32;
+            for t in 0..(1usize << (K - 1 - d)) {
+                let idx = (n >> (k + 1)) + (s >> (k + 1)) + t;
+                tw[at] = Tw::splat(core.inv_roots[idx], core.inv_roots_shoup[idx]);
+                at += 1;
+            }
+        }
+        for j in (s..s + gap).step_by(LANES) {
+            let mut x = [_mm512_setzero_si512(); 8];
+            for (i, xi) in x.iter_mut().enumerate().take(1 << K) {
+                // SAFETY: j + i*gap + 16 <= s + span <= base + len <= a.len().
+                *xi = unsafe { load(ptr.add(j + i * gap)) };
+            }
+            inv_network::<L4, K, TOP>(&mut x, &tw, &ni, &nw, c);
+            for (i, xi) in x.iter().enumerate().take(1 << K) {
+                // SAFETY: as for the loads.
+                unsafe { store(ptr.add(j + i * gap), *xi) };
+            }
+        }
+    }
+}
+
+/// The first five inverse layers (gaps 1..16) on each 32-word chunk of `a[base..base+len]`, in
+/// registers; for N = 32 the gap-16 layer is the final one (`N^-1` folded in).
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn inv_tail<const L4: bool>(
+    core: &NttCore<u32>,
+    a: &mut [u32],
+    base: usize,
+    len: usize,
+    c: &Consts,
+) {
+    if len.is_multiple_of(32 * TAIL_CHUNKS) {
+        inv_tail_c::<L4, TAIL_CHUNKS>(core, a, base, len, c)
+    } else {
+        inv_tail_c::<L4, 1>(core, a, base, len, c)
+    }
+}
+
+/// [`inv_tail`] on `C` chunks at a time (`len` a multiple of `32 C`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn inv_tail_c<const L4: bool, const C: usize>(
+    core: &NttCore<u32>,
+    a: &mut [u32],
+    base: usize,
+    len: usize,
+    c: &Consts,
+) {
+    let n = core.n;
+    assert!(
+        base.is_multiple_of(32)
+            && len.is_multiple_of(32 * C)
+            && base + len <= a.len()
+            && a.len() == n
+    );
+    let perms: [[__m512i; 2]; 5] =
+        core::array::from_fn(|i| [load_idx(&INV_PERMS[i][0]), load_idx(&INV_PERMS[i][1])]);
+    let tabs = (core.inv_roots.as_ptr(), core.inv_roots_shoup.as_ptr());
+    let ni = Tw::splat(core.n_inv.0, core.n_inv.1);
+    let nw = Tw::splat(core.n_inv_w.0, core.n_inv_w.1);
+    let top = n == 32;
+    let ptr = a.as_mut_ptr();
+    for s0 in (base..base + len).step_by(32 * C) {
+        let mut x = [_mm512_setzero_si512(); C];
+        let mut y = [_mm512_setzero_si512(); C];
+        for i in 0..C {
+            let s = s0 + 32 * i;
+            // SAFETY: s + 32 <= base + len <= a.len().
+            (x[i], y[i]) = unsafe { (load(ptr.add(s)), load(ptr.add(s + 16))) };
+        }
+        // SAFETY: the root tables hold n words and s0 + 32 C <= base + len <= n.
+        unsafe {
+            tail_layer::<L4, false, 0, C>(&mut x, &mut y, &perms[0], tabs, n, s0, c);
+            tail_layer::<L4, false, 1, C>(&mut x, &mut y, &perms[1], tabs, n, s0, c);
+            tail_layer::<L4, false, 2, C>(&mut x, &mut y, &perms[2], tabs, n, s0, c);
+            tail_layer::<L4, false, 3, C>(&mut x, &mut y, &perms[3], tabs, n, s0, c);
+        }
+        regroup(&mut x, &mut y, &perms[4]);
+        for i in 0..C {
+            let s = s0 + 32 * i;
+            if top {
+                inv_top_bf::<L4>(&mut x[i], &mut y[i], &ni, &nw, c);
+            } else {
+                let g = (n >> 5) + (s >> 5);
+                let t = Tw::splat(core.inv_roots[g], core.inv_roots_shoup[g]);
+                inv_bf::<L4>(&mut x[i], &mut y[i], &t, c);
+            }
+            // SAFETY: as for the loads.
+            unsafe {
+                store(ptr.add(s), x[i]);
+                store(ptr.add(s + 16), y[i]);
+            }
+        }
+    }
 }
