@@ -1,20 +1,409 @@
-//! PLACEHOLDER (being written): element-wise kernels for this backend. Delegates to scalar for now.
+//! AVX-512 IFMA element-wise kernels for 64-bit words and moduli below 2^50.
+//!
+//! Eight lanes per step; the tail (length not a multiple of 8) goes through the scalar kernels.
+//! Products use the 52-bit IFMA multipliers:
+//! - pointwise `a * b`: Barrett reduction (Barrett 1986) of the 100-bit product `P = hi*2^52 + lo`
+//!   with `c = floor(P / 2^s)`, `mu = floor(2^(52+s) / q)` (`s` the largest shift with `2^s < q`,
+//!   so `mu < 2^52` and `c < 2^51`), `Qhat = madd52hi(c, mu)`, `r = lo - lo52(Qhat*q)` in
+//!   `[0, 2.5q)`, then two conditional subtractions;
+//! - by a scalar: HEXL-style 52-bit Shoup multiplication (`W' = floor(W*2^52/q)`).
+
+use std::arch::x86_64::*;
 
 use super::{scalar, BinOp};
+use crate::backend::IFMA_MAX_PRIME_BITS;
 use crate::modulus::Modulus;
 
+/// `2^52 - 1`: IFMA multiplies the low 52 bits of each lane.
+const MASK52: u64 = (1 << 52) - 1;
+
+/// Lanes per vector.
+const LANES: usize = 8;
+
+/// `out = a op b` (or `out = out op b`).
 pub(crate) fn binary(op: BinOp, m: &Modulus<u64>, out: &mut [u64], a: Option<&[u64]>, b: &[u64]) {
-    scalar::binary(op, m, out, a, b)
+    if m.bits() > IFMA_MAX_PRIME_BITS {
+        return scalar::binary(op, m, out, a, b);
+    }
+    let n = common_len(out.len(), a.map(<[u64]>::len), Some(b.len()));
+    let main = n - n % LANES;
+    // SAFETY: this backend is only selected after the CPU was checked for avx512f/dq/bw/vl/ifma;
+    // `main` words of `out`, `a` and `b` are in bounds.
+    unsafe {
+        binary_simd(
+            op,
+            m,
+            out.as_mut_ptr(),
+            a.map(<[u64]>::as_ptr),
+            b.as_ptr(),
+            main,
+        )
+    };
+    let a_tail = a.map(|a| &a[main..n]);
+    scalar::binary(op, m, &mut out[main..n], a_tail, &b[main..n]);
 }
 
+/// `out = -a` (or `out = -out`).
 pub(crate) fn neg(m: &Modulus<u64>, out: &mut [u64], a: Option<&[u64]>) {
-    scalar::neg(m, out, a)
+    let n = common_len(out.len(), a.map(<[u64]>::len), None);
+    let main = n - n % LANES;
+    // SAFETY: CPU features checked when the backend was selected; `main` words in bounds.
+    unsafe { neg_simd(m.q(), out.as_mut_ptr(), a.map(<[u64]>::as_ptr), main) };
+    scalar::neg(m, &mut out[main..n], a.map(|a| &a[main..n]));
 }
 
+/// `out = a * s` (or `out = out * s`) for a reduced scalar `s`, by 52-bit Shoup multiplication.
 pub(crate) fn mul_scalar(m: &Modulus<u64>, out: &mut [u64], a: Option<&[u64]>, s: u64) {
-    scalar::mul_scalar(m, out, a, s)
+    if m.bits() > IFMA_MAX_PRIME_BITS || s >= m.q() {
+        return scalar::mul_scalar(m, out, a, s);
+    }
+    let n = common_len(out.len(), a.map(<[u64]>::len), None);
+    let main = n - n % LANES;
+    // SAFETY: CPU features checked when the backend was selected; `main` words in bounds.
+    unsafe { mul_scalar_simd(m.q(), out.as_mut_ptr(), a.map(<[u64]>::as_ptr), s, main) };
+    scalar::mul_scalar(m, &mut out[main..n], a.map(|a| &a[main..n]), s);
 }
 
+/// `acc = acc + a * b`.
 pub(crate) fn mul_add(m: &Modulus<u64>, acc: &mut [u64], a: &[u64], b: &[u64]) {
-    scalar::mul_add(m, acc, a, b)
+    if m.bits() > IFMA_MAX_PRIME_BITS {
+        return scalar::mul_add(m, acc, a, b);
+    }
+    let n = common_len(acc.len(), Some(a.len()), Some(b.len()));
+    let main = n - n % LANES;
+    // SAFETY: CPU features checked when the backend was selected; `main` words in bounds.
+    unsafe { mul_add_simd(m.q(), acc.as_mut_ptr(), a.as_ptr(), b.as_ptr(), main) };
+    scalar::mul_add(m, &mut acc[main..n], &a[main..n], &b[main..n]);
+}
+
+/// The length all operands share (callers pass equal lengths; the minimum keeps every access in
+/// bounds regardless).
+fn common_len(out: usize, a: Option<usize>, b: Option<usize>) -> usize {
+    out.min(a.unwrap_or(usize::MAX))
+        .min(b.unwrap_or(usize::MAX))
+}
+
+/// Broadcast constants of one modulus.
+#[derive(Clone, Copy)]
+struct Consts {
+    /// `q`.
+    q: __m512i,
+    /// `2q`.
+    q2: __m512i,
+    /// `2^52 - q`: multiplying by it and keeping 52 bits subtracts a multiple of `q` mod 2^52.
+    negq: __m512i,
+    /// `2^52 - 1`.
+    mask: __m512i,
+    /// Barrett constant `floor(2^(52+s) / q)`.
+    mu: __m512i,
+    /// Shift `s` (as a shift-count register).
+    shr: __m128i,
+    /// `52 - s`.
+    shl: __m128i,
+}
+
+impl Consts {
+    /// Constants for `q < 2^50`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn new(q: u64) -> Self {
+        // Largest s with 2^s < q keeps mu below 2^52.
+        let s = 63 - (q - 1).leading_zeros();
+        let mu = ((1u128 << (52 + s)) / q as u128) as u64;
+        Self {
+            q: _mm512_set1_epi64(q as i64),
+            q2: _mm512_set1_epi64((2 * q) as i64),
+            negq: _mm512_set1_epi64(((1u64 << 52) - q) as i64),
+            mask: _mm512_set1_epi64(MASK52 as i64),
+            mu: _mm512_set1_epi64(mu as i64),
+            shr: _mm_cvtsi64_si128(s as i64),
+            shl: _mm_cvtsi64_si128(52 - s as i64),
+        }
+    }
+}
+
+/// `v - m` if `v >= m`, else `v` (unsigned `min(v, v - m)`).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn csub(v: __m512i, m: __m512i) -> __m512i {
+    _mm512_min_epu64(v, _mm512_sub_epi64(v, m))
+}
+
+/// `x * y mod q` in `[0, 2.5q)` for reduced `x`, `y` (Barrett on the IFMA product, see the
+/// module docs).
+#[inline]
+#[target_feature(enable = "avx512f,avx512ifma")]
+fn mul_lazy(x: __m512i, y: __m512i, c: &Consts) -> __m512i {
+    let z = _mm512_setzero_si512();
+    let lo = _mm512_madd52lo_epu64(z, x, y);
+    let hi = _mm512_madd52hi_epu64(z, x, y);
+    // floor(P / 2^s) from the two 52-bit halves of P.
+    let top = _mm512_or_si512(_mm512_sll_epi64(hi, c.shl), _mm512_srl_epi64(lo, c.shr));
+    let qhat = _mm512_madd52hi_epu64(z, top, c.mu);
+    // P - qhat*q < 2.5q < 2^52, so its low 52 bits are the value itself.
+    _mm512_and_si512(_mm512_madd52lo_epu64(lo, qhat, c.negq), c.mask)
+}
+
+/// Unaligned load of 8 words.
+///
+/// # Safety
+/// `p..p+8` must be readable.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn ld(p: *const u64) -> __m512i {
+    // SAFETY: the caller guarantees 8 readable words at `p`; loadu has no alignment requirement.
+    unsafe { _mm512_loadu_epi64(p as *const i64) }
+}
+
+/// Unaligned store of 8 words.
+///
+/// # Safety
+/// `p..p+8` must be writable.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn st(p: *mut u64, v: __m512i) {
+    // SAFETY: the caller guarantees 8 writable words at `p`; storeu has no alignment requirement.
+    unsafe { _mm512_storeu_epi64(p as *mut i64, v) }
+}
+
+/// `out[i] = f(a[i], b[i])` for `i < len` (a multiple of 8), `a` defaulting to `out` itself.
+///
+/// # Safety
+/// `out..out+len` writable, `a..a+len` and `b..b+len` readable.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn map2(
+    out: *mut u64,
+    a: Option<*const u64>,
+    b: *const u64,
+    len: usize,
+    f: impl Fn(__m512i, __m512i) -> __m512i,
+) {
+    let a = a.unwrap_or(out as *const u64);
+    let mut i = 0;
+    while i < len {
+        // SAFETY: i + 8 <= len and the caller guarantees `len` words at each pointer; `a` may
+        // equal `out` (in place), which is fine since each vector is read before it is written.
+        unsafe { st(out.add(i), f(ld(a.add(i)), ld(b.add(i)))) };
+        i += LANES;
+    }
+}
+
+/// Vector part of [`binary`].
+///
+/// # Safety
+/// CPU has avx512f/dq/bw/vl/ifma; pointers valid for `len` words (a multiple of 8).
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+unsafe fn binary_simd(
+    op: BinOp,
+    m: &Modulus<u64>,
+    out: *mut u64,
+    a: Option<*const u64>,
+    b: *const u64,
+    len: usize,
+) {
+    let c = Consts::new(m.q());
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match op {
+            BinOp::Add => map2(out, a, b, len, |x, y| csub(_mm512_add_epi64(x, y), c.q)),
+            // x - y wraps below zero exactly when x < y; then x - y + q is the smaller value.
+            BinOp::Sub => map2(out, a, b, len, |x, y| {
+                let d = _mm512_sub_epi64(x, y);
+                _mm512_min_epu64(d, _mm512_add_epi64(d, c.q))
+            }),
+            BinOp::Mul => map2(out, a, b, len, |x, y| {
+                csub(csub(mul_lazy(x, y, &c), c.q2), c.q)
+            }),
+        }
+    }
+}
+
+/// Vector part of [`neg`].
+///
+/// # Safety
+/// CPU has avx512f/dq/bw/vl/ifma; pointers valid for `len` words (a multiple of 8).
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+unsafe fn neg_simd(q: u64, out: *mut u64, a: Option<*const u64>, len: usize) {
+    let qv = _mm512_set1_epi64(q as i64);
+    // SAFETY: forwarded from the caller (`b` is `a` itself, read but unused).
+    unsafe {
+        let src = a.unwrap_or(out as *const u64);
+        // q - x for nonzero lanes, 0 stays 0.
+        map2(out, Some(src), src, len, |x, _| {
+            _mm512_maskz_sub_epi64(_mm512_test_epi64_mask(x, x), qv, x)
+        });
+    }
+}
+
+/// Vector part of [`mul_scalar`].
+///
+/// # Safety
+/// CPU has avx512f/dq/bw/vl/ifma; pointers valid for `len` words (a multiple of 8); `s < q`.
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+unsafe fn mul_scalar_simd(q: u64, out: *mut u64, a: Option<*const u64>, s: u64, len: usize) {
+    let c = Consts::new(q);
+    let w = _mm512_set1_epi64(s as i64);
+    let wp = _mm512_set1_epi64((((s as u128) << 52) / q as u128) as i64);
+    let z = _mm512_setzero_si512();
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let src = a.unwrap_or(out as *const u64);
+        map2(out, Some(src), src, len, |x, _| {
+            // 52-bit Shoup: Q = madd52hi(W', x), T = lo52(W*x) - lo52(Q*q) in [0, 2q).
+            let qh = _mm512_madd52hi_epu64(z, wp, x);
+            let t = _mm512_madd52lo_epu64(_mm512_madd52lo_epu64(z, w, x), qh, c.negq);
+            csub(_mm512_and_si512(t, c.mask), c.q)
+        });
+    }
+}
+
+/// Vector part of [`mul_add`].
+///
+/// # Safety
+/// CPU has avx512f/dq/bw/vl/ifma; pointers valid for `len` words (a multiple of 8).
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+unsafe fn mul_add_simd(q: u64, acc: *mut u64, a: *const u64, b: *const u64, len: usize) {
+    let c = Consts::new(q);
+    let mut i = 0;
+    while i < len {
+        // SAFETY: i + 8 <= len and the caller guarantees `len` words at each pointer.
+        unsafe {
+            let p = mul_lazy(ld(a.add(i)), ld(b.add(i)), &c);
+            // acc + p < q + 2.5q < 4q: two conditional subtractions reduce it.
+            let s = _mm512_add_epi64(ld(acc.add(i)), p);
+            st(acc.add(i), csub(csub(s, c.q2), c.q));
+        }
+        i += LANES;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Backend;
+    use crate::primes;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha20Rng;
+
+    /// Moduli under test: NTT primes of 20..=50 bits plus edge moduli.
+    fn moduli() -> Vec<u64> {
+        let mut v: Vec<u64> = (20..=50)
+            .step_by(3)
+            .chain([49, 50])
+            .filter_map(|bits| primes::ntt_primes::<u64>(bits, 16, 1).ok())
+            .flatten()
+            .collect();
+        v.extend([2, 3, 1 << 40, (1 << 50) - 1, (1 << 49) + 1]);
+        v
+    }
+
+    /// Random reduced values with 0 and q-1 at both ends.
+    fn values(rng: &mut ChaCha20Rng, n: usize, q: u64) -> Vec<u64> {
+        let mut v: Vec<u64> = (0..n).map(|_| rng.gen_range(0..q)).collect();
+        if n > 0 {
+            v[0] = q - 1;
+            v[n - 1] = 0;
+        }
+        if n > 2 {
+            v[1] = 0;
+            v[n - 2] = q - 1;
+        }
+        v
+    }
+
+    const LENS: [usize; 7] = [0, 1, 7, 8, 9, 16, 4096 + 3];
+
+    fn skip() -> bool {
+        let skip = !Backend::Avx512Ifma.is_available();
+        if skip {
+            eprintln!("skipping IFMA eltwise tests: this CPU lacks avx512ifma");
+        }
+        skip
+    }
+
+    #[test]
+    fn binary_matches_scalar() {
+        if skip() {
+            return;
+        }
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        for q in moduli() {
+            let m = Modulus::<u64>::new(q).expect("modulus");
+            for n in LENS {
+                let a = values(&mut rng, n, q);
+                let b = values(&mut rng, n, q);
+                for op in [BinOp::Add, BinOp::Sub, BinOp::Mul] {
+                    let (mut want, mut got) = (vec![0; n], vec![0; n]);
+                    scalar::binary(op, &m, &mut want, Some(&a), &b);
+                    binary(op, &m, &mut got, Some(&a), &b);
+                    assert_eq!(got, want, "{op:?} q={q} n={n}");
+                    let mut got = a.clone();
+                    binary(op, &m, &mut got, None, &b);
+                    assert_eq!(got, want, "{op:?} in place q={q} n={n}");
+                    // Both operands extreme.
+                    let (x, y) = (vec![q - 1; n], vec![q - 1; n]);
+                    scalar::binary(op, &m, &mut want, Some(&x), &y);
+                    binary(op, &m, &mut got, Some(&x), &y);
+                    assert_eq!(got, want, "{op:?} q-1 q={q} n={n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unary_matches_scalar() {
+        if skip() {
+            return;
+        }
+        let mut rng = ChaCha20Rng::seed_from_u64(2);
+        for q in moduli() {
+            let m = Modulus::<u64>::new(q).expect("modulus");
+            for n in LENS {
+                let a = values(&mut rng, n, q);
+                let (mut want, mut got) = (vec![0; n], vec![0; n]);
+                scalar::neg(&m, &mut want, Some(&a));
+                neg(&m, &mut got, Some(&a));
+                assert_eq!(got, want, "neg q={q} n={n}");
+                let mut got = a.clone();
+                neg(&m, &mut got, None);
+                assert_eq!(got, want, "neg in place q={q} n={n}");
+                for s in [0, 1, q - 1, rng.gen_range(0..q)] {
+                    scalar::mul_scalar(&m, &mut want, Some(&a), s);
+                    mul_scalar(&m, &mut got, Some(&a), s);
+                    assert_eq!(got, want, "mul_scalar s={s} q={q} n={n}");
+                    let mut got = a.clone();
+                    mul_scalar(&m, &mut got, None, s);
+                    assert_eq!(got, want, "mul_scalar in place s={s} q={q} n={n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn mul_add_matches_scalar() {
+        if skip() {
+            return;
+        }
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        for q in moduli() {
+            let m = Modulus::<u64>::new(q).expect("modulus");
+            for n in LENS {
+                let (a, b, acc) = (
+                    values(&mut rng, n, q),
+                    values(&mut rng, n, q),
+                    values(&mut rng, n, q),
+                );
+                let (mut want, mut got) = (acc.clone(), acc.clone());
+                scalar::mul_add(&m, &mut want, &a, &b);
+                mul_add(&m, &mut got, &a, &b);
+                assert_eq!(got, want, "mul_add q={q} n={n}");
+                let ext = vec![q - 1; n];
+                let (mut want, mut got) = (ext.clone(), ext.clone());
+                scalar::mul_add(&m, &mut want, &ext, &ext);
+                mul_add(&m, &mut got, &ext, &ext);
+                assert_eq!(got, want, "mul_add q-1 q={q} n={n}");
+            }
+        }
+    }
 }
