@@ -19,7 +19,7 @@
 
 use core::arch::x86_64::*;
 
-use super::NttCore;
+use super::{AlignedVec, NttCore};
 
 /// Words per register.
 const LANES: usize = 16;
@@ -28,19 +28,51 @@ const TAIL_LOG: u32 = 5;
 /// log2 of the depth-first block (4096 words = 16 KiB, half the L1 data cache).
 const BLOCK_LOG: u32 = 12;
 
-/// Backend-specific twiddle tables (the kernels read the core's bit-reversed tables directly).
+/// Words of expanded tail twiddles per 32-word chunk: roots and companions (16 lanes each) of
+/// tail layers 3, 2 and 1.
+const TAIL_TW: usize = 6 * LANES;
+
+/// Backend-specific twiddle tables: the per-lane twiddle vectors of tail layers 3, 2, 1 (gaps
+/// 8, 4, 2), laid out chunk after chunk so that each is one aligned load.
 #[derive(Debug)]
-pub struct Tables {}
+pub struct Tables {
+    /// Forward roots: per chunk `[w3, w3', w2, w2', w1, w1']`, 16 lanes each.
+    fwd: AlignedVec<u32>,
+    /// Inverse roots, same layout.
+    inv: AlignedVec<u32>,
+}
 
 impl Tables {
     /// Builds the tables from the core precomputation.
-    pub(crate) fn new(_core: &NttCore<u32>) -> Self {
-        Self {}
+    pub(crate) fn new(core: &NttCore<u32>) -> Self {
+        let expand = |w: &[u32], ws: &[u32]| {
+            let n = core.n;
+            let chunks = n / (2 * LANES);
+            let mut out = AlignedVec::with_capacity(64, chunks * TAIL_TW);
+            for c in 0..chunks {
+                let s = c * 2 * LANES;
+                for k in [3u32, 2, 1] {
+                    // In tail layout k (see `swap`) lane l holds a pair of group l >> k.
+                    let idx = |l: usize| (n >> (k + 1)) + (s >> (k + 1)) + (l >> k);
+                    for l in 0..LANES {
+                        out.push(w[idx(l)]);
+                    }
+                    for l in 0..LANES {
+                        out.push(ws[idx(l)]);
+                    }
+                }
+            }
+            out
+        };
+        Self {
+            fwd: expand(&core.roots, &core.roots_shoup),
+            inv: expand(&core.inv_roots, &core.inv_roots_shoup),
+        }
     }
 }
 
 /// Forward NTT in place.
-pub(crate) fn forward(core: &NttCore<u32>, _t: &Tables, a: &mut [u32]) {
+pub(crate) fn forward(core: &NttCore<u32>, t: &Tables, a: &mut [u32]) {
     assert_eq!(a.len(), core.n, "NTT length");
     if core.n < 2 * LANES {
         // N = 16 is a single register: not worth a kernel.
@@ -50,15 +82,15 @@ pub(crate) fn forward(core: &NttCore<u32>, _t: &Tables, a: &mut [u32]) {
     // (Backend::check at table construction); a.len() == N was asserted above.
     unsafe {
         if core.lazy4 {
-            forward_impl::<true>(core, a)
+            forward_impl::<true>(core, t, a)
         } else {
-            forward_impl::<false>(core, a)
+            forward_impl::<false>(core, t, a)
         }
     }
 }
 
 /// Inverse NTT in place.
-pub(crate) fn inverse(core: &NttCore<u32>, _t: &Tables, a: &mut [u32]) {
+pub(crate) fn inverse(core: &NttCore<u32>, t: &Tables, a: &mut [u32]) {
     assert_eq!(a.len(), core.n, "NTT length");
     if core.n < 2 * LANES {
         return super::scalar::inverse(core, a);
@@ -66,9 +98,9 @@ pub(crate) fn inverse(core: &NttCore<u32>, _t: &Tables, a: &mut [u32]) {
     // SAFETY: as in `forward`: the CPU features were checked when the table was built.
     unsafe {
         if core.lazy4 {
-            inverse_impl::<true>(core, a)
+            inverse_impl::<true>(core, t, a)
         } else {
-            inverse_impl::<false>(core, a)
+            inverse_impl::<false>(core, t, a)
         }
     }
 }
@@ -108,23 +140,11 @@ const fn perm_idx(from: u32, to: u32, r: u32) -> [u32; 16] {
     out
 }
 
-/// Forward tail regroupings: natural -> 3 -> 2 -> 1 -> 0 -> natural, two registers each.
-static FWD_PERMS: [[[u32; 16]; 2]; 5] = [
-    [perm_idx(4, 3, 0), perm_idx(4, 3, 1)],
-    [perm_idx(3, 2, 0), perm_idx(3, 2, 1)],
-    [perm_idx(2, 1, 0), perm_idx(2, 1, 1)],
-    [perm_idx(1, 0, 0), perm_idx(1, 0, 1)],
-    [perm_idx(0, 4, 0), perm_idx(0, 4, 1)],
-];
+/// Forward tail: layout 0 back to the natural order, two registers.
+static TO_NATURAL: [[u32; 16]; 2] = [perm_idx(0, 4, 0), perm_idx(0, 4, 1)];
 
-/// Inverse tail regroupings: natural -> 0 -> 1 -> 2 -> 3 -> natural.
-static INV_PERMS: [[[u32; 16]; 2]; 5] = [
-    [perm_idx(4, 0, 0), perm_idx(4, 0, 1)],
-    [perm_idx(0, 1, 0), perm_idx(0, 1, 1)],
-    [perm_idx(1, 2, 0), perm_idx(1, 2, 1)],
-    [perm_idx(2, 3, 0), perm_idx(2, 3, 1)],
-    [perm_idx(3, 4, 0), perm_idx(3, 4, 1)],
-];
+/// Inverse tail: natural order to layout 0.
+static TO_LAYOUT0: [[u32; 16]; 2] = [perm_idx(4, 0, 0), perm_idx(4, 0, 1)];
 
 // ---------------------------------------------------------------------------------------------
 // Vector arithmetic.
@@ -287,44 +307,24 @@ fn load_idx(t: &[u32; 16]) -> __m512i {
     unsafe { load(t.as_ptr()) }
 }
 
-/// Per-lane twiddles for layout `k` of the chunk at word `s`: lane `l` gets the root of group
-/// `(s >> (k+1)) + (l mod 2^(4-k))` of layer `k`, i.e. `tab[off + (l mod 2^(4-k))]` with
-/// `off = (n >> (k+1)) + (s >> (k+1))`. Broadcast loads only; the odd-lane companions come from
-/// the same load shifted by one word.
+/// Per-lane twiddles of the gap-1 layer (layout 0) for the chunk at word `s`: lane `l` gets
+/// root `(n >> 1) + (s >> 1) + l`, one contiguous load; the odd-lane companions come from the
+/// same table one word further.
 ///
 /// # Safety
-/// `w` and `ws` must hold `n` words, `s + 32 <= n`, `k <= 3`.
+/// `w` and `ws` must hold `n` words and `s + 32 <= n`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
-unsafe fn lane_tw<const K: u32>(w: *const u32, ws: *const u32, n: usize, s: usize) -> Tw {
-    let off = (n >> (K + 1)) + (s >> (K + 1));
-    // The pattern has 2^(4-K) entries and off + 2^(4-K) <= n >> K (since s <= n - 32); the odd
-    // companions read one word further, still below n except for K = 0, where a masked load
-    // skips the last word.
-    // SAFETY: every read below is within [off, off + 2^(4-K) + 1) and within n words.
+unsafe fn lane_tw0(w: *const u32, ws: *const u32, n: usize, s: usize) -> Tw {
+    let off = (n >> 1) + (s >> 1);
+    // off + 16 <= n since s <= n - 32; the companion load skips its last word, which would be
+    // entry off + 16 (past the table for the last chunk).
+    // SAFETY: every read is within [off, off + 16) of tables holding n words.
     unsafe {
-        let (w, ws) = (w.add(off), ws.add(off));
-        match K {
-            3 => Tw {
-                w: _mm512_set1_epi64((w as *const i64).read_unaligned()),
-                ws: _mm512_set1_epi64((ws as *const i64).read_unaligned()),
-                ws_odd: _mm512_set1_epi32(*ws.add(1) as i32),
-            },
-            2 => Tw {
-                w: _mm512_broadcast_i32x4(_mm_loadu_si128(w as *const __m128i)),
-                ws: _mm512_broadcast_i32x4(_mm_loadu_si128(ws as *const __m128i)),
-                ws_odd: _mm512_broadcast_i32x4(_mm_loadu_si128(ws.add(1) as *const __m128i)),
-            },
-            1 => Tw {
-                w: _mm512_broadcast_i32x8(_mm256_loadu_si256(w as *const __m256i)),
-                ws: _mm512_broadcast_i32x8(_mm256_loadu_si256(ws as *const __m256i)),
-                ws_odd: _mm512_broadcast_i32x8(_mm256_loadu_si256(ws.add(1) as *const __m256i)),
-            },
-            _ => Tw {
-                w: load(w),
-                ws: load(ws),
-                ws_odd: _mm512_maskz_loadu_epi32(0x7fff, ws.add(1) as *const i32),
-            },
+        Tw {
+            w: load(w.add(off)),
+            ws: load(ws.add(off)),
+            ws_odd: _mm512_maskz_loadu_epi32(0x7fff, ws.add(off + 1) as *const i32),
         }
     }
 }
@@ -353,7 +353,7 @@ fn pass_sizes(count: u32) -> impl Iterator<Item = u32> {
 
 /// Full forward transform.
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
-fn forward_impl<const L4: bool>(core: &NttCore<u32>, a: &mut [u32]) {
+fn forward_impl<const L4: bool>(core: &NttCore<u32>, t: &Tables, a: &mut [u32]) {
     let c = Consts::new::<L4>(core);
     let log_n = core.log_n;
     let n = core.n;
@@ -364,7 +364,7 @@ fn forward_impl<const L4: bool>(core: &NttCore<u32>, a: &mut [u32]) {
     let block = 1usize << block_log;
     for base in (0..n).step_by(block) {
         fwd_layers::<L4>(core, a, base, block, block_log - 1, TAIL_LOG, &c);
-        fwd_tail::<L4>(core, a, base, block, &c);
+        fwd_tail::<L4>(core, t, a, base, block, &c);
     }
 }
 
@@ -520,9 +520,43 @@ fn inv_network<const L4: bool, const K: usize, const TOP: bool>(
     }
 }
 
-/// Chunks interleaved by the tail: one chunk is a serial chain of five butterflies and ten
-/// permutes, so independent chunks side by side hide the multiply and permute latencies.
+/// Chunks interleaved by the tail: one chunk is a serial chain of five butterflies and their
+/// shuffles, so independent chunks side by side hide the multiply and shuffle latencies.
 const TAIL_CHUNKS: usize = 4;
+
+/// Exchanges the register bit of a pair with lane bit `B` (3, 2: 128-bit blocks; 1: qwords of
+/// a block; 0: words of a qword). Each output is one in-lane shuffle (`vshufi64x2`,
+/// `vpunpck*qdq`, masked `vpshufd`), much cheaper on Zen 4 than a two-source `vpermt2d`.
+/// Applying it twice is the identity.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn swap<const B: u32>(x: __m512i, y: __m512i) -> (__m512i, __m512i) {
+    match B {
+        3 => (
+            _mm512_shuffle_i64x2::<0x44>(x, y),
+            _mm512_shuffle_i64x2::<0xee>(x, y),
+        ),
+        // Blocks 1 and 3 of x take blocks 0 and 2 of y, blocks 0 and 2 of y take 1 and 3 of x.
+        2 => (
+            _mm512_mask_shuffle_i64x2::<0x80>(x, 0xcc, y, y),
+            _mm512_mask_shuffle_i64x2::<0x31>(y, 0x33, x, x),
+        ),
+        1 => (_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y)),
+        _ => (
+            _mm512_mask_shuffle_epi32::<0xb1>(x, 0xaaaa, y),
+            _mm512_mask_shuffle_epi32::<0xb1>(y, 0x5555, x),
+        ),
+    }
+}
+
+/// [`swap`] on every pair of `C` chunks.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn swap_all<const B: u32, const C: usize>(x: &mut [__m512i; C], y: &mut [__m512i; C]) {
+    for (x, y) in x.iter_mut().zip(y.iter_mut()) {
+        (*x, *y) = swap::<B>(*x, *y);
+    }
+}
 
 /// Regroups the pairs with `vpermt2d` from one layout to the next.
 #[inline]
@@ -536,26 +570,41 @@ fn regroup<const C: usize>(x: &mut [__m512i; C], y: &mut [__m512i; C], p: &[__m5
     }
 }
 
-/// One tail layer (gap `2^K`, `K <= 3`) on `C` chunks starting at word `s0`: regroup into layout
-/// `K`, then butterflies with per-lane twiddles from `tabs` (forward or inverse tables).
+/// One tail layer with gap `2^K` on `C` chunks starting at word `s0`, pairs already in layout
+/// `K`. Twiddles: for `K >= 1` from the expanded table `tt` (chunk-major, [`TAIL_TW`] words per
+/// chunk; adjacent lanes share a twiddle there, so the odd companions equal the even ones), for
+/// `K = 0` from the root tables `tabs` directly.
 ///
 /// # Safety
-/// The tables must hold `n` words and `s0 + 32 C <= n`.
+/// The root tables must hold `n` words, `tt` at least `(s0 / 32 + C) * TAIL_TW` words and
+/// `s0 + 32 C <= n`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
 unsafe fn tail_layer<const L4: bool, const FWD: bool, const K: u32, const C: usize>(
     x: &mut [__m512i; C],
     y: &mut [__m512i; C],
-    p: &[__m512i; 2],
+    tt: *const u32,
     tabs: (*const u32, *const u32),
     n: usize,
     s0: usize,
     c: &Consts,
 ) {
-    regroup(x, y, p);
     for (i, (x, y)) in x.iter_mut().zip(y.iter_mut()).enumerate() {
-        // SAFETY: s0 + 32 i + 32 <= n, as the caller guarantees.
-        let t = unsafe { lane_tw::<K>(tabs.0, tabs.1, n, s0 + 32 * i) };
+        let s = s0 + 32 * i;
+        // SAFETY: s + 32 <= n and the table bounds, as the caller guarantees.
+        let t = unsafe {
+            if K == 0 {
+                lane_tw0(tabs.0, tabs.1, n, s)
+            } else {
+                let p = tt.add((s >> 5) * TAIL_TW + (3 - K as usize) * 2 * LANES);
+                let ws = load(p.add(LANES));
+                Tw {
+                    w: load(p),
+                    ws,
+                    ws_odd: ws,
+                }
+            }
+        };
         if FWD {
             fwd_bf::<L4>(x, y, &t, c);
         } else {
@@ -570,15 +619,16 @@ unsafe fn tail_layer<const L4: bool, const FWD: bool, const K: u32, const C: usi
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
 fn fwd_tail<const L4: bool>(
     core: &NttCore<u32>,
+    t: &Tables,
     a: &mut [u32],
     base: usize,
     len: usize,
     c: &Consts,
 ) {
     if len.is_multiple_of(32 * TAIL_CHUNKS) {
-        fwd_tail_c::<L4, TAIL_CHUNKS>(core, a, base, len, c)
+        fwd_tail_c::<L4, TAIL_CHUNKS>(core, t, a, base, len, c)
     } else {
-        fwd_tail_c::<L4, 1>(core, a, base, len, c)
+        fwd_tail_c::<L4, 1>(core, t, a, base, len, c)
     }
 }
 
@@ -587,6 +637,7 @@ fn fwd_tail<const L4: bool>(
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
 fn fwd_tail_c<const L4: bool, const C: usize>(
     core: &NttCore<u32>,
+    t: &Tables,
     a: &mut [u32],
     base: usize,
     len: usize,
@@ -598,10 +649,11 @@ fn fwd_tail_c<const L4: bool, const C: usize>(
             && len.is_multiple_of(32 * C)
             && base + len <= a.len()
             && a.len() == n
+            && t.fwd.len() == n / 32 * TAIL_TW
     );
-    let perms: [[__m512i; 2]; 5] =
-        core::array::from_fn(|i| [load_idx(&FWD_PERMS[i][0]), load_idx(&FWD_PERMS[i][1])]);
+    let back = [load_idx(&TO_NATURAL[0]), load_idx(&TO_NATURAL[1])];
     let tabs = (core.roots.as_ptr(), core.roots_shoup.as_ptr());
+    let tt = t.fwd.as_ptr();
     let ptr = a.as_mut_ptr();
     for s0 in (base..base + len).step_by(32 * C) {
         let mut x = [_mm512_setzero_si512(); C];
@@ -618,14 +670,20 @@ fn fwd_tail_c<const L4: bool, const C: usize>(
                 c,
             );
         }
-        // SAFETY: the root tables hold n words and s0 + 32 C <= base + len <= n.
+        // Natural layout -> layouts 3, 2, 1, 0 by one bit exchange each.
+        // SAFETY: the root tables hold n words, the expanded table n / 32 chunks, and
+        // s0 + 32 C <= base + len <= n.
         unsafe {
-            tail_layer::<L4, true, 3, C>(&mut x, &mut y, &perms[0], tabs, n, s0, c);
-            tail_layer::<L4, true, 2, C>(&mut x, &mut y, &perms[1], tabs, n, s0, c);
-            tail_layer::<L4, true, 1, C>(&mut x, &mut y, &perms[2], tabs, n, s0, c);
-            tail_layer::<L4, true, 0, C>(&mut x, &mut y, &perms[3], tabs, n, s0, c);
+            swap_all::<3, C>(&mut x, &mut y);
+            tail_layer::<L4, true, 3, C>(&mut x, &mut y, tt, tabs, n, s0, c);
+            swap_all::<2, C>(&mut x, &mut y);
+            tail_layer::<L4, true, 2, C>(&mut x, &mut y, tt, tabs, n, s0, c);
+            swap_all::<1, C>(&mut x, &mut y);
+            tail_layer::<L4, true, 1, C>(&mut x, &mut y, tt, tabs, n, s0, c);
+            swap_all::<0, C>(&mut x, &mut y);
+            tail_layer::<L4, true, 0, C>(&mut x, &mut y, tt, tabs, n, s0, c);
         }
-        regroup(&mut x, &mut y, &perms[4]);
+        regroup(&mut x, &mut y, &back);
         for i in 0..C {
             let (mut u, mut v) = (x[i], y[i]);
             if L4 {
@@ -648,14 +706,14 @@ fn fwd_tail_c<const L4: bool, const C: usize>(
 
 /// Full inverse transform.
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
-fn inverse_impl<const L4: bool>(core: &NttCore<u32>, a: &mut [u32]) {
+fn inverse_impl<const L4: bool>(core: &NttCore<u32>, t: &Tables, a: &mut [u32]) {
     let c = Consts::new::<L4>(core);
     let log_n = core.log_n;
     let n = core.n;
     let block_log = log_n.min(BLOCK_LOG);
     let block = 1usize << block_log;
     for base in (0..n).step_by(block) {
-        inv_tail::<L4>(core, a, base, block, &c);
+        inv_tail::<L4>(core, t, a, base, block, &c);
         inv_layers::<L4>(core, a, base, block, TAIL_LOG, block_log, &c);
     }
     inv_layers::<L4>(core, a, 0, n, block_log, log_n, &c);
@@ -749,15 +807,16 @@ fn inv_pass<const L4: bool, const K: usize, const TOP: bool>(
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
 fn inv_tail<const L4: bool>(
     core: &NttCore<u32>,
+    t: &Tables,
     a: &mut [u32],
     base: usize,
     len: usize,
     c: &Consts,
 ) {
     if len.is_multiple_of(32 * TAIL_CHUNKS) {
-        inv_tail_c::<L4, TAIL_CHUNKS>(core, a, base, len, c)
+        inv_tail_c::<L4, TAIL_CHUNKS>(core, t, a, base, len, c)
     } else {
-        inv_tail_c::<L4, 1>(core, a, base, len, c)
+        inv_tail_c::<L4, 1>(core, t, a, base, len, c)
     }
 }
 
@@ -766,6 +825,7 @@ fn inv_tail<const L4: bool>(
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
 fn inv_tail_c<const L4: bool, const C: usize>(
     core: &NttCore<u32>,
+    t: &Tables,
     a: &mut [u32],
     base: usize,
     len: usize,
@@ -777,10 +837,11 @@ fn inv_tail_c<const L4: bool, const C: usize>(
             && len.is_multiple_of(32 * C)
             && base + len <= a.len()
             && a.len() == n
+            && t.inv.len() == n / 32 * TAIL_TW
     );
-    let perms: [[__m512i; 2]; 5] =
-        core::array::from_fn(|i| [load_idx(&INV_PERMS[i][0]), load_idx(&INV_PERMS[i][1])]);
+    let to0 = [load_idx(&TO_LAYOUT0[0]), load_idx(&TO_LAYOUT0[1])];
     let tabs = (core.inv_roots.as_ptr(), core.inv_roots_shoup.as_ptr());
+    let tt = t.inv.as_ptr();
     let ni = Tw::splat(core.n_inv.0, core.n_inv.1);
     let nw = Tw::splat(core.n_inv_w.0, core.n_inv_w.1);
     let top = n == 32;
@@ -793,14 +854,20 @@ fn inv_tail_c<const L4: bool, const C: usize>(
             // SAFETY: s + 32 <= base + len <= a.len().
             (x[i], y[i]) = unsafe { (load(ptr.add(s)), load(ptr.add(s + 16))) };
         }
-        // SAFETY: the root tables hold n words and s0 + 32 C <= base + len <= n.
+        regroup(&mut x, &mut y, &to0);
+        // Layouts 0, 1, 2, 3 -> natural by one bit exchange each (the forward steps reversed).
+        // SAFETY: the root tables hold n words, the expanded table n / 32 chunks, and
+        // s0 + 32 C <= base + len <= n.
         unsafe {
-            tail_layer::<L4, false, 0, C>(&mut x, &mut y, &perms[0], tabs, n, s0, c);
-            tail_layer::<L4, false, 1, C>(&mut x, &mut y, &perms[1], tabs, n, s0, c);
-            tail_layer::<L4, false, 2, C>(&mut x, &mut y, &perms[2], tabs, n, s0, c);
-            tail_layer::<L4, false, 3, C>(&mut x, &mut y, &perms[3], tabs, n, s0, c);
+            tail_layer::<L4, false, 0, C>(&mut x, &mut y, tt, tabs, n, s0, c);
+            swap_all::<0, C>(&mut x, &mut y);
+            tail_layer::<L4, false, 1, C>(&mut x, &mut y, tt, tabs, n, s0, c);
+            swap_all::<1, C>(&mut x, &mut y);
+            tail_layer::<L4, false, 2, C>(&mut x, &mut y, tt, tabs, n, s0, c);
+            swap_all::<2, C>(&mut x, &mut y);
+            tail_layer::<L4, false, 3, C>(&mut x, &mut y, tt, tabs, n, s0, c);
+            swap_all::<3, C>(&mut x, &mut y);
         }
-        regroup(&mut x, &mut y, &perms[4]);
         for i in 0..C {
             let s = s0 + 32 * i;
             if top {
