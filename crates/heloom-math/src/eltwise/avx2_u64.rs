@@ -1,20 +1,401 @@
-//! PLACEHOLDER (being written): element-wise kernels for this backend. Delegates to scalar for now.
+//! AVX2 element-wise kernels for 64-bit words (primes up to 61 bits), 4 lanes per vector.
+//!
+//! Conditional subtractions keep `x` where `x - m` is negative (sign-bit blend): every value
+//! stays below `m + 2^63`, so the sign bit decides (AVX2 has no unsigned 64-bit compare).
+//! 64-bit low products, missing in AVX2, are assembled from `vpmuludq` (low halves) and
+//! `vpmulld` against the half-swapped modulus or constant (both cross terms at once).
+//! Products of two variables are formed exactly (four 32x32-bit `vpmuludq`) and reduced by
+//! Barrett (Barrett 1986, the shifted form of Shoup's NTL / Intel HEXL): the quotient estimate
+//! `(P >> (b-1)) * floor(2^(62+b) / q) >> 63` comes from three 32x32-bit products and is at most
+//! 4 too small, so three conditional subtractions (4q, 2q, q) finish. Products by a constant are
+//! Shoup multiplications with a 2^63-scaled companion. Tails shorter than a vector go to
+//! [`scalar`].
+
+use std::arch::x86_64::*;
 
 use super::{scalar, BinOp};
 use crate::modulus::Modulus;
 
+/// Lanes per vector.
+const LANES: usize = 4;
+
+/// `out = a op b` (or `out op= b`).
 pub(crate) fn binary(op: BinOp, m: &Modulus<u64>, out: &mut [u64], a: Option<&[u64]>, b: &[u64]) {
-    scalar::binary(op, m, out, a, b)
+    let len = out.len();
+    let done = len / LANES * LANES;
+    let o = out.as_mut_ptr();
+    // In place, the left operand is read through the same pointer that is written.
+    let pa = a.map_or(o as *const u64, <[u64]>::as_ptr);
+    // SAFETY: the Avx2 backend is only selected after the CPU was checked for avx2;
+    // `a` (when given) and `b` have `len` words like `out` (checked by the caller), and the
+    // kernel touches only indices below `done <= len`.
+    unsafe { binary_impl(op, m, o, pa, b.as_ptr(), done) };
+    scalar::binary(op, m, &mut out[done..], a.map(|a| &a[done..]), &b[done..]);
 }
 
+/// `out = -a` (or `out = -out`).
 pub(crate) fn neg(m: &Modulus<u64>, out: &mut [u64], a: Option<&[u64]>) {
-    scalar::neg(m, out, a)
+    let len = out.len();
+    let done = len / LANES * LANES;
+    let o = out.as_mut_ptr();
+    let pa = a.map_or(o as *const u64, <[u64]>::as_ptr);
+    // SAFETY: as in `binary`: avx2 present, all accesses below `done <= len`.
+    unsafe { neg_impl(m, o, pa, done) };
+    scalar::neg(m, &mut out[done..], a.map(|a| &a[done..]));
 }
 
+/// `out = a * s` (or `out *= s`) for a reduced scalar `s`.
 pub(crate) fn mul_scalar(m: &Modulus<u64>, out: &mut [u64], a: Option<&[u64]>, s: u64) {
-    scalar::mul_scalar(m, out, a, s)
+    let len = out.len();
+    let done = len / LANES * LANES;
+    let o = out.as_mut_ptr();
+    let pa = a.map_or(o as *const u64, <[u64]>::as_ptr);
+    // SAFETY: as in `binary`: avx2 present, all accesses below `done <= len`.
+    unsafe { mul_scalar_impl(m, o, pa, s, done) };
+    scalar::mul_scalar(m, &mut out[done..], a.map(|a| &a[done..]), s);
 }
 
+/// `acc = acc + a * b`.
 pub(crate) fn mul_add(m: &Modulus<u64>, acc: &mut [u64], a: &[u64], b: &[u64]) {
-    scalar::mul_add(m, acc, a, b)
+    let len = acc.len();
+    let done = len / LANES * LANES;
+    // SAFETY: as in `binary`: avx2 present, all accesses below `done <= len`.
+    unsafe { mul_add_impl(m, acc.as_mut_ptr(), a.as_ptr(), b.as_ptr(), done) };
+    scalar::mul_add(m, &mut acc[done..], &a[done..], &b[done..]);
+}
+
+/// Per-modulus vector constants.
+#[derive(Clone, Copy)]
+struct Consts {
+    /// `q`.
+    q: __m256i,
+    /// `2q`.
+    q2: __m256i,
+    /// `4q`.
+    q4: __m256i,
+    /// `q` with its 32-bit halves swapped.
+    qsw: __m256i,
+    /// Barrett factor `floor(2^(62+b) / q)` (at most 2^63; only its low half is read).
+    s: __m256i,
+    /// Its high 32 bits.
+    sh: __m256i,
+    /// Shift count `65 - b` for the high word of the product.
+    shl: __m128i,
+    /// Shift count `b - 1` for the low word of the product.
+    shr: __m128i,
+}
+
+/// The constants for `m`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn consts(m: &Modulus<u64>) -> Consts {
+    let q = m.q();
+    let b = m.bits();
+    let s = ((1u128 << (62 + b)) / q as u128) as u64;
+    Consts {
+        q: splat(q as i64),
+        q2: splat((2 * q) as i64),
+        q4: splat((4 * q) as i64),
+        qsw: splat(q.rotate_left(32) as i64),
+        s: splat(s as i64),
+        sh: splat((s >> 32) as i64),
+        shl: _mm_set_epi64x(0, i64::from(65 - b)),
+        shr: _mm_set_epi64x(0, i64::from(b - 1)),
+    }
+}
+
+/// `x - m` if `x >= m` else `x`, for `m <= 2^63` and `x < min(2m, m + 2^63)`: keeps `x` where
+/// `x - m` is negative.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn red(x: __m256i, m: __m256i) -> __m256i {
+    let d = _mm256_sub_epi64(x, m);
+    blend_neg(d, x, d)
+}
+
+/// `b` in lanes where `sel` is negative, else `a`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn blend_neg(a: __m256i, b: __m256i, sel: __m256i) -> __m256i {
+    _mm256_castpd_si256(_mm256_blendv_pd(
+        _mm256_castsi256_pd(a),
+        _mm256_castsi256_pd(b),
+        _mm256_castsi256_pd(sel),
+    ))
+}
+
+/// `x` in every lane, hidden from the optimizer (see [`opaque`]): LLVM loses the known-zero
+/// high halves of broadcast constants and multiplies them out with extra `vpmuludq`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn splat(x: i64) -> __m256i {
+    opaque(_mm256_set1_epi64x(x))
+}
+
+/// Returns `x` unchanged, hidden from the optimizer: LLVM otherwise recognizes the split
+/// 64-bit products below as `mul i64` and re-expands them with more `vpmuludq`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn opaque(mut x: __m256i) -> __m256i {
+    // SAFETY: an empty template that only names the register: no memory, stack or flags touched.
+    unsafe {
+        std::arch::asm!("/* {0} */", inout(ymm_reg) x, options(pure, nomem, nostack, preserves_flags));
+    }
+    x
+}
+
+/// `x * w mod 2^64` given `wsw`, `w` with its 32-bit halves swapped: `x0*w0` plus the cross
+/// terms `(x0*w1 + x1*w0) mod 2^32` shifted up, both from one `vpmulld`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn mullo64(x: __m256i, w: __m256i, wsw: __m256i) -> __m256i {
+    let d = opaque(_mm256_mullo_epi32(x, wsw));
+    let cross = _mm256_blend_epi32::<0b1010_1010>(
+        _mm256_setzero_si256(),
+        _mm256_add_epi32(d, _mm256_slli_epi64::<32>(d)),
+    );
+    _mm256_add_epi64(_mm256_mul_epu32(x, w), cross)
+}
+
+/// `floor(y * s / 2^63)` minus at most 2, for `y < 2^63`, `s <= 2^63`, `sh = s >> 32`: the
+/// dropped `y0*s0 / 2^63 < 2` and the floor of the middle sum lose less than 3. Both middle
+/// products are below 2^63, so their sum fits a word.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn qhat63(y: __m256i, s: __m256i, sh: __m256i) -> __m256i {
+    let y1 = _mm256_srli_epi64::<32>(y);
+    let hh = _mm256_mul_epu32(y1, sh);
+    let mid = _mm256_add_epi64(_mm256_mul_epu32(y1, s), _mm256_mul_epu32(y, sh));
+    _mm256_add_epi64(_mm256_add_epi64(hh, hh), _mm256_srli_epi64::<31>(mid))
+}
+
+/// `a * b mod q`, reduced, for reduced `a`, `b`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn mul_mod(a: __m256i, b: __m256i, c: &Consts) -> __m256i {
+    // Exact 122-bit product: a, b < 2^61, so the middle sum stays below 2^63.
+    let a1 = _mm256_srli_epi64::<32>(a);
+    let b1 = _mm256_srli_epi64::<32>(b);
+    let ll = _mm256_mul_epu32(a, b);
+    let mid = _mm256_add_epi64(
+        _mm256_add_epi64(_mm256_mul_epu32(a, b1), _mm256_mul_epu32(a1, b)),
+        _mm256_srli_epi64::<32>(ll),
+    );
+    let hi = _mm256_add_epi64(_mm256_mul_epu32(a1, b1), _mm256_srli_epi64::<32>(mid));
+    let lo = _mm256_blend_epi32::<0b0101_0101>(_mm256_slli_epi64::<32>(mid), ll);
+    // Barrett: P >> (b-1) < 2^62; quotient at most 4 below floor(P/q) (2 from the shifted
+    // factor, 2 from `qhat63`), so the remainder is in [0, 5q).
+    let c1 = _mm256_or_si256(_mm256_sll_epi64(hi, c.shl), _mm256_srl_epi64(lo, c.shr));
+    let qh = qhat63(c1, c.s, c.sh);
+    let r = _mm256_sub_epi64(lo, mullo64(qh, c.q, c.qsw));
+    red(red(red(r, c.q4), c.q2), c.q)
+}
+
+/// Unaligned load of 4 words.
+///
+/// # Safety
+/// `p..p+4` readable.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn ld(p: *const u64) -> __m256i {
+    // SAFETY: the caller guarantees 4 readable words at `p`.
+    unsafe { _mm256_loadu_si256(p.cast()) }
+}
+
+/// Unaligned store of 4 words.
+///
+/// # Safety
+/// `p..p+4` writable.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn st(p: *mut u64, v: __m256i) {
+    // SAFETY: the caller guarantees 4 writable words at `p`.
+    unsafe { _mm256_storeu_si256(p.cast(), v) }
+}
+
+/// Vector part of [`binary`] on the first `len` words (a multiple of 4).
+///
+/// # Safety
+/// avx2 available; `o`, `a`, `b` valid for `len` words (`a` may equal `o`).
+#[target_feature(enable = "avx2")]
+unsafe fn binary_impl(
+    op: BinOp,
+    m: &Modulus<u64>,
+    o: *mut u64,
+    a: *const u64,
+    b: *const u64,
+    len: usize,
+) {
+    let c = consts(m);
+    match op {
+        BinOp::Add => {
+            for i in (0..len).step_by(LANES) {
+                // SAFETY: i + 4 <= len.
+                unsafe {
+                    let s = _mm256_add_epi64(ld(a.add(i)), ld(b.add(i)));
+                    st(o.add(i), red(s, c.q));
+                }
+            }
+        }
+        BinOp::Sub => {
+            for i in (0..len).step_by(LANES) {
+                // SAFETY: i + 4 <= len.
+                unsafe {
+                    // a - b is negative when a < b; then a - b + q.
+                    let d = _mm256_sub_epi64(ld(a.add(i)), ld(b.add(i)));
+                    st(o.add(i), blend_neg(d, _mm256_add_epi64(d, c.q), d));
+                }
+            }
+        }
+        BinOp::Mul => {
+            for i in (0..len).step_by(LANES) {
+                // SAFETY: i + 4 <= len.
+                unsafe { st(o.add(i), mul_mod(ld(a.add(i)), ld(b.add(i)), &c)) };
+            }
+        }
+    }
+}
+
+/// Vector part of [`neg`].
+///
+/// # Safety
+/// As [`binary_impl`].
+#[target_feature(enable = "avx2")]
+unsafe fn neg_impl(m: &Modulus<u64>, o: *mut u64, a: *const u64, len: usize) {
+    let q = splat(m.q() as i64);
+    for i in (0..len).step_by(LANES) {
+        // SAFETY: i + 4 <= len.
+        unsafe {
+            let x = ld(a.add(i));
+            // q - x where x != 0, else 0.
+            let zero = _mm256_cmpeq_epi64(x, _mm256_setzero_si256());
+            st(o.add(i), _mm256_andnot_si256(zero, _mm256_sub_epi64(q, x)));
+        }
+    }
+}
+
+/// Vector part of [`mul_scalar`].
+///
+/// # Safety
+/// As [`binary_impl`].
+#[target_feature(enable = "avx2")]
+unsafe fn mul_scalar_impl(m: &Modulus<u64>, o: *mut u64, a: *const u64, s: u64, len: usize) {
+    let c = consts(m);
+    // Shoup with the 2^63-scaled companion: remainder in [0, 4q) (see `qhat63`).
+    let ws = m.shoup(s) >> 1;
+    let w = splat(s as i64);
+    let wsw = splat(s.rotate_left(32) as i64);
+    let wsv = splat(ws as i64);
+    let wsh = splat((ws >> 32) as i64);
+    for i in (0..len).step_by(LANES) {
+        // SAFETY: i + 4 <= len.
+        unsafe {
+            let x = ld(a.add(i));
+            let qh = qhat63(x, wsv, wsh);
+            let r = _mm256_sub_epi64(mullo64(x, w, wsw), mullo64(qh, c.q, c.qsw));
+            st(o.add(i), red(red(r, c.q2), c.q));
+        }
+    }
+}
+
+/// Vector part of [`mul_add`].
+///
+/// # Safety
+/// avx2 available; `acc`, `a`, `b` valid for `len` words.
+#[target_feature(enable = "avx2")]
+unsafe fn mul_add_impl(m: &Modulus<u64>, acc: *mut u64, a: *const u64, b: *const u64, len: usize) {
+    let c = consts(m);
+    for i in (0..len).step_by(LANES) {
+        // SAFETY: i + 4 <= len.
+        unsafe {
+            let p = mul_mod(ld(a.add(i)), ld(b.add(i)), &c);
+            let s = _mm256_add_epi64(ld(acc.add(i)), p);
+            st(acc.add(i), red(s, c.q));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha20Rng;
+
+    use super::super::{scalar, BinOp};
+    use crate::backend::Backend;
+    use crate::modulus::Modulus;
+    use crate::primes;
+
+    /// Lengths around the vector width and a long one with a tail.
+    const LENS: [usize; 8] = [0, 1, 3, 4, 5, 8, 9, 4096 + 3];
+
+    /// Random reduced values with 0 and q-1 sprinkled in.
+    fn values(rng: &mut ChaCha20Rng, len: usize, q: u64) -> Vec<u64> {
+        (0..len)
+            .map(|i| match i % 5 {
+                0 => 0,
+                1 => q - 1,
+                _ => rng.gen_range(0..q),
+            })
+            .collect()
+    }
+
+    /// Primes of 20..61 bits.
+    fn moduli() -> Vec<Modulus<u64>> {
+        [20u32, 30, 35, 40, 45, 50, 52, 55, 58, 60, 61]
+            .iter()
+            .flat_map(|&b| primes::ntt_primes::<u64>(b, 16, 2).expect("primes"))
+            .map(|q| Modulus::<u64>::new(q).expect("modulus"))
+            .collect()
+    }
+
+    #[test]
+    fn eltwise_matches_scalar() {
+        if !Backend::Avx2.is_available() {
+            eprintln!("skipping: this CPU lacks avx2");
+            return;
+        }
+        let mut rng = ChaCha20Rng::seed_from_u64(256);
+        for m in moduli() {
+            let q = m.q();
+            for len in LENS {
+                let a = values(&mut rng, len, q);
+                let mut b = values(&mut rng, len, q);
+                b.reverse();
+                for op in [BinOp::Add, BinOp::Sub, BinOp::Mul] {
+                    let mut want = vec![0; len];
+                    scalar::binary(op, &m, &mut want, Some(&a), &b);
+                    let mut got = vec![7; len];
+                    super::binary(op, &m, &mut got, Some(&a), &b);
+                    assert_eq!(got, want, "{op:?} q={q} len={len}");
+                    let mut got = a.clone();
+                    super::binary(op, &m, &mut got, None, &b);
+                    assert_eq!(got, want, "{op:?} in place q={q} len={len}");
+                }
+                let mut want = vec![0; len];
+                scalar::neg(&m, &mut want, Some(&a));
+                let mut got = vec![7; len];
+                super::neg(&m, &mut got, Some(&a));
+                assert_eq!(got, want, "neg q={q} len={len}");
+                let mut got = a.clone();
+                super::neg(&m, &mut got, None);
+                assert_eq!(got, want, "neg in place q={q} len={len}");
+                for s in [0, 1, q - 1, rng.gen_range(0..q)] {
+                    let mut want = vec![0; len];
+                    scalar::mul_scalar(&m, &mut want, Some(&a), s);
+                    let mut got = vec![7; len];
+                    super::mul_scalar(&m, &mut got, Some(&a), s);
+                    assert_eq!(got, want, "mul_scalar s={s} q={q} len={len}");
+                    let mut got = a.clone();
+                    super::mul_scalar(&m, &mut got, None, s);
+                    assert_eq!(got, want, "mul_scalar in place s={s} q={q} len={len}");
+                }
+                let acc = values(&mut rng, len, q);
+                let mut want = acc.clone();
+                scalar::mul_add(&m, &mut want, &a, &b);
+                let mut got = acc.clone();
+                super::mul_add(&m, &mut got, &a, &b);
+                assert_eq!(got, want, "mul_add q={q} len={len}");
+            }
+        }
+    }
 }
