@@ -54,6 +54,9 @@ enum BenchCommand {
         /// Also write the JSON report to this file.
         #[arg(long)]
         out: Option<std::path::PathBuf>,
+        /// Also draw forward-NTT throughput against N as an SVG chart in this file.
+        #[arg(long)]
+        plot: Option<std::path::PathBuf>,
     },
 }
 
@@ -80,6 +83,7 @@ fn main() -> Result<()> {
                     backend,
                     samples,
                     out,
+                    plot,
                 },
         } => {
             let mut opts = bench::ntt::NttBenchOptions {
@@ -127,6 +131,9 @@ fn main() -> Result<()> {
             let js = serde_json::to_string_pretty(&report)?;
             if let Some(path) = out {
                 std::fs::write(&path, &js)?;
+            }
+            if let Some(path) = plot {
+                bench::plot::ntt_throughput(&report, &path)?;
             }
             if json {
                 println!("{js}");

@@ -1,4 +1,5 @@
 //! Benchmarks behind `heloom bench`.
 
 pub mod ntt;
+pub mod plot;
 pub mod timing;
