@@ -153,7 +153,15 @@ impl Tw {
 #[inline]
 #[target_feature(enable = "avx2")]
 fn fwd_bf<const L4: bool>(x: &mut __m256i, y: &mut __m256i, t: &Tw, c: &Consts) {
-    let u = csub(*x, c.b1);
+    fwd_bf_r::<L4, true>(x, y, t, c)
+}
+
+/// [`fwd_bf`] with the reduction of `x` optional: `RED = false` needs `x < q` (the first layer,
+/// whose inputs are reduced).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn fwd_bf_r<const L4: bool, const RED: bool>(x: &mut __m256i, y: &mut __m256i, t: &Tw, c: &Consts) {
+    let u = if RED { csub(*x, c.b1) } else { *x };
     let mut v = mul_shoup(*y, t.w, t.ws, t.ws_odd, c.q);
     if !L4 {
         v = csub(v, c.q);
@@ -321,10 +329,13 @@ fn fwd_layers<const L4: bool>(
     }
     let mut k = k_hi;
     for kk in pass_sizes(k_hi + 1 - k_lo) {
-        match kk {
-            3 => fwd_pass::<L4, 3>(core, a, base, len, k, c),
-            2 => fwd_pass::<L4, 2>(core, a, base, len, k, c),
-            _ => fwd_pass::<L4, 1>(core, a, base, len, k, c),
+        match (kk, k + 1 == core.log_n) {
+            (3, false) => fwd_pass::<L4, 3, false>(core, a, base, len, k, c),
+            (2, false) => fwd_pass::<L4, 2, false>(core, a, base, len, k, c),
+            (1, false) => fwd_pass::<L4, 1, false>(core, a, base, len, k, c),
+            (3, true) => fwd_pass::<L4, 3, true>(core, a, base, len, k, c),
+            (2, true) => fwd_pass::<L4, 2, true>(core, a, base, len, k, c),
+            _ => fwd_pass::<L4, 1, true>(core, a, base, len, k, c),
         }
         k = k.wrapping_sub(kk);
     }
@@ -332,9 +343,10 @@ fn fwd_layers<const L4: bool>(
 
 /// One radix-2^K forward pass: layers `k_hi, ..., k_hi - K + 1` on `a[base..base+len]`, where
 /// `base` and `len` are multiples of `2^(k_hi+1)` and the smallest gap is at least 8 words.
+/// `FIRST`: `k_hi` is the transform's first layer (inputs reduced).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn fwd_pass<const L4: bool, const K: usize>(
+fn fwd_pass<const L4: bool, const K: usize, const FIRST: bool>(
     core: &NttCore<u32>,
     a: &mut [u32],
     base: usize,
@@ -369,7 +381,7 @@ fn fwd_pass<const L4: bool, const K: usize>(
                 // SAFETY: j + i*gap + 16 <= s + span <= base + len <= a.len().
                 *xi = unsafe { load(ptr.add(j + i * gap)) };
             }
-            fwd_network::<L4, K>(&mut x, &tw, c);
+            fwd_network::<L4, K, FIRST>(&mut x, &tw, c);
             for (i, xi) in x.iter().enumerate().take(1 << K) {
                 // SAFETY: as for the loads.
                 unsafe { store(ptr.add(j + i * gap), *xi) };
@@ -383,21 +395,33 @@ fn fwd_pass<const L4: bool, const K: usize>(
 /// `tw[2^d - 1 + group]`.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn fwd_network<const L4: bool, const K: usize>(x: &mut [__m256i; 8], tw: &[Tw; 7], c: &Consts) {
+fn fwd_network<const L4: bool, const K: usize, const FIRST: bool>(
+    x: &mut [__m256i; 8],
+    tw: &[Tw; 7],
+    c: &Consts,
+) {
     let [x0, x1, x2, x3, x4, x5, x6, x7] = x;
+    // The pass's first layer: its inputs need no reduction if it is the transform's first.
+    let first = |x: &mut __m256i, y: &mut __m256i| {
+        if FIRST {
+            fwd_bf_r::<L4, false>(x, y, &tw[0], c)
+        } else {
+            fwd_bf::<L4>(x, y, &tw[0], c)
+        }
+    };
     match K {
-        1 => fwd_bf::<L4>(x0, x1, &tw[0], c),
+        1 => first(x0, x1),
         2 => {
-            fwd_bf::<L4>(x0, x2, &tw[0], c);
-            fwd_bf::<L4>(x1, x3, &tw[0], c);
+            first(x0, x2);
+            first(x1, x3);
             fwd_bf::<L4>(x0, x1, &tw[1], c);
             fwd_bf::<L4>(x2, x3, &tw[2], c);
         }
         _ => {
-            fwd_bf::<L4>(x0, x4, &tw[0], c);
-            fwd_bf::<L4>(x1, x5, &tw[0], c);
-            fwd_bf::<L4>(x2, x6, &tw[0], c);
-            fwd_bf::<L4>(x3, x7, &tw[0], c);
+            first(x0, x4);
+            first(x1, x5);
+            first(x2, x6);
+            first(x3, x7);
             fwd_bf::<L4>(x0, x2, &tw[1], c);
             fwd_bf::<L4>(x1, x3, &tw[1], c);
             fwd_bf::<L4>(x4, x6, &tw[2], c);
