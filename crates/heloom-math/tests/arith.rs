@@ -94,9 +94,9 @@ fn pow_and_inverse() {
     assert_eq!(p2.reduce_wide(5, 7), 5);
 }
 
-fn check_eltwise_backend<W: Word>(backend: Backend, bits: u32, len: usize, seed: u64) {
-    let q = primes::ntt_primes::<W>(bits, 16, 1).expect("p")[0];
+fn check_eltwise_backend<W: Word>(backend: Backend, q: u64, len: usize, seed: u64) {
     let m = Modulus::<W>::new(q).expect("m");
+    let bits = m.bits();
     let fast = Eltwise::<W>::new(BackendChoice::Force(backend), bits).expect("backend");
     let slow = Eltwise::<W>::new(BackendChoice::Force(Backend::Scalar), bits).expect("scalar");
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
@@ -160,31 +160,48 @@ fn check_eltwise_backend<W: Word>(backend: Backend, bits: u32, len: usize, seed:
     }
 }
 
+/// NTT primes of many sizes plus edge moduli: tiny, powers of two, Mersenne-like, non-NTT primes
+/// (kernels must fall back or stay exact for every modulus they accept).
+fn moduli_under_test<W: Word>(bits: &[u32], edge: &[u64]) -> Vec<u64> {
+    let mut qs: Vec<u64> = bits
+        .iter()
+        .map(|&b| primes::ntt_primes::<W>(b, 16, 1).expect("p")[0])
+        .collect();
+    qs.extend_from_slice(edge);
+    qs
+}
+
 #[test]
 fn eltwise_backends_match_scalar() {
     let lens = [0usize, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 4096, 4099];
+    let q64 = moduli_under_test::<u64>(
+        &[20, 30, 40, 49, 50, 55, 61],
+        &[
+            2,
+            3,
+            1 << 40,
+            (1 << 50) - 1,
+            (1 << 49) + 1,
+            (1 << 61) - 1,
+            1_000_000_007,
+        ],
+    );
+    let q32 = moduli_under_test::<u32>(
+        &[20, 25, 29, 30, 31],
+        &[3, 1 << 20, (1 << 31) - 1, 1_000_000_007, 65_537],
+    );
     for backend in Backend::available() {
-        for bits in [20u32, 30, 40, 49, 50, 55, 61] {
-            if backend.check(64, bits).is_ok() {
+        for &q in &q64 {
+            if backend.check(64, 64 - q.leading_zeros()).is_ok() {
                 for &len in &lens {
-                    check_eltwise_backend::<u64>(
-                        backend,
-                        bits,
-                        len,
-                        bits as u64 * 1000 + len as u64,
-                    );
+                    check_eltwise_backend::<u64>(backend, q, len, q ^ len as u64);
                 }
             }
         }
-        for bits in [20u32, 25, 29, 30, 31] {
-            if backend.check(32, bits).is_ok() {
+        for &q in &q32 {
+            if backend.check(32, 64 - q.leading_zeros()).is_ok() {
                 for &len in &lens {
-                    check_eltwise_backend::<u32>(
-                        backend,
-                        bits,
-                        len,
-                        bits as u64 * 1000 + len as u64,
-                    );
+                    check_eltwise_backend::<u32>(backend, q, len, q ^ len as u64);
                 }
             }
         }

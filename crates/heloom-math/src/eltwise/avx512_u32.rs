@@ -339,68 +339,6 @@ mod tests {
             .collect()
     }
 
-    const LENS: [usize; 10] = [0, 1, 7, 8, 9, 15, 16, 17, 33, 4096 + 3];
-
-    #[test]
-    fn binary_and_mul_add_match_scalar() {
-        if !supported() {
-            return;
-        }
-        for m in moduli() {
-            let q = m.q();
-            for &len in &LENS {
-                let a = values(len, q, 1 + len as u64);
-                let b = values(len, q, 7 + q as u64);
-                for op in [BinOp::Add, BinOp::Sub, BinOp::Mul] {
-                    let mut want = vec![0; len];
-                    scalar::binary(op, &m, &mut want, Some(&a), &b);
-                    let mut got = vec![0; len];
-                    binary(op, &m, &mut got, Some(&a), &b);
-                    assert_eq!(got, want, "{op:?} q={q} len={len}");
-                    let mut got = a.clone();
-                    binary(op, &m, &mut got, None, &b);
-                    assert_eq!(got, want, "{op:?} in place q={q} len={len}");
-                }
-                let mut want = values(len, q, 99);
-                let mut got = want.clone();
-                scalar::mul_add(&m, &mut want, &a, &b);
-                mul_add(&m, &mut got, &a, &b);
-                assert_eq!(got, want, "mul_add q={q} len={len}");
-            }
-        }
-    }
-
-    #[test]
-    fn unary_match_scalar() {
-        if !supported() {
-            return;
-        }
-        for m in moduli() {
-            let q = m.q();
-            for &len in &LENS {
-                let a = values(len, q, 3 + len as u64);
-                let mut want = vec![0; len];
-                scalar::neg(&m, &mut want, Some(&a));
-                let mut got = vec![0; len];
-                neg(&m, &mut got, Some(&a));
-                assert_eq!(got, want, "neg q={q} len={len}");
-                let mut got = a.clone();
-                neg(&m, &mut got, None);
-                assert_eq!(got, want, "neg in place q={q} len={len}");
-                for s in [0, 1, q - 1, q / 3 + 5] {
-                    let mut want = vec![0; len];
-                    scalar::mul_scalar(&m, &mut want, Some(&a), s);
-                    let mut got = vec![0; len];
-                    mul_scalar(&m, &mut got, Some(&a), s);
-                    assert_eq!(got, want, "mul_scalar s={s} q={q} len={len}");
-                    let mut got = a.clone();
-                    mul_scalar(&m, &mut got, None, s);
-                    assert_eq!(got, want, "mul_scalar in place s={s} q={q} len={len}");
-                }
-            }
-        }
-    }
-
     /// The Montgomery + Shoup candidate (not dispatched) is exact too.
     #[test]
     fn montgomery_candidate_is_exact() {
