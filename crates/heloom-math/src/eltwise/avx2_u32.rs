@@ -112,7 +112,7 @@ fn barrett_t(p: __m256i, c: &Consts) -> __m256i {
 ///
 /// Measured on the Zen 4 development machine (2^14 words, one core, medians): 4.4 us against
 /// 21 us scalar; the reduction was chosen on the AVX-512 twin, where it beat Montgomery + Shoup
-/// (`mont_mul`, test-only) by about 13%.
+/// (`mont_mul` in `eltwise/avx512_u32.rs`, kept there as a tested candidate) by about 13%.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn mul_vec(a: __m256i, b: __m256i, c: &Consts) -> __m256i {
@@ -126,38 +126,6 @@ fn mul_vec(a: __m256i, b: __m256i, c: &Consts) -> __m256i {
     // ab - qhat q is in [0, 2q): exact in wrapping 32-bit arithmetic.
     let r = _mm256_sub_epi32(_mm256_mullo_epi32(a, b), _mm256_mullo_epi32(qhat, c.q));
     csub(r, c.q)
-}
-
-/// Montgomery constants for the alternative product (odd q only).
-#[cfg(test)]
-#[derive(Clone, Copy)]
-struct MontConsts {
-    /// `q^-1 mod 2^32` in every lane.
-    qinv: __m256i,
-    /// `2^32 mod q`.
-    r1: __m256i,
-    /// Shoup companion of `r1`.
-    r1s: __m256i,
-}
-
-/// `a * b mod q` by Montgomery reduction (Montgomery 1985, R = 2^32) then a Shoup multiply by
-/// `R mod q` to leave Montgomery form: `t = hi(ab) - hi(mq)` with `m = lo(ab) q^-1 mod 2^32`
-/// (exact: the low words cancel), `t in (-q, q)`, so `t + q` is a valid Shoup input.
-///
-/// Kept (tested, not dispatched) as the measured loser: 21 vector operations with 10 multiplies
-/// against Barrett's 18 with 8; see [`mul_vec`].
-#[cfg(test)]
-#[inline]
-#[target_feature(enable = "avx2")]
-fn mont_mul(a: __m256i, b: __m256i, c: &Consts, mc: &MontConsts) -> __m256i {
-    let pe = _mm256_mul_epu32(a, b);
-    let po = _mm256_mul_epu32(_mm256_srli_epi64::<32>(a), _mm256_srli_epi64::<32>(b));
-    let me = _mm256_mul_epu32(pe, mc.qinv);
-    let mo = _mm256_mul_epu32(po, mc.qinv);
-    let de = _mm256_sub_epi64(pe, _mm256_mul_epu32(me, c.q));
-    let d_o = _mm256_sub_epi64(po, _mm256_mul_epu32(mo, c.q));
-    let t = _mm256_add_epi32(merge_hi(de, d_o), c.q);
-    mul_shoup(t, mc.r1, mc.r1s, c.q)
 }
 
 /// Runs `f` on 8-word blocks of `out` (and `a` if given, else `out` itself) and `b`, the rest
@@ -292,85 +260,4 @@ pub(crate) fn mul_add(m: &Modulus<u32>, acc: &mut [u32], a: &[u32], b: &[u32]) {
     // SAFETY: the CPU features were checked when the backend was chosen.
     let done = unsafe { mul_add_impl(m, acc, a, b) };
     scalar::mul_add(m, &mut acc[done..], &a[done..], &b[done..]);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::primes;
-
-    /// Whether this CPU runs the kernels under test.
-    fn supported() -> bool {
-        let ok = is_x86_feature_detected!("avx2");
-        if !ok {
-            eprintln!("skipping: CPU lacks avx2");
-        }
-        ok
-    }
-
-    /// Deterministic reduced values with 0 and q-1 mixed in.
-    fn values(len: usize, q: u32, seed: u64) -> Vec<u32> {
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..len)
-            .map(|i| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                match i % 5 {
-                    0 => 0,
-                    1 => q - 1,
-                    _ => (x % q as u64) as u32,
-                }
-            })
-            .collect()
-    }
-
-    /// Moduli under test: NTT primes of 20..=31 bits plus a few odd composites and 2^k.
-    fn moduli() -> Vec<Modulus<u32>> {
-        let mut qs: Vec<u64> = (20..=31u32)
-            .flat_map(|bits| primes::ntt_primes::<u32>(bits, 16, 1).unwrap_or_default())
-            .collect();
-        qs.extend([3, 1 << 20, (1 << 31) - 1, 1_000_000_007, 65_537]);
-        qs.into_iter()
-            .filter_map(|q| Modulus::new(q).ok())
-            .collect()
-    }
-
-    /// The Montgomery + Shoup candidate (not dispatched) is exact too.
-    #[test]
-    fn montgomery_candidate_is_exact() {
-        if !supported() {
-            return;
-        }
-        for m in moduli().into_iter().filter(|m| m.q() % 2 == 1) {
-            let q = m.q();
-            let a = values(4096, q, 5);
-            let b = values(4096, q, 11);
-            let mut want = vec![0; 4096];
-            scalar::binary(BinOp::Mul, &m, &mut want, Some(&a), &b);
-            // SAFETY: the features were checked by `supported`.
-            let got = unsafe { mont_all(&m, &a, &b) };
-            assert_eq!(got, want, "q={q}");
-        }
-    }
-
-    /// Runs `mont_mul` over whole blocks.
-    #[target_feature(enable = "avx2")]
-    fn mont_all(m: &Modulus<u32>, a: &[u32], b: &[u32]) -> Vec<u32> {
-        let q = m.q();
-        let c = Consts::new(m);
-        let mut inv: u32 = q;
-        for _ in 0..5 {
-            inv = inv.wrapping_mul(2u32.wrapping_sub(q.wrapping_mul(inv)));
-        }
-        let r1 = ((1u64 << 32) % q as u64) as u32;
-        let mc = MontConsts {
-            qinv: _mm256_set1_epi32(inv as i32),
-            r1: _mm256_set1_epi32(r1 as i32),
-            r1s: _mm256_set1_epi32(m.shoup(r1) as i32),
-        };
-        let mut out = vec![0; a.len()];
-        zip_blocks(&mut out, Some(a), b, |x, y| mont_mul(x, y, &c, &mc));
-        out
-    }
 }
