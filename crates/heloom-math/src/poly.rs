@@ -8,6 +8,7 @@ use crate::modulus::Modulus;
 use crate::ntt::{AlignedVec, NttTable};
 use crate::primes;
 use crate::word::Word;
+use std::sync::Arc;
 
 /// Representation of an RNS polynomial.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -58,6 +59,17 @@ impl<W: Word> RnsPoly<W> {
         self.fingerprint
     }
 
+    /// Sets the form tag without transforming. For kernels that transform limbs one at a time
+    /// (through [`RnsBasis::ntt_tables`]) and then record the result.
+    pub fn set_form(&mut self, form: Form) {
+        self.form = form;
+    }
+
+    /// Mutable access to all limbs, limb-major. Writers must keep every value reduced.
+    pub fn as_mut_slice(&mut self) -> &mut [W] {
+        &mut self.data
+    }
+
     /// Limb `i` (`i < num_limbs()`, else panics like slice indexing).
     pub fn limb(&self, i: usize) -> &[W] {
         &self.data[i * self.n..(i + 1) * self.n]
@@ -90,7 +102,7 @@ impl<W: Word> RnsPoly<W> {
 pub struct RnsBasis<W: Word> {
     n: usize,
     moduli: Vec<Modulus<W>>,
-    ntt: Vec<NttTable<W>>,
+    ntt: Vec<Arc<NttTable<W>>>,
     elt: Eltwise<W>,
     fingerprint: u64,
 }
@@ -157,7 +169,7 @@ impl<W: Word> RnsBasis<W> {
         let forced = BackendChoice::Force(backend);
         let ntt = moduli
             .iter()
-            .map(|&q| NttTable::with_backend(n, q, forced))
+            .map(|&q| NttTable::with_backend(n, q, forced).map(Arc::new))
             .collect::<Result<Vec<_>>>()?;
         let moduli_w = ntt.iter().map(|t| *t.modulus()).collect();
         let elt = Eltwise::new(forced, max_bits)?;
@@ -191,7 +203,7 @@ impl<W: Word> RnsBasis<W> {
     }
 
     /// The NTT tables, one per prime.
-    pub fn ntt_tables(&self) -> &[NttTable<W>] {
+    pub fn ntt_tables(&self) -> &[Arc<NttTable<W>>] {
         &self.ntt
     }
 
@@ -208,6 +220,99 @@ impl<W: Word> RnsBasis<W> {
     /// Fingerprint of (N, word size, primes).
     pub fn fingerprint(&self) -> u64 {
         self.fingerprint
+    }
+
+    /// The sub-basis made of the primes at `indices` (in that order), sharing this basis' NTT
+    /// tables and backend. CKKS builds one per level (`q_0..q_l`, and `q_0..q_l` plus the special
+    /// primes) from a single full basis.
+    pub fn select(&self, indices: &[usize]) -> Result<RnsBasis<W>> {
+        if indices.is_empty() {
+            return Err(MathError::ShapeMismatch(
+                "a sub-basis needs at least one prime".into(),
+            ));
+        }
+        let mut moduli = Vec::with_capacity(indices.len());
+        let mut ntt = Vec::with_capacity(indices.len());
+        for (k, &i) in indices.iter().enumerate() {
+            if i >= self.moduli.len() || indices[..k].contains(&i) {
+                return Err(MathError::ShapeMismatch(format!(
+                    "sub-basis index {i} is out of range or repeated (basis has {} primes)",
+                    self.moduli.len()
+                )));
+            }
+            moduli.push(self.moduli[i]);
+            ntt.push(Arc::clone(&self.ntt[i]));
+        }
+        let values: Vec<u64> = moduli.iter().map(|m| m.value()).collect();
+        Ok(Self {
+            n: self.n,
+            moduli,
+            ntt,
+            elt: self.elt,
+            fingerprint: fingerprint(self.n, W::BITS, &values),
+        })
+    }
+
+    /// Keeps the first `self.len()` limbs of `p` and re-tags it as a polynomial of this basis.
+    ///
+    /// The caller guarantees that this basis' primes are the first primes of `p`'s basis (the
+    /// CKKS level bases are built that way); only the ring degree and limb count are checked.
+    pub fn truncate(&self, mut p: RnsPoly<W>) -> Result<RnsPoly<W>> {
+        if p.n != self.n || p.limbs < self.moduli.len() {
+            return Err(MathError::ShapeMismatch(format!(
+                "cannot truncate a polynomial with N = {} and {} limbs to a basis with N = {} and {} limbs",
+                p.n,
+                p.limbs,
+                self.n,
+                self.moduli.len()
+            )));
+        }
+        p.limbs = self.moduli.len();
+        p.data.truncate(self.n * p.limbs);
+        p.fingerprint = self.fingerprint;
+        Ok(p)
+    }
+
+    /// Builds a polynomial of this basis from limbs taken (copied) from other polynomials:
+    /// `limbs[i]` must hold `N` words reduced modulo this basis' prime `i`. Values are checked.
+    pub fn poly_from_limbs(&self, limbs: &[&[W]], form: Form) -> Result<RnsPoly<W>> {
+        if limbs.len() != self.moduli.len() {
+            return Err(MathError::LengthMismatch {
+                what: "limbs for an RNS polynomial",
+                expected: self.moduli.len(),
+                got: limbs.len(),
+            });
+        }
+        let mut p = self.zero(form);
+        for (i, ((dst, src), m)) in p
+            .data
+            .chunks_exact_mut(self.n)
+            .zip(limbs)
+            .zip(&self.moduli)
+            .enumerate()
+        {
+            if src.len() != self.n {
+                return Err(MathError::LengthMismatch {
+                    what: "limb length",
+                    expected: self.n,
+                    got: src.len(),
+                });
+            }
+            if let Some(j) = src.iter().position(|&v| v >= m.q()) {
+                return Err(MathError::ValueOutOfRange {
+                    value: src[j].to_u64(),
+                    index: i * self.n + j,
+                    q: m.value(),
+                });
+            }
+            dst.copy_from_slice(src);
+        }
+        Ok(p)
+    }
+
+    /// Whether `p` belongs to this basis (same ring degree, limb count and primes).
+    pub fn owns(&self, p: &RnsPoly<W>) -> bool {
+        p.fingerprint == self.fingerprint && p.n == self.n && p.limbs == self.moduli.len()
     }
 
     /// The zero polynomial in the given form.
