@@ -2,10 +2,50 @@
 //!
 //! The RNS-CKKS scheme (Cheon, Kim, Kim, Song 2017; full-RNS variant of Cheon, Han, Kim, Kim,
 //! Song 2018) on heloom's arithmetic layer, for 64-bit words and bit-reduced 32-bit words.
+//!
+//! - [`params`]: parameter sets, checked against the HE standard's [`security`] table.
+//! - [`context`]: everything precomputed from the parameters; encoding at any level and scale.
+//! - [`keys`]: secret, public, relinearization and Galois keys (seeded, compressible).
+//! - [`encrypt`]: public- and secret-key encryption, decryption.
+//! - [`evaluator`]: arithmetic, rescaling, rotations (hoisted), conjugation.
+//! - [`keyswitch`]: hybrid key switching behind relinearization and rotations.
+//! - [`polyeval`]: polynomial evaluation (baby-step giant-step, power and Chebyshev bases).
+//!
+//! ```
+//! use heloom_ckks::*;
+//! let params = CkksParameters::new(1 << 12, 2, 40, 64)?;
+//! let ctx = Context::<u64>::new(params)?;
+//! let keys = keygen(&ctx, &[1], false)?;
+//! let enc = Encryptor::new(&ctx);
+//! let dec = Decryptor::new(&ctx, &keys.secret_key)?;
+//! let ev = Evaluator::new(&ctx, std::sync::Arc::new(keys.evaluation_keys))?;
+//! let a = enc.encrypt(&[0.5, -0.25, 1.0], &keys.public_key)?;
+//! let b = ev.multiply_relin_rescale(&a, &a)?;
+//! let out = dec.decrypt(&b)?;
+//! assert!((out[0] - 0.25).abs() < 1e-6 && (out[2] - 1.0).abs() < 1e-6);
+//! # Ok::<(), CkksError>(())
+//! ```
 
+pub mod ciphertext;
+pub mod context;
 pub mod encoder;
+pub mod encrypt;
 pub mod error;
+pub mod evaluator;
+pub mod keys;
+pub mod keyswitch;
+pub mod params;
+pub mod polyeval;
+pub mod security;
 
+pub use ciphertext::{Ciphertext, Plaintext};
+pub use context::Context;
 pub use encoder::Encoder;
+pub use encrypt::{Decryptor, Encryptor};
 pub use error::{CkksError, Result};
+pub use evaluator::Evaluator;
+pub use keys::{keygen, EvaluationKeys, KeyGenerator, KeySet, PublicKey, SecretKey, SwitchingKey};
 pub use num_complex::Complex64;
+pub use params::{CkksParameters, ParametersBuilder, SecretDistribution};
+pub use polyeval::PolyBasis;
+pub use security::SecurityLevel;

@@ -142,6 +142,48 @@ pub enum MathError {
         /// The modulus.
         q: u64,
     },
+    /// A scalar operand is not reduced modulo q where a kernel requires it.
+    #[error("scalar {value} is not reduced modulo q = {q}: it must lie in [0, q)")]
+    ScalarNotReduced {
+        /// The scalar.
+        value: u64,
+        /// The modulus.
+        q: u64,
+    },
+    /// Two sets of RNS primes that must be disjoint share a prime, or a set repeats one.
+    #[error("prime {q} appears twice in {what}; the primes of a base conversion must be distinct and the two bases disjoint")]
+    DuplicatePrime {
+        /// The repeated prime.
+        q: u64,
+        /// Where it was found.
+        what: &'static str,
+    },
+    /// A Galois element is not an odd number below 2N.
+    #[error("Galois element g = {g} is invalid for N = {n}: it must be odd and below 2N = {two_n}")]
+    InvalidGaloisElement {
+        /// The element.
+        g: u64,
+        /// Ring degree.
+        n: usize,
+        /// 2N.
+        two_n: u64,
+    },
+    /// A sparse ternary secret was asked for with an impossible Hamming weight.
+    #[error("Hamming weight h = {h} is invalid for {n} coefficients: it must satisfy 1 <= h <= {n}")]
+    InvalidHammingWeight {
+        /// Requested number of nonzero coefficients.
+        h: usize,
+        /// Number of coefficients.
+        n: usize,
+    },
+    /// A Gaussian width is not a finite positive number in the supported range.
+    #[error("Gaussian sigma = {sigma} is not supported: it must be finite and in (0, {max}]")]
+    InvalidSigma {
+        /// The width asked for, formatted (floats are not `Eq`).
+        sigma: String,
+        /// Largest supported width.
+        max: u32,
+    },
 }
 
 /// Result alias of the arithmetic layer.

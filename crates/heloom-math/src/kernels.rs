@@ -69,6 +69,24 @@ pub trait Kernels: Sized {
     fn elt_mul_add(backend: Backend, m: &Modulus<Self>, acc: &mut [Self], a: &[Self], b: &[Self])
     where
         Self: Word;
+
+    /// `out = a mod q` (or `out = out mod q`) for words of any value.
+    #[doc(hidden)]
+    fn elt_reduce(backend: Backend, m: &Modulus<Self>, out: &mut [Self], a: Option<&[Self]>)
+    where
+        Self: Word;
+
+    /// `acc = acc + a * s` for a reduced scalar `s`, `a` below `2^(MAX_PRIME_BITS + 1)`.
+    #[doc(hidden)]
+    fn elt_mul_scalar_add(backend: Backend, m: &Modulus<Self>, acc: &mut [Self], a: &[Self], s: Self)
+    where
+        Self: Word;
+
+    /// `a = (a - b) * s` for reduced `a`, `b` and a reduced scalar `s`.
+    #[doc(hidden)]
+    fn elt_sub_mul_scalar(backend: Backend, m: &Modulus<Self>, a: &mut [Self], b: &[Self], s: Self)
+    where
+        Self: Word;
 }
 
 /// Backend-specific NTT data for 64-bit words.
@@ -175,6 +193,33 @@ impl Kernels for u64 {
             Backend::Avx512Ifma => eltwise::ifma::mul_add(m, acc, a, b),
         }
     }
+
+    fn elt_reduce(backend: Backend, m: &Modulus<u64>, out: &mut [u64], a: Option<&[u64]>) {
+        match backend {
+            Backend::Scalar => eltwise::scalar::reduce(m, out, a),
+            Backend::Avx2 => eltwise::avx2_u64::reduce(m, out, a),
+            Backend::Avx512 => eltwise::avx512_u64::reduce(m, out, a),
+            Backend::Avx512Ifma => eltwise::ifma::reduce(m, out, a),
+        }
+    }
+
+    fn elt_mul_scalar_add(backend: Backend, m: &Modulus<u64>, acc: &mut [u64], a: &[u64], s: u64) {
+        match backend {
+            Backend::Scalar => eltwise::scalar::mul_scalar_add(m, acc, a, s),
+            Backend::Avx2 => eltwise::avx2_u64::mul_scalar_add(m, acc, a, s),
+            Backend::Avx512 => eltwise::avx512_u64::mul_scalar_add(m, acc, a, s),
+            Backend::Avx512Ifma => eltwise::ifma::mul_scalar_add(m, acc, a, s),
+        }
+    }
+
+    fn elt_sub_mul_scalar(backend: Backend, m: &Modulus<u64>, a: &mut [u64], b: &[u64], s: u64) {
+        match backend {
+            Backend::Scalar => eltwise::scalar::sub_mul_scalar(m, a, b, s),
+            Backend::Avx2 => eltwise::avx2_u64::sub_mul_scalar(m, a, b, s),
+            Backend::Avx512 => eltwise::avx512_u64::sub_mul_scalar(m, a, b, s),
+            Backend::Avx512Ifma => eltwise::ifma::sub_mul_scalar(m, a, b, s),
+        }
+    }
 }
 
 impl Kernels for u32 {
@@ -247,6 +292,34 @@ impl Kernels for u32 {
             Backend::Avx2 => eltwise::avx2_u32::mul_add(m, acc, a, b),
             Backend::Avx512 => eltwise::avx512_u32::mul_add(m, acc, a, b),
             Backend::Scalar | Backend::Avx512Ifma => eltwise::scalar::mul_add(m, acc, a, b),
+        }
+    }
+
+    fn elt_reduce(backend: Backend, m: &Modulus<u32>, out: &mut [u32], a: Option<&[u32]>) {
+        match backend {
+            Backend::Avx2 => eltwise::avx2_u32::reduce(m, out, a),
+            Backend::Avx512 => eltwise::avx512_u32::reduce(m, out, a),
+            Backend::Scalar | Backend::Avx512Ifma => eltwise::scalar::reduce(m, out, a),
+        }
+    }
+
+    fn elt_mul_scalar_add(backend: Backend, m: &Modulus<u32>, acc: &mut [u32], a: &[u32], s: u32) {
+        match backend {
+            Backend::Avx2 => eltwise::avx2_u32::mul_scalar_add(m, acc, a, s),
+            Backend::Avx512 => eltwise::avx512_u32::mul_scalar_add(m, acc, a, s),
+            Backend::Scalar | Backend::Avx512Ifma => {
+                eltwise::scalar::mul_scalar_add(m, acc, a, s)
+            }
+        }
+    }
+
+    fn elt_sub_mul_scalar(backend: Backend, m: &Modulus<u32>, a: &mut [u32], b: &[u32], s: u32) {
+        match backend {
+            Backend::Avx2 => eltwise::avx2_u32::sub_mul_scalar(m, a, b, s),
+            Backend::Avx512 => eltwise::avx512_u32::sub_mul_scalar(m, a, b, s),
+            Backend::Scalar | Backend::Avx512Ifma => {
+                eltwise::scalar::sub_mul_scalar(m, a, b, s)
+            }
         }
     }
 }

@@ -10,6 +10,10 @@
 //! - [`eltwise`]: element-wise kernels on slices.
 //! - [`poly`]: RNS polynomials (limbs x N, 64-byte aligned) and the basis that operates on them.
 //! - [`backend`]: scalar, AVX2, AVX-512 and AVX-512 IFMA backends chosen at run time.
+//! - [`rns`]: fast (approximate) RNS base conversion for hybrid key switching.
+//! - [`sampler`]: ternary, sparse ternary and discrete Gaussian samplers, and uniform
+//!   polynomials expanded from a seed with ChaCha20.
+//! - [`automorphism`]: Galois automorphisms `X -> X^g` in coefficient and NTT form.
 //!
 //! ```
 //! use heloom_math::{ntt::NttTable, primes};
@@ -24,6 +28,7 @@
 //! # Ok::<(), heloom_math::MathError>(())
 //! ```
 
+pub mod automorphism;
 pub mod backend;
 pub mod eltwise;
 pub mod error;
@@ -32,12 +37,17 @@ pub mod modulus;
 pub mod ntt;
 pub mod poly;
 pub mod primes;
+pub mod rns;
+pub mod sampler;
 pub mod word;
 
+pub use automorphism::NttPermutation;
 pub use backend::{Backend, BackendChoice};
 pub use eltwise::Eltwise;
 pub use error::{MathError, Result};
 pub use modulus::{Modulus, Montgomery32};
 pub use ntt::NttTable;
 pub use poly::{Form, RnsBasis, RnsPoly};
+pub use rns::BasisConverter;
+pub use sampler::Seed;
 pub use word::Word;

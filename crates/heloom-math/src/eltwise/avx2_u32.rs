@@ -261,3 +261,64 @@ pub(crate) fn mul_add(m: &Modulus<u32>, acc: &mut [u32], a: &[u32], b: &[u32]) {
     let done = unsafe { mul_add_impl(m, acc, a, b) };
     scalar::mul_add(m, &mut acc[done..], &a[done..], &b[done..]);
 }
+
+/// `x mod q` for any `x < 2^32`: Shoup's product by 1, `x - hi(x floor(2^32/q)) q` in
+/// `[0, 2q)`, then one conditional subtraction.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn reduce_vec(x: __m256i, r: __m256i, q: __m256i) -> __m256i {
+    let even = _mm256_mul_epu32(x, r);
+    let odd = _mm256_mul_epu32(_mm256_srli_epi64::<32>(x), r);
+    let hi = merge_hi(even, odd);
+    csub(_mm256_sub_epi32(x, _mm256_mullo_epi32(hi, q)), q)
+}
+
+/// Vector part of [`reduce`].
+#[target_feature(enable = "avx2")]
+fn reduce_impl(m: &Modulus<u32>, out: &mut [u32], a: Option<&[u32]>) -> usize {
+    let q = _mm256_set1_epi32(m.q() as i32);
+    let r = _mm256_set1_epi32(m.shoup(1) as i32);
+    map_blocks(out, a, |x| reduce_vec(x, r, q))
+}
+
+/// `out = a mod q` (or `out = out mod q`) for any words.
+pub(crate) fn reduce(m: &Modulus<u32>, out: &mut [u32], a: Option<&[u32]>) {
+    // SAFETY: the CPU features were checked when the backend was chosen.
+    let done = unsafe { reduce_impl(m, out, a) };
+    scalar::reduce(m, &mut out[done..], a.map(|a| &a[done..]));
+}
+
+/// Vector part of [`mul_scalar_add`]: `acc + (a s mod q)`, Shoup for any `a < 2^32`.
+#[target_feature(enable = "avx2")]
+fn mul_scalar_add_impl(m: &Modulus<u32>, acc: &mut [u32], a: &[u32], s: u32) -> usize {
+    let c = Consts::new(m);
+    let w = _mm256_set1_epi32(s as i32);
+    let ws = _mm256_set1_epi32(m.shoup(s) as i32);
+    zip_blocks(acc, None, a, |z, x| add_vec(z, mul_shoup(x, w, ws, c.q), &c))
+}
+
+/// `acc = acc + a * s` for reduced `acc`, `s < q` and any `a`.
+pub(crate) fn mul_scalar_add(m: &Modulus<u32>, acc: &mut [u32], a: &[u32], s: u32) {
+    // SAFETY: the CPU features were checked when the backend was chosen.
+    let done = unsafe { mul_scalar_add_impl(m, acc, a, s) };
+    scalar::mul_scalar_add(m, &mut acc[done..], &a[done..], s);
+}
+
+/// Vector part of [`sub_mul_scalar`]: Shoup on `a + q - b`, which lies in `(0, 2q)`.
+#[target_feature(enable = "avx2")]
+fn sub_mul_scalar_impl(m: &Modulus<u32>, a: &mut [u32], b: &[u32], s: u32) -> usize {
+    let c = Consts::new(m);
+    let w = _mm256_set1_epi32(s as i32);
+    let ws = _mm256_set1_epi32(m.shoup(s) as i32);
+    zip_blocks(a, None, b, |x, y| {
+        let d = _mm256_sub_epi32(_mm256_add_epi32(x, c.q), y);
+        mul_shoup(d, w, ws, c.q)
+    })
+}
+
+/// `a = (a - b) * s` for reduced `a`, `b` and `s < q`.
+pub(crate) fn sub_mul_scalar(m: &Modulus<u32>, a: &mut [u32], b: &[u32], s: u32) {
+    // SAFETY: the CPU features were checked when the backend was chosen.
+    let done = unsafe { sub_mul_scalar_impl(m, a, b, s) };
+    scalar::sub_mul_scalar(m, &mut a[done..], &b[done..], s);
+}

@@ -64,6 +64,35 @@ pub(crate) fn mul_add(m: &Modulus<u64>, acc: &mut [u64], a: &[u64], b: &[u64]) {
     scalar::mul_add(m, &mut acc[done..], &a[done..], &b[done..]);
 }
 
+/// `out = a mod q` (or `out = out mod q`) for any words.
+pub(crate) fn reduce(m: &Modulus<u64>, out: &mut [u64], a: Option<&[u64]>) {
+    let len = out.len();
+    let done = len / LANES * LANES;
+    let o = out.as_mut_ptr();
+    let pa = a.map_or(o as *const u64, <[u64]>::as_ptr);
+    // SAFETY: as in `binary`: avx2 present, all accesses below `done <= len`.
+    unsafe { reduce_impl(m, o, pa, done) };
+    scalar::reduce(m, &mut out[done..], a.map(|a| &a[done..]));
+}
+
+/// `acc = acc + a * s` for reduced `acc`, `s < q` and `a < 2^63`.
+pub(crate) fn mul_scalar_add(m: &Modulus<u64>, acc: &mut [u64], a: &[u64], s: u64) {
+    let len = acc.len();
+    let done = len / LANES * LANES;
+    // SAFETY: as in `binary`: avx2 present, all accesses below `done <= len`.
+    unsafe { mul_scalar_add_impl(m, acc.as_mut_ptr(), a.as_ptr(), s, done) };
+    scalar::mul_scalar_add(m, &mut acc[done..], &a[done..], s);
+}
+
+/// `a = (a - b) * s` for reduced `a`, `b` and `s < q`.
+pub(crate) fn sub_mul_scalar(m: &Modulus<u64>, a: &mut [u64], b: &[u64], s: u64) {
+    let len = a.len();
+    let done = len / LANES * LANES;
+    // SAFETY: as in `binary`: avx2 present, all accesses below `done <= len`.
+    unsafe { sub_mul_scalar_impl(m, a.as_mut_ptr(), b.as_ptr(), s, done) };
+    scalar::sub_mul_scalar(m, &mut a[done..], &b[done..], s);
+}
+
 /// Per-modulus vector constants.
 #[derive(Clone, Copy)]
 struct Consts {
@@ -311,6 +340,95 @@ unsafe fn mul_add_impl(m: &Modulus<u64>, acc: *mut u64, a: *const u64, b: *const
             let p = mul_mod(ld(a.add(i)), ld(b.add(i)), &c);
             let s = _mm256_add_epi64(ld(acc.add(i)), p);
             st(acc.add(i), red(s, c.q));
+        }
+    }
+}
+
+/// Broadcast Shoup constants of a scalar `s < q`: `s`, `s` half-swapped, and the 2^63-scaled
+/// companion `floor(s 2^63 / q)` with its high half.
+#[derive(Clone, Copy)]
+struct ShoupConsts {
+    w: __m256i,
+    wsw: __m256i,
+    ws: __m256i,
+    wsh: __m256i,
+}
+
+impl ShoupConsts {
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn new(m: &Modulus<u64>, s: u64) -> Self {
+        let ws = m.shoup(s) >> 1;
+        Self {
+            w: splat(s as i64),
+            wsw: splat(s.rotate_left(32) as i64),
+            ws: splat(ws as i64),
+            wsh: splat((ws >> 32) as i64),
+        }
+    }
+}
+
+/// `x * s mod q` in `[0, 4q)` for `x < 2^63` (Shoup with the 2^63-scaled companion: the
+/// companion and `qhat63` lose at most 3 from the quotient).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn mul_shoup_lazy4(x: __m256i, w: &ShoupConsts, c: &Consts) -> __m256i {
+    let qh = qhat63(x, w.ws, w.wsh);
+    _mm256_sub_epi64(mullo64(x, w.w, w.wsw), mullo64(qh, c.q, c.qsw))
+}
+
+/// Vector part of [`reduce`].
+///
+/// # Safety
+/// As [`binary_impl`].
+#[target_feature(enable = "avx2")]
+unsafe fn reduce_impl(m: &Modulus<u64>, o: *mut u64, a: *const u64, len: usize) {
+    let c = consts(m);
+    for i in (0..len).step_by(LANES) {
+        // SAFETY: i + 4 <= len.
+        unsafe {
+            let x = ld(a.add(i));
+            // Barrett as in `mul_mod` with P = x: x >> (b-1) < 2^63, quotient at most 4 low.
+            let qh = qhat63(_mm256_srl_epi64(x, c.shr), c.s, c.sh);
+            let r = _mm256_sub_epi64(x, mullo64(qh, c.q, c.qsw));
+            st(o.add(i), red(red(red(r, c.q4), c.q2), c.q));
+        }
+    }
+}
+
+/// Vector part of [`mul_scalar_add`].
+///
+/// # Safety
+/// avx2 available; `acc`, `a` valid for `len` words; `s < q`.
+#[target_feature(enable = "avx2")]
+unsafe fn mul_scalar_add_impl(m: &Modulus<u64>, acc: *mut u64, a: *const u64, s: u64, len: usize) {
+    let c = consts(m);
+    let w = ShoupConsts::new(m, s);
+    for i in (0..len).step_by(LANES) {
+        // SAFETY: i + 4 <= len.
+        unsafe {
+            // acc + [0, 4q) < 5q.
+            let t = _mm256_add_epi64(ld(acc.add(i)), mul_shoup_lazy4(ld(a.add(i)), &w, &c));
+            st(acc.add(i), red(red(red(t, c.q4), c.q2), c.q));
+        }
+    }
+}
+
+/// Vector part of [`sub_mul_scalar`].
+///
+/// # Safety
+/// avx2 available; `a`, `b` valid for `len` words; `s < q`.
+#[target_feature(enable = "avx2")]
+unsafe fn sub_mul_scalar_impl(m: &Modulus<u64>, a: *mut u64, b: *const u64, s: u64, len: usize) {
+    let c = consts(m);
+    let w = ShoupConsts::new(m, s);
+    for i in (0..len).step_by(LANES) {
+        // SAFETY: i + 4 <= len.
+        unsafe {
+            // a + q - b in (0, 2q).
+            let d = _mm256_sub_epi64(_mm256_add_epi64(ld(a.add(i)), c.q), ld(b.add(i)));
+            let r = mul_shoup_lazy4(d, &w, &c);
+            st(a.add(i), red(red(r, c.q2), c.q));
         }
     }
 }

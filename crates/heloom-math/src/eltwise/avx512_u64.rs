@@ -61,6 +61,36 @@ pub(crate) fn mul_add(m: &Modulus<u64>, acc: &mut [u64], a: &[u64], b: &[u64]) {
     scalar::mul_add(m, &mut acc[done..], &a[done..], &b[done..]);
 }
 
+/// `out = a mod q` (or `out = out mod q`) for any words.
+pub(crate) fn reduce(m: &Modulus<u64>, out: &mut [u64], a: Option<&[u64]>) {
+    let len = out.len();
+    let done = len / LANES * LANES;
+    let o = out.as_mut_ptr();
+    let pa = a.map_or(o as *const u64, <[u64]>::as_ptr);
+    // SAFETY: as in `binary`: avx512f/dq present (also for the IFMA backend, which forwards
+    // here), all accesses below `done <= len`.
+    unsafe { reduce_impl(m, o, pa, done) };
+    scalar::reduce(m, &mut out[done..], a.map(|a| &a[done..]));
+}
+
+/// `acc = acc + a * s` for reduced `acc`, `s < q` and `a < 2^63`.
+pub(crate) fn mul_scalar_add(m: &Modulus<u64>, acc: &mut [u64], a: &[u64], s: u64) {
+    let len = acc.len();
+    let done = len / LANES * LANES;
+    // SAFETY: as in `binary`: avx512f/dq present, all accesses below `done <= len`.
+    unsafe { mul_scalar_add_impl(m, acc.as_mut_ptr(), a.as_ptr(), s, done) };
+    scalar::mul_scalar_add(m, &mut acc[done..], &a[done..], s);
+}
+
+/// `a = (a - b) * s` for reduced `a`, `b` and `s < q`.
+pub(crate) fn sub_mul_scalar(m: &Modulus<u64>, a: &mut [u64], b: &[u64], s: u64) {
+    let len = a.len();
+    let done = len / LANES * LANES;
+    // SAFETY: as in `binary`: avx512f/dq present, all accesses below `done <= len`.
+    unsafe { sub_mul_scalar_impl(m, a.as_mut_ptr(), b.as_ptr(), s, done) };
+    scalar::sub_mul_scalar(m, &mut a[done..], &b[done..], s);
+}
+
 /// Per-modulus vector constants.
 #[derive(Clone, Copy)]
 struct Consts {
@@ -260,6 +290,93 @@ unsafe fn mul_add_impl(m: &Modulus<u64>, acc: *mut u64, a: *const u64, b: *const
             let p = mul_mod(ld(a.add(i)), ld(b.add(i)), &c);
             let s = _mm512_add_epi64(ld(acc.add(i)), p);
             st(acc.add(i), red(s, c.q));
+        }
+    }
+}
+
+/// Broadcast Shoup constants of a scalar `s < q`: `s` and the 2^63-scaled companion
+/// `floor(s 2^63 / q)` with its high half.
+#[derive(Clone, Copy)]
+struct ShoupConsts {
+    w: __m512i,
+    ws: __m512i,
+    wsh: __m512i,
+}
+
+impl ShoupConsts {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn new(m: &Modulus<u64>, s: u64) -> Self {
+        let ws = m.shoup(s) >> 1;
+        Self {
+            w: _mm512_set1_epi64(s as i64),
+            ws: _mm512_set1_epi64(ws as i64),
+            wsh: _mm512_set1_epi64((ws >> 32) as i64),
+        }
+    }
+}
+
+/// `x * s mod q` in `[0, 4q)` for `x < 2^63` (Shoup with the 2^63-scaled companion: the
+/// companion and `qhat63` lose at most 3 from the quotient).
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn mul_shoup_lazy4(x: __m512i, w: &ShoupConsts, c: &Consts) -> __m512i {
+    let qh = qhat63(x, w.ws, w.wsh);
+    _mm512_sub_epi64(_mm512_mullo_epi64(x, w.w), _mm512_mullo_epi64(qh, c.q))
+}
+
+/// Vector part of [`reduce`].
+///
+/// # Safety
+/// As [`binary_impl`].
+#[target_feature(enable = "avx512f,avx512dq")]
+unsafe fn reduce_impl(m: &Modulus<u64>, o: *mut u64, a: *const u64, len: usize) {
+    let c = consts(m);
+    for i in (0..len).step_by(LANES) {
+        // SAFETY: i + 8 <= len.
+        unsafe {
+            let x = ld(a.add(i));
+            // Barrett as in `mul_mod` with P = x: x >> (b-1) < 2^63, quotient at most 4 low.
+            let qh = qhat63(_mm512_srl_epi64(x, c.shr), c.s, c.sh);
+            let r = _mm512_sub_epi64(x, _mm512_mullo_epi64(qh, c.q));
+            st(o.add(i), red(red(red(r, c.q4), c.q2), c.q));
+        }
+    }
+}
+
+/// Vector part of [`mul_scalar_add`].
+///
+/// # Safety
+/// avx512f/dq available; `acc`, `a` valid for `len` words; `s < q`.
+#[target_feature(enable = "avx512f,avx512dq")]
+unsafe fn mul_scalar_add_impl(m: &Modulus<u64>, acc: *mut u64, a: *const u64, s: u64, len: usize) {
+    let c = consts(m);
+    let w = ShoupConsts::new(m, s);
+    for i in (0..len).step_by(LANES) {
+        // SAFETY: i + 8 <= len.
+        unsafe {
+            // acc + [0, 4q) < 5q.
+            let t = _mm512_add_epi64(ld(acc.add(i)), mul_shoup_lazy4(ld(a.add(i)), &w, &c));
+            st(acc.add(i), red(red(red(t, c.q4), c.q2), c.q));
+        }
+    }
+}
+
+/// Vector part of [`sub_mul_scalar`].
+///
+/// # Safety
+/// avx512f/dq available; `a`, `b` valid for `len` words; `s < q`.
+#[target_feature(enable = "avx512f,avx512dq")]
+unsafe fn sub_mul_scalar_impl(m: &Modulus<u64>, a: *mut u64, b: *const u64, s: u64, len: usize) {
+    let c = consts(m);
+    let w = ShoupConsts::new(m, s);
+    for i in (0..len).step_by(LANES) {
+        // SAFETY: i + 8 <= len.
+        unsafe {
+            // a + q - b in (0, 2q).
+            let d = _mm512_sub_epi64(_mm512_add_epi64(ld(a.add(i)), c.q), ld(b.add(i)));
+            let r = mul_shoup_lazy4(d, &w, &c);
+            st(a.add(i), red(red(r, c.q2), c.q));
         }
     }
 }

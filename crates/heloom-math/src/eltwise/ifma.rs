@@ -76,6 +76,34 @@ pub(crate) fn mul_add(m: &Modulus<u64>, acc: &mut [u64], a: &[u64], b: &[u64]) {
     scalar::mul_add(m, &mut acc[main..n], &a[main..n], &b[main..n]);
 }
 
+/// `out = a mod q` (or `out = out mod q`) for any words. IFMA's 52-bit multipliers cannot take
+/// a 64-bit word at once, so this forwards to the AVX-512 DQ kernel (the IFMA backend is only
+/// selected on CPUs that also have avx512f/dq).
+pub(crate) fn reduce(m: &Modulus<u64>, out: &mut [u64], a: Option<&[u64]>) {
+    super::avx512_u64::reduce(m, out, a);
+}
+
+/// `acc = acc + a * s` for reduced `acc`, `s < q` and any `a`: 8-word blocks whose values all
+/// fit 52 bits use IFMA Shoup multiplication, other blocks the scalar kernel.
+pub(crate) fn mul_scalar_add(m: &Modulus<u64>, acc: &mut [u64], a: &[u64], s: u64) {
+    if m.bits() > IFMA_MAX_PRIME_BITS || s >= m.q() {
+        return scalar::mul_scalar_add(m, acc, a, s);
+    }
+    // SAFETY: CPU features checked when the backend was selected.
+    let done = unsafe { mul_scalar_add_simd(m, acc, a, s) };
+    scalar::mul_scalar_add(m, &mut acc[done..], &a[done..], s);
+}
+
+/// `a = (a - b) * s` for reduced `a`, `b` and `s < q`.
+pub(crate) fn sub_mul_scalar(m: &Modulus<u64>, a: &mut [u64], b: &[u64], s: u64) {
+    if m.bits() > IFMA_MAX_PRIME_BITS || s >= m.q() {
+        return scalar::sub_mul_scalar(m, a, b, s);
+    }
+    // SAFETY: CPU features checked when the backend was selected.
+    let done = unsafe { sub_mul_scalar_simd(m.q(), a, b, s) };
+    scalar::sub_mul_scalar(m, &mut a[done..], &b[done..], s);
+}
+
 /// The length all operands share (callers pass equal lengths; the minimum keeps every access in
 /// bounds regardless).
 fn common_len(out: usize, a: Option<usize>, b: Option<usize>) -> usize {
@@ -276,4 +304,69 @@ unsafe fn mul_add_simd(q: u64, acc: *mut u64, a: *const u64, b: *const u64, len:
         }
         i += LANES;
     }
+}
+
+/// 52-bit Shoup constants of a scalar `s < q < 2^50`: `s` and `floor(s 2^52 / q)`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn shoup52(q: u64, s: u64) -> (__m512i, __m512i) {
+    (
+        _mm512_set1_epi64(s as i64),
+        _mm512_set1_epi64((((s as u128) << 52) / q as u128) as i64),
+    )
+}
+
+/// `acc + x * s` as `lo52(acc + x s - Q q)` with the 52-bit Shoup quotient `Q` (at most one
+/// low for `x < 2^52`), so the result lies in `[0, acc + 2q)` (below 2^52 for `acc + 2q`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512ifma")]
+fn mul_shoup_acc(acc: __m512i, x: __m512i, w: __m512i, wp: __m512i, c: &Consts) -> __m512i {
+    let qh = _mm512_madd52hi_epu64(_mm512_setzero_si512(), wp, x);
+    let t = _mm512_madd52lo_epu64(_mm512_madd52lo_epu64(acc, w, x), qh, c.negq);
+    _mm512_and_si512(t, c.mask)
+}
+
+/// Vector part of [`mul_scalar_add`]; returns the number of words done (a multiple of 8).
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+fn mul_scalar_add_simd(m: &Modulus<u64>, acc: &mut [u64], a: &[u64], s: u64) -> usize {
+    let c = Consts::new(m.q());
+    let (w, wp) = shoup52(m.q(), s);
+    let high = _mm512_set1_epi64(!MASK52 as i64);
+    let mut done = 0;
+    for (o, x) in acc.chunks_exact_mut(LANES).zip(a.chunks_exact(LANES)) {
+        // SAFETY: both chunks hold exactly 8 words.
+        let xv = unsafe { ld(x.as_ptr()) };
+        if _mm512_test_epi64_mask(xv, high) != 0 {
+            // A value of 52 bits or more: IFMA would read only its low bits.
+            scalar::mul_scalar_add(m, o, x, s);
+        } else {
+            // SAFETY: as above.
+            let acc_v = unsafe { ld(o.as_ptr()) };
+            // acc + [0, 2q) < 3q.
+            let t = mul_shoup_acc(acc_v, xv, w, wp, &c);
+            // SAFETY: as above.
+            unsafe { st(o.as_mut_ptr(), csub(csub(t, c.q2), c.q)) };
+        }
+        done += LANES;
+    }
+    done
+}
+
+/// Vector part of [`sub_mul_scalar`]; returns the number of words done (a multiple of 8).
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+fn sub_mul_scalar_simd(q: u64, a: &mut [u64], b: &[u64], s: u64) -> usize {
+    let c = Consts::new(q);
+    let (w, wp) = shoup52(q, s);
+    let z = _mm512_setzero_si512();
+    let mut done = 0;
+    for (o, y) in a.chunks_exact_mut(LANES).zip(b.chunks_exact(LANES)) {
+        // SAFETY: both chunks hold exactly 8 words.
+        unsafe {
+            // a + q - b in (0, 2q), below 2^51.
+            let d = _mm512_sub_epi64(_mm512_add_epi64(ld(o.as_ptr()), c.q), ld(y.as_ptr()));
+            st(o.as_mut_ptr(), csub(mul_shoup_acc(z, d, w, wp, &c), c.q));
+        }
+        done += LANES;
+    }
+    done
 }

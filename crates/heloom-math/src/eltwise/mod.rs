@@ -1,7 +1,11 @@
 //! Element-wise modular kernels on word slices: add, sub, negate, pointwise multiply,
-//! multiply-add and multiply by a scalar, for every backend.
+//! multiply-add, multiply by a scalar, reduction of arbitrary words, and the scalar
+//! multiply-accumulate / subtract-multiply steps of RNS base conversion and rescaling, for every
+//! backend.
 //!
-//! Inputs must be reduced (`[0, q)`); outputs are reduced.
+//! Inputs must be reduced (`[0, q)`) unless a kernel says otherwise ([`Eltwise::reduce`],
+//! [`Eltwise::mul_scalar_add`]); outputs are always reduced, and every backend returns exactly
+//! the scalar kernels' words.
 
 pub(crate) mod avx2_u32;
 pub(crate) mod avx2_u64;
@@ -52,6 +56,11 @@ impl<W: Word> Eltwise<W> {
         self.backend
     }
 
+    /// Largest modulus size in bits these kernels accept.
+    pub fn max_prime_bits(&self) -> u32 {
+        self.max_prime_bits
+    }
+
     fn check_mod(&self, m: &Modulus<W>) -> Result<()> {
         if m.bits() > self.max_prime_bits {
             return Err(MathError::ModulusTooLarge {
@@ -62,6 +71,16 @@ impl<W: Word> Eltwise<W> {
             });
         }
         Ok(())
+    }
+
+    fn check_scalar(m: &Modulus<W>, s: u64) -> Result<W> {
+        if s >= m.value() {
+            return Err(MathError::ScalarNotReduced {
+                value: s,
+                q: m.value(),
+            });
+        }
+        Ok(W::from_u64(s))
     }
 
     fn check_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
@@ -158,6 +177,51 @@ impl<W: Word> Eltwise<W> {
         Self::check_len("element-wise operand a", acc.len(), a.len())?;
         Self::check_len("element-wise operand b", acc.len(), b.len())?;
         W::elt_mul_add(self.backend, m, acc, a, b);
+        Ok(())
+    }
+
+    /// `out = a mod q` for words `a` of any value (the full `u64` / `u32` range), e.g. residues
+    /// of a 60-bit prime brought into a 40-bit prime's range. Output reduced.
+    pub fn reduce(&self, m: &Modulus<W>, out: &mut [W], a: &[W]) -> Result<()> {
+        self.check_mod(m)?;
+        Self::check_len("element-wise operand a", out.len(), a.len())?;
+        W::elt_reduce(self.backend, m, out, Some(a));
+        Ok(())
+    }
+
+    /// `a = a mod q` for words of any value. Output reduced.
+    pub fn reduce_assign(&self, m: &Modulus<W>, a: &mut [W]) -> Result<()> {
+        self.check_mod(m)?;
+        W::elt_reduce(self.backend, m, a, None);
+        Ok(())
+    }
+
+    /// `acc = acc + a * s mod q` (Shoup multiplication by the constant `s`): the inner step of
+    /// RNS base conversion.
+    ///
+    /// Input ranges: `acc` reduced; `s < q` (else [`MathError::ScalarNotReduced`]); `a[k]` any
+    /// value below `2^(W::MAX_PRIME_BITS + 1)`, i.e. below `2^62` for `u64` and any `u32`, so
+    /// `a` may hold residues modulo a different (larger) prime or lazy values in `[0, 2q)`. On
+    /// the IFMA backend, whose multipliers read 52 bits, an 8-word block with a value of 2^52
+    /// or more takes the scalar path (exact, slower); residues of IFMA-sized primes (below
+    /// 2^50) never do. Output reduced.
+    pub fn mul_scalar_add(&self, m: &Modulus<W>, acc: &mut [W], a: &[W], s: u64) -> Result<()> {
+        self.check_mod(m)?;
+        Self::check_len("element-wise operand a", acc.len(), a.len())?;
+        let s = Self::check_scalar(m, s)?;
+        W::elt_mul_scalar_add(self.backend, m, acc, a, s);
+        Ok(())
+    }
+
+    /// `a = (a - b) * s mod q`: the rescale step `(c_i - c_l) * q_l^-1`.
+    ///
+    /// Input ranges: `a`, `b` reduced; `s < q` (else [`MathError::ScalarNotReduced`]). Output
+    /// reduced.
+    pub fn sub_mul_scalar(&self, m: &Modulus<W>, a: &mut [W], b: &[W], s: u64) -> Result<()> {
+        self.check_mod(m)?;
+        Self::check_len("element-wise operand b", a.len(), b.len())?;
+        let s = Self::check_scalar(m, s)?;
+        W::elt_sub_mul_scalar(self.backend, m, a, b, s);
         Ok(())
     }
 }

@@ -62,3 +62,25 @@ pub(crate) fn mul_add<W: Word>(m: &Modulus<W>, acc: &mut [W], a: &[W], b: &[W]) 
         *o = m.add(*o, m.mul(x, y));
     }
 }
+
+/// `out = a mod q` (or `out = out mod q`) for any words.
+pub(crate) fn reduce<W: Word>(m: &Modulus<W>, out: &mut [W], a: Option<&[W]>) {
+    apply_unary(out, a, |x| m.reduce(x));
+}
+
+/// `acc = acc + a * s` for reduced `acc`, `s < q` and any word `a` (Shoup accepts any `x`).
+pub(crate) fn mul_scalar_add<W: Word>(m: &Modulus<W>, acc: &mut [W], a: &[W], s: W) {
+    let ss = m.shoup(s);
+    for (o, &x) in acc.iter_mut().zip(a) {
+        *o = m.add(*o, m.mul_shoup(x, s, ss));
+    }
+}
+
+/// `a = (a - b) * s` for reduced `a`, `b` and `s < q`: `a + q - b` lies in `(0, 2q)`, a valid
+/// Shoup input.
+pub(crate) fn sub_mul_scalar<W: Word>(m: &Modulus<W>, a: &mut [W], b: &[W], s: W) {
+    let ss = m.shoup(s);
+    for (o, &y) in a.iter_mut().zip(b) {
+        *o = m.mul_shoup(o.wadd(m.q()).wsub(y), s, ss);
+    }
+}

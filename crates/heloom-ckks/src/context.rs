@@ -1,0 +1,263 @@
+//! The CKKS context: parameters plus everything precomputed from them (RNS bases per level, NTT
+//! tables, base converters for key switching, rescaling constants, the encoder).
+
+use crate::ciphertext::Plaintext;
+use crate::encoder::Encoder;
+use crate::error::{CkksError, Result};
+use crate::params::CkksParameters;
+use heloom_math::automorphism::NttPermutation;
+use heloom_math::rns::BasisConverter;
+use heloom_math::{BackendChoice, Form, Modulus, RnsBasis, RnsPoly, Word};
+use num_complex::Complex64;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// Parameters and precomputations for one word size. Cheap to share (`Arc`); every key,
+/// ciphertext and plaintext made with it carries its parameter fingerprint.
+#[derive(Debug)]
+pub struct Context<W: Word> {
+    params: CkksParameters,
+    full: RnsBasis<W>,
+    q: Vec<RnsBasis<W>>,
+    qp: Vec<RnsBasis<W>>,
+    encoder: Encoder,
+    modup: Vec<Vec<BasisConverter<W>>>,
+    moddown: Vec<BasisConverter<W>>,
+    p_inv: Vec<u64>,
+    p_mod_q: Vec<u64>,
+    rescale_inv: Vec<Vec<u64>>,
+    perms: RwLock<HashMap<u64, Arc<NttPermutation>>>,
+}
+
+impl<W: Word> Context<W> {
+    /// Precomputes everything for `params`. Errors when `params.word_bits()` differs from `W`.
+    pub fn new(params: CkksParameters) -> Result<Arc<Self>> {
+        if params.word_bits() != W::BITS {
+            return Err(CkksError::InvalidParameters(format!(
+                "parameters are for {}-bit words but the context was built for {}-bit words",
+                params.word_bits(),
+                W::BITS
+            )));
+        }
+        let n = params.n();
+        let big_l = params.max_level();
+        let alpha = params.alpha();
+        let all: Vec<u64> = params
+            .moduli()
+            .iter()
+            .chain(params.special_moduli())
+            .copied()
+            .collect();
+        let full =
+            RnsBasis::<W>::with_backend(n, &all, BackendChoice::Force(params.backend()))?;
+        let num_q = big_l + 1;
+        let special_idx: Vec<usize> = (num_q..num_q + alpha).collect();
+        let mut q = Vec::with_capacity(num_q);
+        let mut qp = Vec::with_capacity(num_q);
+        for l in 0..num_q {
+            let idx: Vec<usize> = (0..=l).collect();
+            q.push(full.select(&idx)?);
+            let idx: Vec<usize> = (0..=l).chain(special_idx.iter().copied()).collect();
+            qp.push(full.select(&idx)?);
+        }
+        let elt = *full.eltwise();
+        let mods = full.moduli();
+        let p_mods: Vec<Modulus<W>> = mods[num_q..].to_vec();
+        let mut modup = Vec::with_capacity(num_q);
+        let mut moddown = Vec::with_capacity(num_q);
+        for l in 0..num_q {
+            let digits = (l + 1).div_ceil(alpha);
+            let mut per = Vec::with_capacity(digits);
+            for j in 0..digits {
+                let lo = j * alpha;
+                let hi = ((j + 1) * alpha).min(l + 1);
+                let from: Vec<Modulus<W>> = mods[lo..hi].to_vec();
+                let to: Vec<Modulus<W>> = (0..=l)
+                    .filter(|&i| i < lo || i >= hi)
+                    .map(|i| mods[i])
+                    .chain(p_mods.iter().copied())
+                    .collect();
+                per.push(BasisConverter::new(&from, &to, elt)?);
+            }
+            modup.push(per);
+            moddown.push(BasisConverter::new(&p_mods, &mods[..=l], elt)?);
+        }
+        let mut p_inv = Vec::with_capacity(num_q);
+        let mut p_mod_q = Vec::with_capacity(num_q);
+        for m in &mods[..num_q] {
+            let mut prod = W::ONE;
+            for p in &p_mods {
+                prod = m.mul(prod, m.reduce_u64(p.value()));
+            }
+            p_mod_q.push(prod.to_u64());
+            p_inv.push(m.inv(prod)?.to_u64());
+        }
+        let mut rescale_inv = Vec::with_capacity(num_q);
+        for l in 0..num_q {
+            let ql = mods[l].value();
+            let v = mods[..l]
+                .iter()
+                .map(|m| m.inv(m.reduce_u64(ql)).map(|x| x.to_u64()))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            rescale_inv.push(v);
+        }
+        let encoder = Encoder::new(n)?;
+        Ok(Arc::new(Self {
+            params,
+            full,
+            q,
+            qp,
+            encoder,
+            modup,
+            moddown,
+            p_inv,
+            p_mod_q,
+            rescale_inv,
+            perms: RwLock::new(HashMap::new()),
+        }))
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &CkksParameters {
+        &self.params
+    }
+    /// Ring degree N.
+    pub fn n(&self) -> usize {
+        self.params.n()
+    }
+    /// Top level `L`.
+    pub fn max_level(&self) -> usize {
+        self.params.max_level()
+    }
+    /// Parameter fingerprint.
+    pub fn fingerprint(&self) -> u64 {
+        self.params.fingerprint()
+    }
+    /// The basis `q_0 .. q_L, p_0 .. p_{alpha-1}`.
+    pub fn full_basis(&self) -> &RnsBasis<W> {
+        &self.full
+    }
+    /// The basis `q_0 .. q_level`.
+    pub fn q_basis(&self, level: usize) -> Result<&RnsBasis<W>> {
+        self.q.get(level).ok_or_else(|| self.level_error(level))
+    }
+    /// The basis `q_0 .. q_level, p_0 .. p_{alpha-1}`.
+    pub fn qp_basis(&self, level: usize) -> Result<&RnsBasis<W>> {
+        self.qp.get(level).ok_or_else(|| self.level_error(level))
+    }
+    /// The encoder.
+    pub fn encoder(&self) -> &Encoder {
+        &self.encoder
+    }
+    pub(crate) fn modup(&self, level: usize, digit: usize) -> &BasisConverter<W> {
+        &self.modup[level][digit]
+    }
+    pub(crate) fn moddown(&self, level: usize) -> &BasisConverter<W> {
+        &self.moddown[level]
+    }
+    pub(crate) fn p_inv(&self, i: usize) -> u64 {
+        self.p_inv[i]
+    }
+    pub(crate) fn p_mod_q(&self, i: usize) -> u64 {
+        self.p_mod_q[i]
+    }
+    pub(crate) fn rescale_inv(&self, level: usize, i: usize) -> u64 {
+        self.rescale_inv[level][i]
+    }
+
+    fn level_error(&self, level: usize) -> CkksError {
+        CkksError::OutOfLevels(format!(
+            "level {level} does not exist; these parameters have levels 0..={}",
+            self.max_level()
+        ))
+    }
+
+    /// The NTT-form permutation of the automorphism `X -> X^g` (cached).
+    pub fn permutation(&self, g: u64) -> Result<Arc<NttPermutation>> {
+        if let Ok(map) = self.perms.read() {
+            if let Some(p) = map.get(&g) {
+                return Ok(Arc::clone(p));
+            }
+        }
+        let p = Arc::new(NttPermutation::new(self.n(), g)?);
+        if let Ok(mut map) = self.perms.write() {
+            map.insert(g, Arc::clone(&p));
+        }
+        Ok(p)
+    }
+
+    fn check_slots(&self, len: usize) -> Result<usize> {
+        let max = self.params.slots();
+        if len == 0 || len > max {
+            return Err(CkksError::InvalidInput(format!(
+                "{len} values do not fit: a ciphertext holds 1 to {max} slots (N/2)"
+            )));
+        }
+        Ok(len.next_power_of_two())
+    }
+
+    /// Encodes complex values (padded with zeros to a power of two of slots) at `level` and
+    /// `scale` into an NTT-form plaintext.
+    pub fn encode_complex_at(
+        &self,
+        values: &[Complex64],
+        level: usize,
+        scale: f64,
+    ) -> Result<Plaintext<W>> {
+        let slots = self.check_slots(values.len())?;
+        let basis = self.q_basis(level)?;
+        let mut padded;
+        let vals = if values.len() == slots {
+            values
+        } else {
+            padded = values.to_vec();
+            padded.resize(slots, Complex64::new(0.0, 0.0));
+            &padded
+        };
+        let mut poly = self.encoder.encode(vals, scale, basis)?;
+        basis.forward(&mut poly)?;
+        Ok(Plaintext {
+            poly,
+            level,
+            scale,
+            slots,
+            fingerprint: self.fingerprint(),
+        })
+    }
+
+    /// Encodes real values at `level` and `scale`.
+    pub fn encode_at(&self, values: &[f64], level: usize, scale: f64) -> Result<Plaintext<W>> {
+        let c: Vec<Complex64> = values.iter().map(|&v| Complex64::new(v, 0.0)).collect();
+        self.encode_complex_at(&c, level, scale)
+    }
+
+    /// Encodes real values at the top level and the default scale.
+    pub fn encode(&self, values: &[f64]) -> Result<Plaintext<W>> {
+        self.encode_at(values, self.max_level(), self.params.scale())
+    }
+
+    /// Decodes a plaintext to `slots` complex values.
+    pub fn decode_complex(&self, pt: &Plaintext<W>) -> Result<Vec<Complex64>> {
+        self.check_fingerprint(pt.fingerprint, "plaintext")?;
+        let basis = self.q_basis(pt.level)?;
+        let mut p = pt.poly.clone();
+        basis.inverse(&mut p)?;
+        self.encoder.decode(&p, basis, pt.slots, pt.scale)
+    }
+
+    /// Decodes a plaintext to its real parts.
+    pub fn decode(&self, pt: &Plaintext<W>) -> Result<Vec<f64>> {
+        Ok(self.decode_complex(pt)?.iter().map(|c| c.re).collect())
+    }
+
+    pub(crate) fn check_fingerprint(&self, fp: u64, what: &str) -> Result<()> {
+        if fp != self.fingerprint() {
+            return Err(CkksError::ParameterMismatch(format!(
+                "this {what} was made for other parameters (fingerprint {fp:016x}, context {:016x}); use the context it was created with",
+                self.fingerprint()
+            )));
+        }
+        Ok(())
+    }
+
+}

@@ -1,0 +1,759 @@
+//! Homomorphic operations on ciphertexts.
+//!
+//! Levels and scales: operands at different levels are brought to the lower one (dropping
+//! primes is exact). Operands whose scales differ are aligned when that can be done without
+//! losing precision: the one at the higher level is multiplied by the integer
+//! `round(target * q / scale)` and rescaled by `q`, which lands on the other's level with a
+//! scale equal up to `2^-(log q + 1)` relative (below CKKS noise). Otherwise a
+//! [`CkksError::ScaleMismatch`] says what to do.
+
+use crate::ciphertext::{Ciphertext, Plaintext};
+use crate::context::Context;
+use crate::error::{CkksError, Result};
+use crate::keys::{EvaluationKeys, SwitchingKey};
+use heloom_math::automorphism::{galois_element_conjugate, galois_element_for_step};
+use heloom_math::{Form, Modulus, RnsBasis, RnsPoly, Word};
+use num_complex::Complex64;
+use std::sync::Arc;
+
+/// Reduces a signed 128-bit integer modulo `m`.
+pub(crate) fn reduce_i128<W: Word>(m: &Modulus<W>, v: i128) -> u64 {
+    v.rem_euclid(m.value() as i128) as u64
+}
+
+/// Adds the constant `c` (the same residue at every NTT point) to every limb.
+fn add_const_limbs<W: Word>(basis: &RnsBasis<W>, p: &mut RnsPoly<W>, c: i128) {
+    for (i, m) in basis.moduli().iter().enumerate() {
+        let r = W::from_u64(reduce_i128(m, c));
+        for x in p.limb_mut(i) {
+            *x = m.add(*x, r);
+        }
+    }
+}
+
+/// Evaluates operations with (optionally) a set of evaluation keys.
+#[derive(Debug, Clone)]
+pub struct Evaluator<W: Word> {
+    ctx: Arc<Context<W>>,
+    keys: Option<Arc<EvaluationKeys<W>>>,
+}
+
+impl<W: Word> Evaluator<W> {
+    /// An evaluator with relinearization/Galois keys.
+    pub fn new(ctx: &Arc<Context<W>>, keys: Arc<EvaluationKeys<W>>) -> Result<Self> {
+        ctx.check_fingerprint(keys.fingerprint, "evaluation key set")?;
+        Ok(Self {
+            ctx: Arc::clone(ctx),
+            keys: Some(keys),
+        })
+    }
+
+    /// An evaluator without keys: everything but relinearization and rotations.
+    pub fn without_keys(ctx: &Arc<Context<W>>) -> Self {
+        Self {
+            ctx: Arc::clone(ctx),
+            keys: None,
+        }
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Arc<Context<W>> {
+        &self.ctx
+    }
+
+    fn keys(&self) -> Result<&EvaluationKeys<W>> {
+        self.keys.as_deref().ok_or_else(|| {
+            CkksError::MissingKey(
+                "this evaluator has no evaluation keys; build it with the key set's evaluation_keys"
+                    .into(),
+            )
+        })
+    }
+
+    fn check(&self, ct: &Ciphertext<W>) -> Result<()> {
+        self.ctx.check_fingerprint(ct.fingerprint, "ciphertext")?;
+        let basis = self.ctx.q_basis(ct.level)?;
+        if ct.polys.len() < 2 {
+            return Err(CkksError::ParameterMismatch(
+                "a ciphertext needs at least two polynomials (corrupted?)".into(),
+            ));
+        }
+        for p in &ct.polys {
+            if !basis.owns(p) || p.form() != Form::Ntt {
+                return Err(CkksError::ParameterMismatch(format!(
+                    "ciphertext polynomials do not match its level {} (corrupted ciphertext?)",
+                    ct.level
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Relative tolerance under which two scales count as equal: half an ulp of the smallest
+    /// scaling prime, far below the noise of any CKKS ciphertext.
+    pub fn scale_tolerance(&self) -> f64 {
+        let m = self.ctx.params().moduli();
+        let qmin = m.iter().skip(1).chain(m.first()).copied().min().unwrap_or(2) as f64;
+        1.0 / qmin
+    }
+
+    /// Whether two scales are equal within [`Self::scale_tolerance`].
+    pub fn scales_match(&self, a: f64, b: f64) -> bool {
+        ((a - b) / a.max(b)).abs() <= self.scale_tolerance()
+    }
+
+    // ----- levels -----
+
+    /// Drops `ct` to `level` (exact: the dropped primes are discarded).
+    pub fn drop_to_level(&self, ct: &Ciphertext<W>, level: usize) -> Result<Ciphertext<W>> {
+        self.check(ct)?;
+        if level > ct.level {
+            return Err(CkksError::OutOfLevels(format!(
+                "cannot raise a ciphertext from level {} to {level}; levels only go down",
+                ct.level
+            )));
+        }
+        let basis = self.ctx.q_basis(level)?;
+        let polys = ct
+            .polys
+            .iter()
+            .map(|p| basis.truncate(p.clone()))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(Ciphertext {
+            polys,
+            level,
+            scale: ct.scale,
+            slots: ct.slots,
+            fingerprint: ct.fingerprint,
+            seed: if level == ct.level { ct.seed } else { None },
+        })
+    }
+
+    /// Drops one level.
+    pub fn drop_level(&self, ct: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        if ct.level == 0 {
+            return Err(CkksError::OutOfLevels(
+                "ciphertext is already at level 0".into(),
+            ));
+        }
+        self.drop_to_level(ct, ct.level - 1)
+    }
+
+    /// Rescales: divides by the last prime `q_l` with rounding and drops it; the scale is
+    /// divided by `q_l`.
+    pub fn rescale(&self, ct: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        self.check(ct)?;
+        let l = ct.level;
+        if l == 0 {
+            return Err(CkksError::OutOfLevels(
+                "cannot rescale at level 0: no prime left to divide by; use more levels".into(),
+            ));
+        }
+        let basis = self.ctx.q_basis(l)?;
+        let lower = self.ctx.q_basis(l - 1)?;
+        let n = self.ctx.n();
+        let tables = basis.ntt_tables();
+        let mods = basis.moduli();
+        let elt = basis.eltwise();
+        let ql = mods[l];
+        let half = ql.value() >> 1;
+        let mut out = Vec::with_capacity(ct.polys.len());
+        let mut last = vec![W::ZERO; n];
+        let mut t = vec![W::ZERO; n];
+        for p in &ct.polys {
+            let mut p = p.clone();
+            // Rounded division: add q_l/2 before flooring, subtract it back per prime.
+            last.copy_from_slice(p.limb(l));
+            tables[l].inverse(&mut last)?;
+            let hw = W::from_u64(half);
+            for x in last.iter_mut() {
+                *x = ql.add(*x, hw);
+            }
+            for i in 0..l {
+                let m = &mods[i];
+                elt.reduce(m, &mut t, &last)?;
+                // Back to the centered representative of c_l, coefficient by coefficient.
+                let h = m.reduce_u64(half);
+                for x in t.iter_mut() {
+                    *x = m.sub(*x, h);
+                }
+                tables[i].forward(&mut t)?;
+                elt.sub_mul_scalar(m, p.limb_mut(i), &t, self.ctx.rescale_inv(l, i))?;
+            }
+            out.push(lower.truncate(p)?);
+        }
+        Ok(Ciphertext {
+            polys: out,
+            level: l - 1,
+            scale: ct.scale / ql.value() as f64,
+            slots: ct.slots,
+            fingerprint: ct.fingerprint,
+            seed: None,
+        })
+    }
+
+    /// Brings two ciphertexts to one level and one scale (see the module docs).
+    pub fn align(
+        &self,
+        a: &Ciphertext<W>,
+        b: &Ciphertext<W>,
+    ) -> Result<(Ciphertext<W>, Ciphertext<W>)> {
+        self.check(a)?;
+        self.check(b)?;
+        if self.scales_match(a.scale, b.scale) {
+            let l = a.level.min(b.level);
+            return Ok((self.drop_to_level(a, l)?, self.drop_to_level(b, l)?));
+        }
+        let (hi, lo, swapped) = if a.level >= b.level {
+            (a, b, false)
+        } else {
+            (b, a, true)
+        };
+        if hi.level == lo.level {
+            return Err(CkksError::ScaleMismatch(format!(
+                "operands at level {} have scales 2^{:.4} and 2^{:.4}; bring them to one scale first (rescale the larger one, or multiply by a constant and rescale)",
+                hi.level,
+                a.scale.log2(),
+                b.scale.log2()
+            )));
+        }
+        let hi = self.set_scale_by_rescale(hi, lo.level, lo.scale)?;
+        Ok(if swapped {
+            (lo.clone(), hi)
+        } else {
+            (hi, lo.clone())
+        })
+    }
+
+    /// Moves `ct` to `level` (below its own) with scale `target`, by multiplying by an integer
+    /// constant one level above `level` and rescaling. Errors when that constant would be too
+    /// small to hit `target` within [`Self::scale_tolerance`].
+    pub fn set_scale_by_rescale(
+        &self,
+        ct: &Ciphertext<W>,
+        level: usize,
+        target: f64,
+    ) -> Result<Ciphertext<W>> {
+        if level >= ct.level {
+            return Err(CkksError::OutOfLevels(format!(
+                "changing the scale needs one level above the target: ciphertext at level {}, target level {level}",
+                ct.level
+            )));
+        }
+        let c = self.drop_to_level(ct, level + 1)?;
+        let q = self.ctx.params().moduli()[level + 1] as f64;
+        let k = (target * q / c.scale).round();
+        if !(k >= 1.0) || k * self.scale_tolerance() < 0.5 || k >= 2f64.powi(62) {
+            return Err(CkksError::ScaleMismatch(format!(
+                "cannot move scale 2^{:.3} to 2^{:.3} exactly with one rescale (factor {k}); align scales explicitly",
+                c.scale.log2(),
+                target.log2()
+            )));
+        }
+        let mut c = self.multiply_int_raw(&c, k as i128)?;
+        c.scale *= k;
+        let mut r = self.rescale(&c)?;
+        r.scale = target;
+        Ok(r)
+    }
+
+    // ----- additive -----
+
+    fn combine(
+        &self,
+        a: &Ciphertext<W>,
+        b: &Ciphertext<W>,
+        sub: bool,
+    ) -> Result<Ciphertext<W>> {
+        let (a, b) = self.align(a, b)?;
+        let basis = self.ctx.q_basis(a.level)?;
+        let size = a.polys.len().max(b.polys.len());
+        let mut polys = Vec::with_capacity(size);
+        for i in 0..size {
+            let p = match (a.polys.get(i), b.polys.get(i)) {
+                (Some(x), Some(y)) => {
+                    let mut x = x.clone();
+                    if sub {
+                        basis.sub_assign(&mut x, y)?;
+                    } else {
+                        basis.add_assign(&mut x, y)?;
+                    }
+                    x
+                }
+                (Some(x), None) => x.clone(),
+                (None, Some(y)) => {
+                    let mut y = y.clone();
+                    if sub {
+                        basis.neg_assign(&mut y)?;
+                    }
+                    y
+                }
+                (None, None) => unreachable_poly(basis),
+            };
+            polys.push(p);
+        }
+        Ok(Ciphertext {
+            polys,
+            level: a.level,
+            scale: a.scale,
+            slots: a.slots.max(b.slots),
+            fingerprint: a.fingerprint,
+            seed: None,
+        })
+    }
+
+    /// `a + b`.
+    pub fn add(&self, a: &Ciphertext<W>, b: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        self.combine(a, b, false)
+    }
+
+    /// `a - b`.
+    pub fn sub(&self, a: &Ciphertext<W>, b: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        self.combine(a, b, true)
+    }
+
+    /// `-a`.
+    pub fn negate(&self, a: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        self.check(a)?;
+        let basis = self.ctx.q_basis(a.level)?;
+        let mut c = a.clone();
+        for p in &mut c.polys {
+            basis.neg_assign(p)?;
+        }
+        c.seed = None;
+        Ok(c)
+    }
+
+    fn plain_at(&self, pt: &Plaintext<W>, level: usize) -> Result<RnsPoly<W>> {
+        self.ctx.check_fingerprint(pt.fingerprint, "plaintext")?;
+        if pt.level < level {
+            return Err(CkksError::OutOfLevels(format!(
+                "plaintext at level {} is below the ciphertext's level {level}",
+                pt.level
+            )));
+        }
+        Ok(self.ctx.q_basis(level)?.truncate(pt.poly.clone())?)
+    }
+
+    /// `ct + pt` (scales must match; the plaintext is dropped to the ciphertext's level).
+    pub fn add_plain(&self, ct: &Ciphertext<W>, pt: &Plaintext<W>) -> Result<Ciphertext<W>> {
+        self.add_sub_plain(ct, pt, false)
+    }
+
+    /// `ct - pt`.
+    pub fn sub_plain(&self, ct: &Ciphertext<W>, pt: &Plaintext<W>) -> Result<Ciphertext<W>> {
+        self.add_sub_plain(ct, pt, true)
+    }
+
+    fn add_sub_plain(
+        &self,
+        ct: &Ciphertext<W>,
+        pt: &Plaintext<W>,
+        sub: bool,
+    ) -> Result<Ciphertext<W>> {
+        self.check(ct)?;
+        if !self.scales_match(ct.scale, pt.scale) {
+            return Err(CkksError::ScaleMismatch(format!(
+                "ciphertext scale 2^{:.4} differs from plaintext scale 2^{:.4}; encode the plaintext at the ciphertext's scale",
+                ct.scale.log2(),
+                pt.scale.log2()
+            )));
+        }
+        let level = ct.level.min(pt.level);
+        let mut c = self.drop_to_level(ct, level)?;
+        let p = self.plain_at(pt, level)?;
+        let basis = self.ctx.q_basis(level)?;
+        if sub {
+            basis.sub_assign(&mut c.polys[0], &p)?;
+        } else {
+            basis.add_assign(&mut c.polys[0], &p)?;
+        }
+        c.slots = c.slots.max(pt.slots);
+        c.seed = None;
+        Ok(c)
+    }
+
+    /// `ct + values` (encoded at the ciphertext's level and scale; fewer values than slots are
+    /// zero-padded).
+    pub fn add_values(&self, ct: &Ciphertext<W>, values: &[f64]) -> Result<Ciphertext<W>> {
+        self.check(ct)?;
+        let pt = self.ctx.encode_at(values, ct.level, ct.scale)?;
+        self.add_plain(ct, &pt)
+    }
+
+    /// `ct - values`.
+    pub fn sub_values(&self, ct: &Ciphertext<W>, values: &[f64]) -> Result<Ciphertext<W>> {
+        self.check(ct)?;
+        let pt = self.ctx.encode_at(values, ct.level, ct.scale)?;
+        self.sub_plain(ct, &pt)
+    }
+
+    /// `ct + c` in every slot (complex constants allowed).
+    pub fn add_const_complex(&self, ct: &Ciphertext<W>, c: Complex64) -> Result<Ciphertext<W>> {
+        self.check(ct)?;
+        let basis = self.ctx.q_basis(ct.level)?;
+        let mut out = ct.clone();
+        out.seed = None;
+        if c.im == 0.0 {
+            let v = scaled_int(c.re, ct.scale)?;
+            add_const_limbs(basis, &mut out.polys[0], v);
+        } else {
+            let mut p = self.ctx.encoder().encode_constant(c, ct.scale, basis)?;
+            basis.forward(&mut p)?;
+            basis.add_assign(&mut out.polys[0], &p)?;
+        }
+        Ok(out)
+    }
+
+    /// `ct + c` in every slot.
+    pub fn add_const(&self, ct: &Ciphertext<W>, c: f64) -> Result<Ciphertext<W>> {
+        self.add_const_complex(ct, Complex64::new(c, 0.0))
+    }
+
+    // ----- multiplicative -----
+
+    /// `ct * k` for an integer `k`: exact, no level used, scale unchanged.
+    pub fn multiply_int(&self, ct: &Ciphertext<W>, k: i64) -> Result<Ciphertext<W>> {
+        self.check(ct)?;
+        self.multiply_int_raw(ct, k as i128)
+    }
+
+    /// `ct * k` for any integer `k` (reduced modulo each prime); the scale is left to the
+    /// caller.
+    pub(crate) fn multiply_const_exact(&self, ct: &Ciphertext<W>, k: i128) -> Result<Ciphertext<W>> {
+        self.check(ct)?;
+        self.multiply_int_raw(ct, k)
+    }
+
+    fn multiply_int_raw(&self, ct: &Ciphertext<W>, k: i128) -> Result<Ciphertext<W>> {
+        let basis = self.ctx.q_basis(ct.level)?;
+        let mut out = ct.clone();
+        out.seed = None;
+        for p in &mut out.polys {
+            for (i, m) in basis.moduli().iter().enumerate() {
+                let r = reduce_i128(m, k);
+                basis.eltwise().mul_scalar_assign(m, p.limb_mut(i), r)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// `ct * c` for a real constant, encoded at scale `q_l` (the prime the next rescale
+    /// removes), so that `rescale` afterwards restores the ciphertext's scale exactly.
+    pub fn multiply_const(&self, ct: &Ciphertext<W>, c: f64) -> Result<Ciphertext<W>> {
+        self.multiply_const_complex(ct, Complex64::new(c, 0.0))
+    }
+
+    /// `ct * c` for a complex constant (see [`Self::multiply_const`]).
+    pub fn multiply_const_complex(
+        &self,
+        ct: &Ciphertext<W>,
+        c: Complex64,
+    ) -> Result<Ciphertext<W>> {
+        self.check(ct)?;
+        let s = self.mult_scale(ct.level)?;
+        if c.im == 0.0 {
+            let k = scaled_int(c.re, s)?;
+            let mut out = self.multiply_int_raw(ct, k)?;
+            out.scale = ct.scale * s;
+            return Ok(out);
+        }
+        let basis = self.ctx.q_basis(ct.level)?;
+        let mut p = self.ctx.encoder().encode_constant(c, s, basis)?;
+        basis.forward(&mut p)?;
+        let mut out = ct.clone();
+        out.seed = None;
+        for x in &mut out.polys {
+            basis.mul_assign(x, &p)?;
+        }
+        out.scale = ct.scale * s;
+        Ok(out)
+    }
+
+    /// The scale plaintext factors get at `level`: `q_level`, so a rescale restores the
+    /// ciphertext's scale exactly.
+    fn mult_scale(&self, level: usize) -> Result<f64> {
+        if level == 0 {
+            return Err(CkksError::OutOfLevels(
+                "multiplying by a non-integer constant or vector needs a level to rescale; the ciphertext is at level 0 (use multiply_int for integers)".into(),
+            ));
+        }
+        Ok(self.ctx.params().moduli()[level] as f64)
+    }
+
+    /// `ct * pt` (slot-wise); the result's scale is the product of the scales.
+    pub fn multiply_plain(&self, ct: &Ciphertext<W>, pt: &Plaintext<W>) -> Result<Ciphertext<W>> {
+        self.check(ct)?;
+        let level = ct.level.min(pt.level);
+        let mut c = self.drop_to_level(ct, level)?;
+        let p = self.plain_at(pt, level)?;
+        let basis = self.ctx.q_basis(level)?;
+        for x in &mut c.polys {
+            basis.mul_assign(x, &p)?;
+        }
+        c.scale *= pt.scale;
+        c.slots = c.slots.max(pt.slots);
+        c.seed = None;
+        Ok(c)
+    }
+
+    /// `ct * values` (slot-wise), the values encoded at scale `q_l` so that a rescale restores
+    /// the ciphertext's scale.
+    pub fn multiply_values(&self, ct: &Ciphertext<W>, values: &[f64]) -> Result<Ciphertext<W>> {
+        self.check(ct)?;
+        let s = self.mult_scale(ct.level)?;
+        let pt = self.ctx.encode_at(values, ct.level, s)?;
+        self.multiply_plain(ct, &pt)
+    }
+
+    /// `ct * values` for complex values.
+    pub fn multiply_values_complex(
+        &self,
+        ct: &Ciphertext<W>,
+        values: &[Complex64],
+    ) -> Result<Ciphertext<W>> {
+        self.check(ct)?;
+        let s = self.mult_scale(ct.level)?;
+        let pt = self.ctx.encode_complex_at(values, ct.level, s)?;
+        self.multiply_plain(ct, &pt)
+    }
+
+    /// `a * b`: a three-polynomial ciphertext (relinearize next). Levels are aligned by
+    /// dropping; the scales multiply.
+    pub fn multiply(&self, a: &Ciphertext<W>, b: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        self.check(a)?;
+        self.check(b)?;
+        if a.polys.len() != 2 || b.polys.len() != 2 {
+            return Err(CkksError::InvalidInput(
+                "multiply takes two-polynomial ciphertexts; relinearize first".into(),
+            ));
+        }
+        let level = a.level.min(b.level);
+        let a = self.drop_to_level(a, level)?;
+        let b = self.drop_to_level(b, level)?;
+        let basis = self.ctx.q_basis(level)?;
+        let d0 = basis.mul(&a.polys[0], &b.polys[0])?;
+        let mut d1 = basis.mul(&a.polys[0], &b.polys[1])?;
+        basis.mul_add(&mut d1, &a.polys[1], &b.polys[0])?;
+        let d2 = basis.mul(&a.polys[1], &b.polys[1])?;
+        Ok(Ciphertext {
+            polys: vec![d0, d1, d2],
+            level,
+            scale: a.scale * b.scale,
+            slots: a.slots.max(b.slots),
+            fingerprint: a.fingerprint,
+            seed: None,
+        })
+    }
+
+    /// `a^2` (three polynomials, one product fewer than `multiply(a, a)`).
+    pub fn square(&self, a: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        self.check(a)?;
+        if a.polys.len() != 2 {
+            return Err(CkksError::InvalidInput(
+                "square takes a two-polynomial ciphertext; relinearize first".into(),
+            ));
+        }
+        let basis = self.ctx.q_basis(a.level)?;
+        let d0 = basis.mul(&a.polys[0], &a.polys[0])?;
+        let mut d1 = basis.mul(&a.polys[0], &a.polys[1])?;
+        let d1c = d1.clone();
+        basis.add_assign(&mut d1, &d1c)?;
+        let d2 = basis.mul(&a.polys[1], &a.polys[1])?;
+        Ok(Ciphertext {
+            polys: vec![d0, d1, d2],
+            level: a.level,
+            scale: a.scale * a.scale,
+            slots: a.slots,
+            fingerprint: a.fingerprint,
+            seed: None,
+        })
+    }
+
+    /// Relinearizes a three-polynomial ciphertext back to two (two-polynomial ones are
+    /// returned unchanged).
+    pub fn relinearize(&self, ct: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        self.check(ct)?;
+        match ct.polys.len() {
+            2 => return Ok(ct.clone()),
+            3 => {}
+            k => {
+                return Err(CkksError::InvalidInput(format!(
+                    "relinearize handles ciphertexts of size 2 or 3, got {k}"
+                )))
+            }
+        }
+        let key = self.keys()?.relin_key()?;
+        let (k0, k1) = self.ctx.key_switch(&ct.polys[2], ct.level, key)?;
+        let basis = self.ctx.q_basis(ct.level)?;
+        let mut c0 = ct.polys[0].clone();
+        basis.add_assign(&mut c0, &k0)?;
+        let mut c1 = ct.polys[1].clone();
+        basis.add_assign(&mut c1, &k1)?;
+        Ok(Ciphertext {
+            polys: vec![c0, c1],
+            level: ct.level,
+            scale: ct.scale,
+            slots: ct.slots,
+            fingerprint: ct.fingerprint,
+            seed: None,
+        })
+    }
+
+    /// `a * b`, relinearized and rescaled: what `*` does in Python.
+    pub fn multiply_relin_rescale(
+        &self,
+        a: &Ciphertext<W>,
+        b: &Ciphertext<W>,
+    ) -> Result<Ciphertext<W>> {
+        let m = self.multiply(a, b)?;
+        let r = self.relinearize(&m)?;
+        self.rescale(&r)
+    }
+
+    // ----- rotations -----
+
+    fn galois_key(&self, g: u64, what: &str) -> Result<&SwitchingKey<W>> {
+        self.keys()?.galois_key(g).ok_or_else(|| {
+            CkksError::MissingKey(format!(
+                "no Galois key for {what} (element {g}); generate keys with it (e.g. keygen(rotations=[...]) or conjugate=True)"
+            ))
+        })
+    }
+
+    fn apply_galois(
+        &self,
+        ct: &Ciphertext<W>,
+        g: u64,
+        key: &SwitchingKey<W>,
+        dec: &crate::keyswitch::Decomposed<W>,
+    ) -> Result<Ciphertext<W>> {
+        let perm = self.ctx.permutation(g)?;
+        let (a0, a1) = self.ctx.key_inner_product(dec, key, Some(&perm))?;
+        let k0 = self.ctx.mod_down(a0, ct.level)?;
+        let c1 = self.ctx.mod_down(a1, ct.level)?;
+        let basis = self.ctx.q_basis(ct.level)?;
+        let mut c0 = basis.zero(Form::Ntt);
+        for i in 0..basis.len() {
+            perm.apply(ct.polys[0].limb(i), c0.limb_mut(i))?;
+        }
+        basis.add_assign(&mut c0, &k0)?;
+        Ok(Ciphertext {
+            polys: vec![c0, c1],
+            level: ct.level,
+            scale: ct.scale,
+            slots: ct.slots,
+            fingerprint: ct.fingerprint,
+            seed: None,
+        })
+    }
+
+    fn check_two(&self, ct: &Ciphertext<W>, op: &str) -> Result<()> {
+        self.check(ct)?;
+        if ct.polys.len() != 2 {
+            return Err(CkksError::InvalidInput(format!(
+                "{op} takes a two-polynomial ciphertext; relinearize first"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Rotates the slots left by `step` (right when negative).
+    pub fn rotate(&self, ct: &Ciphertext<W>, step: i64) -> Result<Ciphertext<W>> {
+        self.check_two(ct, "rotate")?;
+        let n = self.ctx.n();
+        let g = galois_element_for_step(n, step);
+        if g == 1 {
+            return Ok(ct.clone());
+        }
+        let key = self.galois_key(g, &format!("rotation step {step}"))?;
+        let dec = self.ctx.decompose(&ct.polys[1], ct.level)?;
+        self.apply_galois(ct, g, key, &dec)
+    }
+
+    /// Conjugates every slot.
+    pub fn conjugate(&self, ct: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        self.check_two(ct, "conjugate")?;
+        let g = galois_element_conjugate(self.ctx.n());
+        let key = self.galois_key(g, "conjugation")?;
+        let dec = self.ctx.decompose(&ct.polys[1], ct.level)?;
+        self.apply_galois(ct, g, key, &dec)
+    }
+
+    /// Hoisted rotations: one decomposition of `c_1`, then one inner product per step
+    /// (Halevi-Shoup 2018). Returns the rotations in the order of `steps`.
+    pub fn rotate_many(&self, ct: &Ciphertext<W>, steps: &[i64]) -> Result<Vec<Ciphertext<W>>> {
+        self.check_two(ct, "rotate")?;
+        let n = self.ctx.n();
+        let mut keys = Vec::with_capacity(steps.len());
+        for &s in steps {
+            let g = galois_element_for_step(n, s);
+            let key = if g == 1 {
+                None
+            } else {
+                Some(self.galois_key(g, &format!("rotation step {s}"))?)
+            };
+            keys.push((g, key));
+        }
+        let need = keys.iter().any(|(_, k)| k.is_some());
+        let dec = if need {
+            Some(self.ctx.decompose(&ct.polys[1], ct.level)?)
+        } else {
+            None
+        };
+        keys.into_iter()
+            .map(|(g, key)| match (key, &dec) {
+                (Some(k), Some(d)) => self.apply_galois(ct, g, k, d),
+                _ => Ok(ct.clone()),
+            })
+            .collect()
+    }
+
+    /// Sum of `n` consecutive slots in every slot: slot `i` gets `x_i + .. + x_{i+n-1}`
+    /// (indices mod slots). `n` must be a power of two; needs keys for steps 1, 2, 4, .., n/2.
+    pub fn rotate_and_sum(&self, ct: &Ciphertext<W>, n: usize) -> Result<Ciphertext<W>> {
+        self.check_two(ct, "rotate_and_sum")?;
+        if n == 0 || !n.is_power_of_two() || n > self.ctx.params().slots() {
+            return Err(CkksError::InvalidInput(format!(
+                "rotate_and_sum needs a power-of-two count up to {}, got {n}",
+                self.ctx.params().slots()
+            )));
+        }
+        let mut acc = ct.clone();
+        let mut k = 1usize;
+        while k < n {
+            let r = self.rotate(&acc, k as i64)?;
+            acc = self.add(&acc, &r)?;
+            k <<= 1;
+        }
+        Ok(acc)
+    }
+
+    /// Rotation steps `rotate_and_sum(_, n)` needs keys for.
+    pub fn rotate_and_sum_steps(n: usize) -> Vec<i64> {
+        let mut v = Vec::new();
+        let mut k = 1usize;
+        while k < n {
+            v.push(k as i64);
+            k <<= 1;
+        }
+        v
+    }
+}
+
+/// `round(c * scale)` as an exact integer, with a clear error when it cannot be represented.
+pub(crate) fn scaled_int(c: f64, scale: f64) -> Result<i128> {
+    let v = (c * scale).round();
+    if !v.is_finite() || v.abs() >= 2f64.powi(120) {
+        return Err(CkksError::InvalidInput(format!(
+            "constant {c} at scale 2^{:.1} does not fit (|c * scale| must be below 2^120); use a smaller constant",
+            scale.log2()
+        )));
+    }
+    Ok(v as i128)
+}
+
+fn unreachable_poly<W: Word>(basis: &RnsBasis<W>) -> RnsPoly<W> {
+    // Only reached if both operands lack polynomial i < max(size): impossible by construction.
+    basis.zero(Form::Ntt)
+}

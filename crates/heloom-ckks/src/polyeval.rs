@@ -1,0 +1,313 @@
+//! Polynomial evaluation with baby-step giant-step (Paterson-Stockmeyer as adapted to CKKS by
+//! Bossuat et al., Eurocrypt 2021), in the power basis or the Chebyshev basis on an interval.
+//!
+//! Levels and scales are managed automatically: every partial result is produced directly at
+//! the level and scale its consumer needs, by folding the scale correction into the integer
+//! constants that multiply the baby-step powers. The result comes out at the input's scale.
+//! Depth: `ceil(log2(degree + 1)) + 1` levels for degree >= 2 (1 for degree 1, 0 for a
+//! constant), plus one for a Chebyshev interval other than [-1, 1].
+
+use crate::ciphertext::Ciphertext;
+use crate::error::{CkksError, Result};
+use crate::evaluator::{scaled_int, Evaluator};
+use heloom_math::Word;
+
+/// The basis the coefficients are given in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PolyBasis {
+    /// `sum_k c_k x^k`.
+    Power,
+    /// `sum_k c_k T_k(y)` with `y = (2x - a - b) / (b - a)` mapping `[a, b]` to `[-1, 1]`.
+    Chebyshev {
+        /// Left end of the interval.
+        a: f64,
+        /// Right end of the interval.
+        b: f64,
+    },
+}
+
+/// Cached powers: `x^k` or `T_k`, each a ciphertext at its own level and scale.
+struct Powers<W: Word> {
+    cts: Vec<Option<Ciphertext<W>>>,
+    cheb: bool,
+}
+
+impl<W: Word> Powers<W> {
+    fn get(&self, k: usize) -> Result<&Ciphertext<W>> {
+        self.cts
+            .get(k)
+            .and_then(|c| c.as_ref())
+            .ok_or_else(|| CkksError::InvalidInput(format!("internal: power {k} not computed")))
+    }
+}
+
+fn trim(coeffs: &[f64]) -> &[f64] {
+    let mut d = coeffs.len();
+    while d > 1 && coeffs[d - 1] == 0.0 {
+        d -= 1;
+    }
+    &coeffs[..d]
+}
+
+impl<W: Word> Evaluator<W> {
+    /// Levels `evaluate_polynomial` consumes for a polynomial of `degree`.
+    pub fn polynomial_depth(degree: usize, basis: PolyBasis) -> usize {
+        let affine = match basis {
+            PolyBasis::Chebyshev { a, b } => usize::from(!(a == -1.0 && b == 1.0)),
+            PolyBasis::Power => 0,
+        };
+        let d = match degree {
+            0 => 0,
+            1 => 1,
+            d => (usize::BITS - d.leading_zeros()) as usize + 1,
+        };
+        d + if degree > 0 { affine } else { 0 }
+    }
+
+    /// Evaluates the polynomial with coefficients `coeffs` (lowest degree first) at every slot.
+    /// The result has the input's scale and `level - polynomial_depth(degree)`.
+    pub fn evaluate_polynomial(
+        &self,
+        ct: &Ciphertext<W>,
+        coeffs: &[f64],
+        basis: PolyBasis,
+    ) -> Result<Ciphertext<W>> {
+        if coeffs.is_empty() {
+            return Err(CkksError::InvalidInput(
+                "a polynomial needs at least one coefficient".into(),
+            ));
+        }
+        if let Some(c) = coeffs.iter().find(|c| !c.is_finite()) {
+            return Err(CkksError::InvalidInput(format!(
+                "polynomial coefficient {c} is not a finite number"
+            )));
+        }
+        if ct.size() != 2 {
+            return Err(CkksError::InvalidInput(
+                "evaluate_polynomial takes a two-polynomial ciphertext; relinearize first".into(),
+            ));
+        }
+        let coeffs = trim(coeffs);
+        let degree = coeffs.len() - 1;
+        let depth = Self::polynomial_depth(degree, basis);
+        if depth > ct.level() {
+            return Err(CkksError::OutOfLevels(format!(
+                "a degree-{degree} polynomial needs {depth} levels but the ciphertext is at level {}; use more levels or a lower degree",
+                ct.level()
+            )));
+        }
+        let scale = ct.scale();
+        if degree == 0 {
+            let z = self.multiply_int(ct, 0)?;
+            return self.add_const(&z, coeffs[0]);
+        }
+        // The variable: x itself, or the affine map to [-1, 1] for Chebyshev.
+        let (x, cheb) = match basis {
+            PolyBasis::Power => (ct.clone(), false),
+            PolyBasis::Chebyshev { a, b } => {
+                if !(a.is_finite() && b.is_finite() && b > a) {
+                    return Err(CkksError::InvalidInput(format!(
+                        "Chebyshev interval [{a}, {b}] must be finite with a < b"
+                    )));
+                }
+                if a == -1.0 && b == 1.0 {
+                    (ct.clone(), true)
+                } else {
+                    let m = self.multiply_const(ct, 2.0 / (b - a))?;
+                    let m = self.rescale(&m)?;
+                    let mut y = self.add_const(&m, -(a + b) / (b - a))?;
+                    // The rescale restores the scale up to the float rounding of s*q/q.
+                    y.set_scale(scale);
+                    (y, true)
+                }
+            }
+        };
+        if degree == 1 {
+            let target = x.level() - 1;
+            return self.leaf(&Powers {
+                cts: vec![None, Some(x)],
+                cheb,
+            }, coeffs, target, scale);
+        }
+        // Baby steps 1..=B, giant steps B, 2B, 4B, .. below the degree.
+        let m = (usize::BITS - degree.leading_zeros()) as usize; // bits of degree
+        let l = m.div_ceil(2).max(1);
+        let baby = 1usize << l;
+        let mut powers = Powers {
+            cts: vec![None; (degree.max(baby)) + 1],
+            cheb,
+        };
+        powers.cts[1] = Some(x);
+        for k in 2..=baby.min(degree.max(baby)) {
+            self.compute_power(&mut powers, k)?;
+        }
+        let mut g = baby;
+        while g * 2 <= degree {
+            self.compute_power(&mut powers, g * 2)?;
+            g *= 2;
+        }
+        let target = self.max_target(&powers, coeffs.len() - 1, baby)?;
+        self.eval_rec(&powers, coeffs, baby, target, scale)
+    }
+
+    /// `x^k` or `T_k` from smaller powers: `k = a + b` with `a` the largest power of two
+    /// below `k` (depth `ceil(log2 k)`).
+    fn compute_power(&self, p: &mut Powers<W>, k: usize) -> Result<()> {
+        if p.cts[k].is_some() {
+            return Ok(());
+        }
+        let a = if k.is_power_of_two() {
+            k / 2
+        } else {
+            1 << (usize::BITS - 1 - k.leading_zeros())
+        };
+        let b = k - a;
+        self.compute_power(p, a)?;
+        self.compute_power(p, b)?;
+        let (ta, tb) = (p.get(a)?, p.get(b)?);
+        let prod = if a == b {
+            self.square(ta)?
+        } else {
+            self.multiply(ta, tb)?
+        };
+        let mut prod = self.relinearize(&prod)?;
+        if p.cheb {
+            // T_{a+b} = 2 T_a T_b - T_{a-b}, the subtraction done before rescaling.
+            prod = self.multiply_int(&prod, 2)?;
+            let c = a - b;
+            if c == 0 {
+                prod = self.add_const(&prod, -1.0)?;
+            } else {
+                let tc = p.get(c)?;
+                let tc = self.drop_to_level(tc, prod.level())?;
+                let k = (prod.scale() / tc.scale()).round();
+                let tc = self.multiply_int_big(&tc, k)?;
+                let mut tc = tc;
+                tc.set_scale(prod.scale());
+                prod = self.sub(&prod, &tc)?;
+            }
+        }
+        p.cts[k] = Some(self.rescale(&prod)?);
+        Ok(())
+    }
+
+    /// Multiplies by a large integer given as an f64 (exact for the integer it holds).
+    fn multiply_int_big(&self, ct: &Ciphertext<W>, k: f64) -> Result<Ciphertext<W>> {
+        let ki = scaled_int(k, 1.0)?;
+        let mut out = self.multiply_const_exact(ct, ki)?;
+        out.set_scale(ct.scale());
+        Ok(out)
+    }
+
+    /// Highest target level the evaluation can land on (see module docs).
+    fn max_target(&self, p: &Powers<W>, degree: usize, baby: usize) -> Result<usize> {
+        fn rec<W: Word>(p: &Powers<W>, degree: usize, baby: usize) -> Result<i64> {
+            if degree < baby {
+                let mut t = i64::MAX;
+                for k in 1..=degree {
+                    t = t.min(p.get(k)?.level() as i64 - 1);
+                }
+                return Ok(t);
+            }
+            let mut g = baby;
+            while g * 2 <= degree {
+                g *= 2;
+            }
+            let xg = p.get(g)?.level() as i64;
+            let tq = rec(p, degree - g, baby)?;
+            let tr = rec(p, g - 1, baby)?;
+            Ok((xg - 1).min(tq - 1).min(tr))
+        }
+        let t = rec(p, degree, baby)?;
+        if t < 0 {
+            return Err(CkksError::OutOfLevels(format!(
+                "not enough levels for a degree-{degree} polynomial from level {}",
+                p.get(1)?.level()
+            )));
+        }
+        Ok(t as usize)
+    }
+
+    fn eval_rec(
+        &self,
+        p: &Powers<W>,
+        coeffs: &[f64],
+        baby: usize,
+        target: usize,
+        scale: f64,
+    ) -> Result<Ciphertext<W>> {
+        let degree = coeffs.len() - 1;
+        if degree < baby {
+            return self.leaf(p, coeffs, target, scale);
+        }
+        let mut g = baby;
+        while g * 2 <= degree {
+            g *= 2;
+        }
+        // p = q * X_g + r.
+        let (qc, rc): (Vec<f64>, Vec<f64>) = if p.cheb {
+            // T_k = 2 T_{k-g} T_g - T_{2g-k} for g <= k < 2g.
+            let mut q = vec![0.0; degree - g + 1];
+            let mut r = coeffs[..g].to_vec();
+            q[0] = coeffs[g];
+            for k in g + 1..=degree {
+                q[k - g] = 2.0 * coeffs[k];
+                r[2 * g - k] -= coeffs[k];
+            }
+            (q, r)
+        } else {
+            (coeffs[g..].to_vec(), coeffs[..g].to_vec())
+        };
+        let xg = p.get(g)?;
+        let xg = self.drop_to_level(xg, target + 1)?;
+        let q_next = self.context().params().moduli()[target + 1] as f64;
+        let q_ct = self.eval_rec(p, trim(&qc), baby, target + 1, scale * q_next / xg.scale())?;
+        let prod = self.multiply(&q_ct, &xg)?;
+        let prod = self.relinearize(&prod)?;
+        let mut prod = self.rescale(&prod)?;
+        prod.set_scale(scale);
+        let r_ct = self.eval_rec(p, trim(&rc), baby, target, scale)?;
+        self.add(&prod, &r_ct)
+    }
+
+    /// `sum_k c_k P_k` for `k < baby`, landing exactly at (`target`, `scale`): each power is
+    /// dropped to `target + 1`, multiplied by `round(c_k * scale * q / s_k)` and the sum
+    /// rescaled by `q = q_{target+1}`.
+    fn leaf(
+        &self,
+        p: &Powers<W>,
+        coeffs: &[f64],
+        target: usize,
+        scale: f64,
+    ) -> Result<Ciphertext<W>> {
+        let q = self.context().params().moduli()[target + 1] as f64;
+        let big = scale * q;
+        let mut acc: Option<Ciphertext<W>> = None;
+        for (k, &c) in coeffs.iter().enumerate().skip(1) {
+            if c == 0.0 && !(acc.is_none() && k == coeffs.len() - 1) {
+                continue;
+            }
+            let pk = self.drop_to_level(p.get(k)?, target + 1)?;
+            let ki = scaled_int(c, big / pk.scale())?;
+            let mut t = self.multiply_const_exact(&pk, ki)?;
+            t.set_scale(big);
+            acc = Some(match acc {
+                None => t,
+                Some(a) => self.add(&a, &t)?,
+            });
+        }
+        let acc = match acc {
+            Some(a) => a,
+            None => {
+                let p1 = self.drop_to_level(p.get(1)?, target + 1)?;
+                let mut z = self.multiply_int(&p1, 0)?;
+                z.set_scale(big);
+                z
+            }
+        };
+        let acc = self.add_const(&acc, coeffs[0])?;
+        let mut out = self.rescale(&acc)?;
+        out.set_scale(scale);
+        Ok(out)
+    }
+}

@@ -1,0 +1,217 @@
+//! Fast RNS base conversion (Bajard-Eynard-Hasan-Zucca 2016; Halevi-Polyakov-Shoup 2019, Sec. 2.2),
+//! the mod-up and mod-down step of hybrid key switching.
+//!
+//! For `x` given by its residues `x_i = x mod q_i` over `Q = q_0 ... q_{k-1}`, the conversion to
+//! primes `p_j` computes
+//!
+//! `y_j = sum_i [x_i * qhat_i^-1]_{q_i} * qhat_i  mod p_j`,   `qhat_i = Q / q_i`,
+//!
+//! which equals `x + u Q (mod p_j)` for some `0 <= u < k`: each summand is below `Q`, and the sum
+//! is `x` modulo `Q`. The `u Q` overflow is not corrected ("approximate" conversion); key
+//! switching absorbs it in its noise.
+
+use crate::eltwise::Eltwise;
+use crate::error::{MathError, Result};
+use crate::modulus::Modulus;
+use crate::word::Word;
+
+/// Words per block: each block of the source limbs is scaled into a scratch buffer once and then
+/// accumulated into every target while it is still in cache (`k * BLOCK` words of scratch), and
+/// each kernel call is long enough to hide its setup (a 128-bit division for the Shoup constant).
+const BLOCK: usize = 4096;
+
+/// Precomputed approximate base conversion from the primes `q_0..q_{k-1}` to the primes
+/// `p_0..p_{m-1}` (see the module docs), running on the element-wise kernels it was built with.
+#[derive(Clone, Debug)]
+pub struct BasisConverter<W: Word> {
+    from: Vec<Modulus<W>>,
+    to: Vec<Modulus<W>>,
+    /// `qhat_i^-1 mod q_i`.
+    qhat_inv: Vec<u64>,
+    /// `qhat_i mod p_j` at `[j * k + i]`.
+    qhat_mod_p: Vec<u64>,
+    elt: Eltwise<W>,
+}
+
+impl<W: Word> BasisConverter<W> {
+    /// from: source primes q_0..q_{k-1}; to: target primes p_0..p_{m-1} (disjoint from `from`).
+    ///
+    /// All constants are computed exactly in modular arithmetic. Errors: an empty list
+    /// ([`MathError::ShapeMismatch`]); a prime repeated within or across the lists
+    /// ([`MathError::DuplicatePrime`]); a prime larger than `elt` accepts
+    /// ([`MathError::ModulusTooLarge`]); source moduli that are not pairwise coprime
+    /// ([`MathError::NotInvertible`]).
+    pub fn new(from: &[Modulus<W>], to: &[Modulus<W>], elt: Eltwise<W>) -> Result<Self> {
+        if from.is_empty() || to.is_empty() {
+            return Err(MathError::ShapeMismatch(format!(
+                "a base conversion needs at least one source and one target prime (got {} and {})",
+                from.len(),
+                to.len()
+            )));
+        }
+        for (i, m) in from.iter().enumerate() {
+            if from[..i].contains(m) {
+                return Err(MathError::DuplicatePrime {
+                    q: m.value(),
+                    what: "the source primes",
+                });
+            }
+        }
+        for (j, p) in to.iter().enumerate() {
+            if to[..j].contains(p) {
+                return Err(MathError::DuplicatePrime {
+                    q: p.value(),
+                    what: "the target primes",
+                });
+            }
+            if from.contains(p) {
+                return Err(MathError::DuplicatePrime {
+                    q: p.value(),
+                    what: "both the source and the target primes",
+                });
+            }
+        }
+        if let Some(m) = from
+            .iter()
+            .chain(to)
+            .find(|m| m.bits() > elt.max_prime_bits())
+        {
+            return Err(MathError::ModulusTooLarge {
+                q: m.value(),
+                bits: m.bits(),
+                max_bits: elt.max_prime_bits(),
+                what: format!("the {} kernels of this base conversion", elt.backend()),
+            });
+        }
+        // prod_{l != i} q_l mod t, exactly.
+        let qhat_mod = |i: usize, t: &Modulus<W>| -> W {
+            from.iter()
+                .enumerate()
+                .filter(|&(l, _)| l != i)
+                .fold(t.reduce(W::ONE), |acc, (_, q)| {
+                    t.mul(acc, t.reduce_u64(q.value()))
+                })
+        };
+        let qhat_inv = from
+            .iter()
+            .enumerate()
+            .map(|(i, q)| q.inv(qhat_mod(i, q)).map(W::to_u64))
+            .collect::<Result<Vec<_>>>()?;
+        let qhat_mod_p = to
+            .iter()
+            .flat_map(|p| (0..from.len()).map(move |i| (i, p)))
+            .map(|(i, p)| qhat_mod(i, p).to_u64())
+            .collect();
+        Ok(Self {
+            from: from.to_vec(),
+            to: to.to_vec(),
+            qhat_inv,
+            qhat_mod_p,
+            elt,
+        })
+    }
+
+    /// Coefficient-form residues x mod q_i (input[i], each N words, reduced) -> y_j = sum_i [x_i * qhat_i^{-1}]_{q_i} * qhat_i mod p_j,
+    /// where qhat_i = Q/q_i. The result equals x + u*Q (mod p_j) with 0 <= u < k (no correction of the Q-overflow).
+    ///
+    /// `output[j]` (N words) is overwritten with reduced residues modulo `p_j`. With one source
+    /// prime this is a plain reduction (`u = 0`). Errors ([`MathError::LengthMismatch`]): `input`
+    /// not `from_len()` slices, `output` not `to_len()` slices, or slices of different lengths.
+    pub fn convert(&self, input: &[&[W]], output: &mut [&mut [W]]) -> Result<()> {
+        let k = self.from.len();
+        if input.len() != k {
+            return Err(MathError::LengthMismatch {
+                what: "base conversion input limbs",
+                expected: k,
+                got: input.len(),
+            });
+        }
+        if output.len() != self.to.len() {
+            return Err(MathError::LengthMismatch {
+                what: "base conversion output limbs",
+                expected: self.to.len(),
+                got: output.len(),
+            });
+        }
+        let n = input[0].len();
+        for len in input.iter().map(|x| x.len()) {
+            check_n("base conversion input limb length", n, len)?;
+        }
+        for len in output.iter().map(|y| y.len()) {
+            check_n("base conversion output limb length", n, len)?;
+        }
+        if k == 1 {
+            // qhat_0 = 1: y_j = x mod p_j.
+            for (y, p) in output.iter_mut().zip(&self.to) {
+                self.elt.reduce(p, y, input[0])?;
+            }
+            return Ok(());
+        }
+        let stride = BLOCK.min(n);
+        let mut scratch = vec![W::ZERO; k * stride];
+        let mut start = 0;
+        while start < n {
+            let end = (start + BLOCK).min(n);
+            let len = end - start;
+            // t_i = [x_i * qhat_i^-1]_{q_i}, reduced modulo q_i (which may exceed p_j: the
+            // accumulation accepts any value below 2^(MAX_PRIME_BITS + 1)).
+            for (((t, x), q), &c) in scratch
+                .chunks_exact_mut(stride)
+                .zip(input)
+                .zip(&self.from)
+                .zip(&self.qhat_inv)
+            {
+                self.elt.mul_scalar(q, &mut t[..len], &x[start..end], c)?;
+            }
+            for ((y, p), consts) in output
+                .iter_mut()
+                .zip(&self.to)
+                .zip(self.qhat_mod_p.chunks_exact(k))
+            {
+                let y = &mut y[start..end];
+                y.fill(W::ZERO);
+                for (t, &c) in scratch.chunks_exact(stride).zip(consts) {
+                    self.elt.mul_scalar_add(p, y, &t[..len], c)?;
+                }
+            }
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// Number of source primes `k`.
+    pub fn from_len(&self) -> usize {
+        self.from.len()
+    }
+
+    /// Number of target primes `m`.
+    pub fn to_len(&self) -> usize {
+        self.to.len()
+    }
+
+    /// The source primes.
+    pub fn from_moduli(&self) -> &[Modulus<W>] {
+        &self.from
+    }
+
+    /// The target primes.
+    pub fn to_moduli(&self) -> &[Modulus<W>] {
+        &self.to
+    }
+
+    /// The element-wise kernels in use.
+    pub fn eltwise(&self) -> &Eltwise<W> {
+        &self.elt
+    }
+}
+
+fn check_n(what: &'static str, expected: usize, got: usize) -> Result<()> {
+    if expected != got {
+        return Err(MathError::LengthMismatch {
+            what,
+            expected,
+            got,
+        });
+    }
+    Ok(())
+}
