@@ -7,7 +7,7 @@ use crate::error::{CkksError, Result};
 use crate::params::CkksParameters;
 use heloom_math::automorphism::NttPermutation;
 use heloom_math::rns::BasisConverter;
-use heloom_math::{BackendChoice, Form, Modulus, RnsBasis, RnsPoly, Word};
+use heloom_math::{BackendChoice, Modulus, RnsBasis, Word};
 use num_complex::Complex64;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -48,8 +48,7 @@ impl<W: Word> Context<W> {
             .chain(params.special_moduli())
             .copied()
             .collect();
-        let full =
-            RnsBasis::<W>::with_backend(n, &all, BackendChoice::Force(params.backend()))?;
+        let full = RnsBasis::<W>::with_backend(n, &all, BackendChoice::Force(params.backend()))?;
         let num_q = big_l + 1;
         let special_idx: Vec<usize> = (num_q..num_q + alpha).collect();
         let mut q = Vec::with_capacity(num_q);
@@ -259,5 +258,4 @@ impl<W: Word> Context<W> {
         }
         Ok(())
     }
-
 }

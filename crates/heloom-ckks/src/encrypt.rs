@@ -49,7 +49,11 @@ impl<W: Word> Encryptor<W> {
     }
 
     /// Public-key encryption of complex values at the top level and default scale.
-    pub fn encrypt_complex(&self, values: &[Complex64], pk: &PublicKey<W>) -> Result<Ciphertext<W>> {
+    pub fn encrypt_complex(
+        &self,
+        values: &[Complex64],
+        pk: &PublicKey<W>,
+    ) -> Result<Ciphertext<W>> {
         let pt = self.encode_ntt(values, self.ctx.max_level(), self.ctx.params().scale())?;
         self.encrypt_plaintext(&pt, pk)
     }
@@ -119,7 +123,9 @@ impl<W: Word> Encryptor<W> {
             (pk.b.clone(), pk.a.clone())
         } else {
             let full = self.ctx.max_level() + 1;
-            let idx: Vec<usize> = (0..=level).chain(full..full + self.ctx.params().alpha()).collect();
+            let idx: Vec<usize> = (0..=level)
+                .chain(full..full + self.ctx.params().alpha())
+                .collect();
             let pick = |p: &RnsPoly<W>| -> Result<RnsPoly<W>> {
                 let limbs: Vec<&[W]> = idx.iter().map(|&i| p.limb(i)).collect();
                 Ok(qp.poly_from_limbs(&limbs, Form::Ntt)?)

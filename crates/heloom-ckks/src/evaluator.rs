@@ -93,7 +93,13 @@ impl<W: Word> Evaluator<W> {
     /// scaling prime, far below the noise of any CKKS ciphertext.
     pub fn scale_tolerance(&self) -> f64 {
         let m = self.ctx.params().moduli();
-        let qmin = m.iter().skip(1).chain(m.first()).copied().min().unwrap_or(2) as f64;
+        let qmin = m
+            .iter()
+            .skip(1)
+            .chain(m.first())
+            .copied()
+            .min()
+            .unwrap_or(2) as f64;
         1.0 / qmin
     }
 
@@ -243,7 +249,7 @@ impl<W: Word> Evaluator<W> {
         let c = self.drop_to_level(ct, level + 1)?;
         let q = self.ctx.params().moduli()[level + 1] as f64;
         let k = (target * q / c.scale).round();
-        if !(k >= 1.0) || k * self.scale_tolerance() < 0.5 || k >= 2f64.powi(62) {
+        if k.is_nan() || k < 1.0 || k * self.scale_tolerance() < 0.5 || k >= 2f64.powi(62) {
             return Err(CkksError::ScaleMismatch(format!(
                 "cannot move scale 2^{:.3} to 2^{:.3} exactly with one rescale (factor {k}); align scales explicitly",
                 c.scale.log2(),
@@ -259,12 +265,7 @@ impl<W: Word> Evaluator<W> {
 
     // ----- additive -----
 
-    fn combine(
-        &self,
-        a: &Ciphertext<W>,
-        b: &Ciphertext<W>,
-        sub: bool,
-    ) -> Result<Ciphertext<W>> {
+    fn combine(&self, a: &Ciphertext<W>, b: &Ciphertext<W>, sub: bool) -> Result<Ciphertext<W>> {
         let (a, b) = self.align(a, b)?;
         let basis = self.ctx.q_basis(a.level)?;
         let size = a.polys.len().max(b.polys.len());
@@ -420,7 +421,11 @@ impl<W: Word> Evaluator<W> {
 
     /// `ct * k` for any integer `k` (reduced modulo each prime); the scale is left to the
     /// caller.
-    pub(crate) fn multiply_const_exact(&self, ct: &Ciphertext<W>, k: i128) -> Result<Ciphertext<W>> {
+    pub(crate) fn multiply_const_exact(
+        &self,
+        ct: &Ciphertext<W>,
+        k: i128,
+    ) -> Result<Ciphertext<W>> {
         self.check(ct)?;
         self.multiply_int_raw(ct, k)
     }

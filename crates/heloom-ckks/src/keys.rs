@@ -370,11 +370,7 @@ impl<W: Word> KeyGenerator<W> {
 
 /// Generates a fresh key set: secret, public, relinearization and Galois keys for `steps`
 /// (and conjugation when asked).
-pub fn keygen<W: Word>(
-    ctx: &Arc<Context<W>>,
-    steps: &[i64],
-    conjugate: bool,
-) -> Result<KeySet<W>> {
+pub fn keygen<W: Word>(ctx: &Arc<Context<W>>, steps: &[i64], conjugate: bool) -> Result<KeySet<W>> {
     let mut g = KeyGenerator::new(ctx)?;
     let public_key = g.public_key()?;
     let evaluation_keys = g.evaluation_keys(steps, conjugate)?;

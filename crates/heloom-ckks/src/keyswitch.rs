@@ -62,7 +62,7 @@ impl<W: Word> Context<W> {
                     .filter(|(k, _)| *k < lo || *k >= hi)
                     .map(|(_, s)| s)
                     .collect();
-                self.modup(level, j).convert(&inputs, &mut outs)?;
+                self.modup(level, j).convert_centered(&inputs, &mut outs)?;
             }
             let tables = qp.ntt_tables();
             for (k, t) in tables.iter().enumerate() {
@@ -102,7 +102,11 @@ impl<W: Word> Context<W> {
         for (j, dj) in dec.digits.iter().enumerate() {
             let (bj, aj) = (&key.b[j], &key.a[j]);
             for (k, m) in qp.moduli().iter().enumerate() {
-                let kk = if k <= level { k } else { num_q + (k - level - 1) };
+                let kk = if k <= level {
+                    k
+                } else {
+                    num_q + (k - level - 1)
+                };
                 let src: &[W] = match perm {
                     Some(p) => {
                         p.apply(dj.limb(k), &mut tmp)?;
@@ -125,16 +129,16 @@ impl<W: Word> Context<W> {
         let alpha = self.params().alpha();
         let tables = qp.ntt_tables();
         let mut pc: Vec<Vec<W>> = Vec::with_capacity(alpha);
-        for k in level + 1..level + 1 + alpha {
+        for (k, t) in tables.iter().enumerate().skip(level + 1).take(alpha) {
             let mut v = x.limb(k).to_vec();
-            tables[k].inverse(&mut v)?;
+            t.inverse(&mut v)?;
             pc.push(v);
         }
         let mut conv = vec![W::ZERO; n * (level + 1)];
         {
             let inputs: Vec<&[W]> = pc.iter().map(|v| v.as_slice()).collect();
             let mut outs: Vec<&mut [W]> = conv.chunks_exact_mut(n).collect();
-            self.moddown(level).convert(&inputs, &mut outs)?;
+            self.moddown(level).convert_centered(&inputs, &mut outs)?;
         }
         let elt = qp.eltwise();
         for (i, c) in conv.chunks_exact_mut(n).enumerate() {

@@ -283,7 +283,7 @@ impl CkksParameters {
 
     fn from_builder(b: ParametersBuilder) -> Result<Self> {
         let n = b.n;
-        if !n.is_power_of_two() || n < (1 << MIN_LOG_N) || n > (1 << MAX_LOG_N) {
+        if !n.is_power_of_two() || !((1 << MIN_LOG_N)..=(1 << MAX_LOG_N)).contains(&n) {
             return Err(CkksError::InvalidParameters(format!(
                 "poly_degree must be a power of two from 2^{MIN_LOG_N} to 2^{MAX_LOG_N}, got {n}"
             )));
@@ -479,7 +479,7 @@ impl CkksParameters {
         security: SecurityLevel,
         secret: SecretDistribution,
     ) -> Result<Self> {
-        if !n.is_power_of_two() || n < (1 << MIN_LOG_N) || n > (1 << MAX_LOG_N) {
+        if !n.is_power_of_two() || !((1 << MIN_LOG_N)..=(1 << MAX_LOG_N)).contains(&n) {
             return Err(CkksError::InvalidParameters(format!(
                 "poly_degree must be a power of two from 2^{MIN_LOG_N} to 2^{MAX_LOG_N}, got {n}"
             )));
@@ -671,7 +671,12 @@ impl fmt::Display for CkksParameters {
         writeln!(f, "  slots              {}", self.slots())?;
         writeln!(f, "  levels             {}", self.max_level())?;
         writeln!(f, "  scale              2^{:.1}", self.scale.log2())?;
-        writeln!(f, "  log Q              {:.1}  [{}]", self.log_q(), bits.join(", "))?;
+        writeln!(
+            f,
+            "  log Q              {:.1}  [{}]",
+            self.log_q(),
+            bits.join(", ")
+        )?;
         writeln!(
             f,
             "  log QP             {:.1}  (+ {} special: [{}])",
@@ -691,7 +696,10 @@ impl fmt::Display for CkksParameters {
             (s, Some(b)) => format!("{}-bit required, meets {b}-bit", s.bits()),
             (s, None) => format!("{}-bit required", s.bits()),
         };
-        writeln!(f, "  security           {sec} (HE standard, ternary secret)")?;
+        writeln!(
+            f,
+            "  security           {sec} (HE standard, ternary secret)"
+        )?;
         writeln!(
             f,
             "  word size          {}-bit ({} backend)",

@@ -4,8 +4,8 @@
 //! Levels and scales are managed automatically: every partial result is produced directly at
 //! the level and scale its consumer needs, by folding the scale correction into the integer
 //! constants that multiply the baby-step powers. The result comes out at the input's scale.
-//! Depth: `ceil(log2(degree + 1)) + 1` levels for degree >= 2 (1 for degree 1, 0 for a
-//! constant), plus one for a Chebyshev interval other than [-1, 1].
+//! Depth: at most `ceil(log2(degree + 1)) + 1` levels (exactly [`Evaluator::polynomial_depth`]),
+//! plus one for a Chebyshev interval other than [-1, 1].
 
 use crate::ciphertext::Ciphertext;
 use crate::error::{CkksError, Result};
@@ -41,6 +41,13 @@ impl<W: Word> Powers<W> {
     }
 }
 
+/// `(log2 baby, baby)`: baby steps up to `2^ceil(m/2)` for a degree of `m` bits.
+fn split_sizes(degree: usize) -> (usize, usize) {
+    let m = (usize::BITS - degree.leading_zeros()) as usize;
+    let l = m.div_ceil(2).max(1);
+    (l, 1usize << l)
+}
+
 fn trim(coeffs: &[f64]) -> &[f64] {
     let mut d = coeffs.len();
     while d > 1 && coeffs[d - 1] == 0.0 {
@@ -56,12 +63,29 @@ impl<W: Word> Evaluator<W> {
             PolyBasis::Chebyshev { a, b } => usize::from(!(a == -1.0 && b == 1.0)),
             PolyBasis::Power => 0,
         };
-        let d = match degree {
+        match degree {
             0 => 0,
-            1 => 1,
-            d => (usize::BITS - d.leading_zeros()) as usize + 1,
-        };
-        d + if degree > 0 { affine } else { 0 }
+            1 => 1 + affine,
+            d => {
+                // Same recursion as `max_target`, on depths: power k sits ceil(log2 k) levels
+                // below the input.
+                let (_, baby) = split_sizes(d);
+                let dep = |k: usize| (usize::BITS - (k - 1).leading_zeros()) as i64;
+                fn rec(degree: usize, baby: usize, dep: &dyn Fn(usize) -> i64) -> i64 {
+                    if degree < baby {
+                        return (1..=degree).map(dep).max().unwrap_or(0) + 1;
+                    }
+                    let mut g = baby;
+                    while g * 2 <= degree {
+                        g *= 2;
+                    }
+                    (dep(g) + 1)
+                        .max(rec(degree - g, baby, dep) + 1)
+                        .max(rec(g - 1, baby, dep))
+                }
+                rec(d, baby, &dep) as usize + affine
+            }
+        }
     }
 
     /// Evaluates the polynomial with coefficients `coeffs` (lowest degree first) at every slot.
@@ -124,15 +148,18 @@ impl<W: Word> Evaluator<W> {
         };
         if degree == 1 {
             let target = x.level() - 1;
-            return self.leaf(&Powers {
-                cts: vec![None, Some(x)],
-                cheb,
-            }, coeffs, target, scale);
+            return self.leaf(
+                &Powers {
+                    cts: vec![None, Some(x)],
+                    cheb,
+                },
+                coeffs,
+                target,
+                scale,
+            );
         }
         // Baby steps 1..=B, giant steps B, 2B, 4B, .. below the degree.
-        let m = (usize::BITS - degree.leading_zeros()) as usize; // bits of degree
-        let l = m.div_ceil(2).max(1);
-        let baby = 1usize << l;
+        let (_, baby) = split_sizes(degree);
         let mut powers = Powers {
             cts: vec![None; (degree.max(baby)) + 1],
             cheb,

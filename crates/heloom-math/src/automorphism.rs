@@ -46,13 +46,13 @@ fn mul_mod(a: u64, b: u64, m: u64) -> u64 {
 fn check_galois(n: usize, g: u64) -> Result<()> {
     primes::check_degree(n, MIN_LOG_N, MAX_LOG_N)?;
     let two_n = 2 * n as u64;
-    if g % 2 == 0 || g >= two_n {
+    if g & 1 == 0 || g >= two_n {
         return Err(MathError::InvalidGaloisElement { g, n, two_n });
     }
     Ok(())
 }
 
-/// Coefficient form: out[i*g mod N] = ±a[i] (minus when i*g mod 2N >= N).
+/// Coefficient form: `out[i*g mod N] = ±a[i]` (minus when `i*g mod 2N >= N`).
 ///
 /// `a` must be reduced modulo `m` (the negation is `q - a`); `out` has the same length `N`, a
 /// supported ring degree. Errors: [`MathError::InvalidGaloisElement`] for even `g` or
@@ -85,7 +85,9 @@ pub fn automorphism_coeff<W: Word>(m: &Modulus<W>, g: u64, a: &[W], out: &mut [W
     Ok(())
 }
 
-/// Precomputed permutation for NTT form in heloom's NTT order (NttTable::forward output: out[k] = a(psi^(2*bitrev(k)+1)), see ntt/mod.rs): applying X -> X^g is then out[k] = a[perm[k]].
+/// Precomputed permutation for NTT form in heloom's NTT order ([`NttTable::forward`](crate::ntt::NttTable::forward)
+/// output: `out[k] = a(psi^(2*bitrev(k)+1))`, see [`crate::ntt`]): applying `X -> X^g` is then
+/// `out[k] = a[perm[k]]`.
 ///
 /// With `b(X) = a(X^g)`, `b(psi^(2 bitrev(k) + 1)) = a(psi^(g (2 bitrev(k) + 1)))`, and the odd
 /// exponent `g (2 bitrev(k) + 1) mod 2N = 2 j + 1` is the evaluation point stored at
@@ -128,7 +130,10 @@ impl NttPermutation {
     /// [`MathError::LengthMismatch`] unless both slices have `N` words.
     pub fn apply<W: Word>(&self, a: &[W], out: &mut [W]) -> Result<()> {
         let n = self.perm.len();
-        for (what, len) in [("automorphism input", a.len()), ("automorphism output", out.len())] {
+        for (what, len) in [
+            ("automorphism input", a.len()),
+            ("automorphism output", out.len()),
+        ] {
             if len != n {
                 return Err(MathError::LengthMismatch {
                     what,

@@ -159,7 +159,9 @@ pub enum MathError {
         what: &'static str,
     },
     /// A Galois element is not an odd number below 2N.
-    #[error("Galois element g = {g} is invalid for N = {n}: it must be odd and below 2N = {two_n}")]
+    #[error(
+        "Galois element g = {g} is invalid for N = {n}: it must be odd and below 2N = {two_n}"
+    )]
     InvalidGaloisElement {
         /// The element.
         g: u64,
@@ -169,7 +171,9 @@ pub enum MathError {
         two_n: u64,
     },
     /// A sparse ternary secret was asked for with an impossible Hamming weight.
-    #[error("Hamming weight h = {h} is invalid for {n} coefficients: it must satisfy 1 <= h <= {n}")]
+    #[error(
+        "Hamming weight h = {h} is invalid for {n} coefficients: it must satisfy 1 <= h <= {n}"
+    )]
     InvalidHammingWeight {
         /// Requested number of nonzero coefficients.
         h: usize,

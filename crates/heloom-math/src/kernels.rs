@@ -78,8 +78,13 @@ pub trait Kernels: Sized {
 
     /// `acc = acc + a * s` for a reduced scalar `s`, `a` below `2^(MAX_PRIME_BITS + 1)`.
     #[doc(hidden)]
-    fn elt_mul_scalar_add(backend: Backend, m: &Modulus<Self>, acc: &mut [Self], a: &[Self], s: Self)
-    where
+    fn elt_mul_scalar_add(
+        backend: Backend,
+        m: &Modulus<Self>,
+        acc: &mut [Self],
+        a: &[Self],
+        s: Self,
+    ) where
         Self: Word;
 
     /// `a = (a - b) * s` for reduced `a`, `b` and a reduced scalar `s`.
@@ -307,9 +312,7 @@ impl Kernels for u32 {
         match backend {
             Backend::Avx2 => eltwise::avx2_u32::mul_scalar_add(m, acc, a, s),
             Backend::Avx512 => eltwise::avx512_u32::mul_scalar_add(m, acc, a, s),
-            Backend::Scalar | Backend::Avx512Ifma => {
-                eltwise::scalar::mul_scalar_add(m, acc, a, s)
-            }
+            Backend::Scalar | Backend::Avx512Ifma => eltwise::scalar::mul_scalar_add(m, acc, a, s),
         }
     }
 
@@ -317,9 +320,7 @@ impl Kernels for u32 {
         match backend {
             Backend::Avx2 => eltwise::avx2_u32::sub_mul_scalar(m, a, b, s),
             Backend::Avx512 => eltwise::avx512_u32::sub_mul_scalar(m, a, b, s),
-            Backend::Scalar | Backend::Avx512Ifma => {
-                eltwise::scalar::sub_mul_scalar(m, a, b, s)
-            }
+            Backend::Scalar | Backend::Avx512Ifma => eltwise::scalar::sub_mul_scalar(m, a, b, s),
         }
     }
 }

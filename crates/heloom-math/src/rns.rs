@@ -30,11 +30,14 @@ pub struct BasisConverter<W: Word> {
     qhat_inv: Vec<u64>,
     /// `qhat_i mod p_j` at `[j * k + i]`.
     qhat_mod_p: Vec<u64>,
+    neg_q_mod_p: Vec<u64>,
+    inv_q: Vec<f64>,
     elt: Eltwise<W>,
 }
 
 impl<W: Word> BasisConverter<W> {
-    /// from: source primes q_0..q_{k-1}; to: target primes p_0..p_{m-1} (disjoint from `from`).
+    /// `from`: source primes `q_0..q_{k-1}`; `to`: target primes `p_0..p_{m-1}` (disjoint from
+    /// `from`).
     ///
     /// All constants are computed exactly in modular arithmetic. Errors: an empty list
     /// ([`MathError::ShapeMismatch`]); a prime repeated within or across the lists
@@ -102,17 +105,31 @@ impl<W: Word> BasisConverter<W> {
             .flat_map(|p| (0..from.len()).map(move |i| (i, p)))
             .map(|(i, p)| qhat_mod(i, p).to_u64())
             .collect();
+        // -Q mod p_j and 1/q_i for the centered (exact) variant.
+        let neg_q_mod_p = to
+            .iter()
+            .map(|p| {
+                let qm = from.iter().fold(p.reduce(W::ONE), |acc, q| {
+                    p.mul(acc, p.reduce_u64(q.value()))
+                });
+                p.neg(qm).to_u64()
+            })
+            .collect();
+        let inv_q = from.iter().map(|q| 1.0 / q.value() as f64).collect();
         Ok(Self {
             from: from.to_vec(),
             to: to.to_vec(),
             qhat_inv,
             qhat_mod_p,
+            neg_q_mod_p,
+            inv_q,
             elt,
         })
     }
 
-    /// Coefficient-form residues x mod q_i (input[i], each N words, reduced) -> y_j = sum_i [x_i * qhat_i^{-1}]_{q_i} * qhat_i mod p_j,
-    /// where qhat_i = Q/q_i. The result equals x + u*Q (mod p_j) with 0 <= u < k (no correction of the Q-overflow).
+    /// Coefficient-form residues `x mod q_i` (`input[i]`, each N words, reduced) ->
+    /// `y_j = sum_i [x_i * qhat_i^{-1}]_{q_i} * qhat_i mod p_j`, where `qhat_i = Q/q_i`. The
+    /// result equals `x + u*Q (mod p_j)` with `0 <= u < k` (no correction of the Q-overflow).
     ///
     /// `output[j]` (N words) is overwritten with reduced residues modulo `p_j`. With one source
     /// prime this is a plain reduction (`u = 0`). Errors ([`MathError::LengthMismatch`]): `input`
@@ -173,6 +190,89 @@ impl<W: Word> BasisConverter<W> {
                 for (t, &c) in scratch.chunks_exact(stride).zip(consts) {
                     self.elt.mul_scalar_add(p, y, &t[..len], c)?;
                 }
+            }
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// Exact conversion of the centered representative: for `x` in `[-Q/2, Q/2)` given by its
+    /// residues, outputs `x mod p_j`. The overflow `u` of [`Self::convert`] is removed by
+    /// computing `v = round(sum_i y_i / q_i)` in floating point (Halevi-Polyakov-Shoup 2019,
+    /// Sec. 2.3): with `k` small the sum is far from a half-integer except with negligible
+    /// probability, and an off-by-one there only adds `±Q`-sized error in that coefficient's
+    /// rounding, i.e. a rounding error of one unit after division by `Q`.
+    ///
+    /// Used by mod-down (division by `P`) and mod-up in key switching and encryption: the
+    /// plain conversion's overflow has mean `k/2`, which after division by `P` adds a biased
+    /// term `(k/2) * s` to the noise; the centered one removes it.
+    pub fn convert_centered(&self, input: &[&[W]], output: &mut [&mut [W]]) -> Result<()> {
+        let k = self.from.len();
+        if input.len() != k {
+            return Err(MathError::LengthMismatch {
+                what: "base conversion input limbs",
+                expected: k,
+                got: input.len(),
+            });
+        }
+        if output.len() != self.to.len() {
+            return Err(MathError::LengthMismatch {
+                what: "base conversion output limbs",
+                expected: self.to.len(),
+                got: output.len(),
+            });
+        }
+        let n = input[0].len();
+        for len in input.iter().map(|x| x.len()) {
+            check_n("base conversion input limb length", n, len)?;
+        }
+        for len in output.iter().map(|y| y.len()) {
+            check_n("base conversion output limb length", n, len)?;
+        }
+        let stride = BLOCK.min(n);
+        let mut scratch = vec![W::ZERO; k * stride];
+        let mut v = vec![W::ZERO; stride];
+        let mut acc = vec![0f64; stride];
+        let mut start = 0;
+        while start < n {
+            let end = (start + BLOCK).min(n);
+            let len = end - start;
+            acc[..len].fill(0.0);
+            for (((t, x), q), (&c, &iq)) in scratch
+                .chunks_exact_mut(stride)
+                .zip(input)
+                .zip(&self.from)
+                .zip(self.qhat_inv.iter().zip(&self.inv_q))
+            {
+                let t = &mut t[..len];
+                if k == 1 {
+                    t.copy_from_slice(&x[start..end]);
+                } else {
+                    self.elt.mul_scalar(q, t, &x[start..end], c)?;
+                }
+                for (a, &y) in acc[..len].iter_mut().zip(t.iter()) {
+                    *a += y.to_u64() as f64 * iq;
+                }
+            }
+            for (o, &a) in v[..len].iter_mut().zip(&acc[..len]) {
+                *o = W::from_u64(a.round() as u64);
+            }
+            for (((y, p), consts), &nq) in output
+                .iter_mut()
+                .zip(&self.to)
+                .zip(self.qhat_mod_p.chunks_exact(k))
+                .zip(&self.neg_q_mod_p)
+            {
+                let y = &mut y[start..end];
+                if k == 1 {
+                    self.elt.reduce(p, y, &scratch[..len])?;
+                } else {
+                    y.fill(W::ZERO);
+                    for (t, &c) in scratch.chunks_exact(stride).zip(consts) {
+                        self.elt.mul_scalar_add(p, y, &t[..len], c)?;
+                    }
+                }
+                self.elt.mul_scalar_add(p, y, &v[..len], nq)?;
             }
             start = end;
         }

@@ -76,11 +76,7 @@ pub fn ternary<R: RngCore + CryptoRng>(rng: &mut R, n: usize) -> Vec<i8> {
 /// `h`-subset (partial Fisher-Yates shuffle, unbiased indices), each sign uniform.
 ///
 /// Errors with [`MathError::InvalidHammingWeight`] unless `1 <= h <= n`.
-pub fn ternary_hamming<R: RngCore + CryptoRng>(
-    rng: &mut R,
-    n: usize,
-    h: usize,
-) -> Result<Vec<i8>> {
+pub fn ternary_hamming<R: RngCore + CryptoRng>(rng: &mut R, n: usize, h: usize) -> Result<Vec<i8>> {
     if h == 0 || h > n {
         return Err(MathError::InvalidHammingWeight { h, n });
     }
@@ -207,7 +203,10 @@ fn fill_uniform<W: Word, R: RngCore>(rng: &mut R, q: u64, out: &mut [W]) {
     }
 }
 
-/// Uniform residues mod each prime of `basis`, written into every limb of `p` (treated as already in NTT form: a uniform polynomial is uniform in either form), expanded deterministically from `seed` with ChaCha20 (rand_chacha::ChaCha20Rng::from_seed), with rejection sampling (no modular bias).
+/// Uniform residues mod each prime of `basis`, written into every limb of `p` (treated as
+/// already in NTT form: a uniform polynomial is uniform in either form), expanded
+/// deterministically from `seed` with ChaCha20 (`rand_chacha::ChaCha20Rng::from_seed`), with
+/// rejection sampling (no modular bias).
 ///
 /// Domain separation: limb `i` is the stream `ChaCha20Rng::from_seed(seed)` with
 /// `set_stream(q_i)`, so it depends only on `(seed, q_i)`: expanding the same seed over a
@@ -237,4 +236,36 @@ pub fn uniform_from_seed<W: Word>(
     }
     p.set_form(Form::Ntt);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every table step is the ideal truncated probability to about 2^-50 relative, tails
+    /// included.
+    #[test]
+    fn cdt_matches_ideal_probabilities() {
+        for sigma in [DEFAULT_SIGMA, 0.7, 1.0, 10.5, 100.0] {
+            let g = DiscreteGaussian::new(sigma).expect("sigma");
+            let b = g.bound;
+            assert_eq!(g.cdt.len(), 2 * b as usize);
+            let w = |x: i64| (-((x * x) as f64) / (2.0 * sigma * sigma)).exp();
+            let total: f64 = (-b..=b).map(w).sum();
+            let two64 = 2f64.powi(64);
+            let mut prev = 0u64;
+            for (i, &c) in g.cdt.iter().chain([&0u64]).enumerate() {
+                // P(X = i - b) * 2^64, the last one against 2^64.
+                let step = c.wrapping_sub(prev) as f64;
+                let ideal = w(i as i64 - b) / total * two64;
+                assert!(
+                    (step - ideal).abs() <= ideal * 1e-12 + 4096.0,
+                    "sigma {sigma} x = {}: {step} vs {ideal}",
+                    i as i64 - b
+                );
+                assert!(i == g.cdt.len() || c > prev || i == 0, "monotone");
+                prev = c;
+            }
+        }
+    }
 }

@@ -1,5 +1,7 @@
-//! AVX2 element-wise kernels for 32-bit words (8 lanes). Inputs reduced, outputs reduced; the
-//! `len % 8` tail goes through the scalar kernels. Same algorithms as `super::avx512_u32`.
+//! AVX2 element-wise kernels for 32-bit words (8 lanes). Inputs reduced (`reduce` and
+//! `mul_scalar_add` take any 32-bit word: Shoup products accept any `x < 2^32`), outputs
+//! reduced; the `len % 8` tail goes through the scalar kernels. Same algorithms as
+//! `super::avx512_u32`.
 //!
 //! Pointwise products `a * b mod q` of two arbitrary vectors use a Barrett reduction (Barrett
 //! 1986) of the 64-bit products from `vpmuludq`, with a 32-bit quotient constant
@@ -294,7 +296,9 @@ fn mul_scalar_add_impl(m: &Modulus<u32>, acc: &mut [u32], a: &[u32], s: u32) -> 
     let c = Consts::new(m);
     let w = _mm256_set1_epi32(s as i32);
     let ws = _mm256_set1_epi32(m.shoup(s) as i32);
-    zip_blocks(acc, None, a, |z, x| add_vec(z, mul_shoup(x, w, ws, c.q), &c))
+    zip_blocks(acc, None, a, |z, x| {
+        add_vec(z, mul_shoup(x, w, ws, c.q), &c)
+    })
 }
 
 /// `acc = acc + a * s` for reduced `acc`, `s < q` and any `a`.

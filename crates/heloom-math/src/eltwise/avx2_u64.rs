@@ -8,8 +8,8 @@
 //! Barrett (Barrett 1986, the shifted form of Shoup's NTL / Intel HEXL): the quotient estimate
 //! `(P >> (b-1)) * floor(2^(62+b) / q) >> 63` comes from three 32x32-bit products and is at most
 //! 4 too small, so three conditional subtractions (4q, 2q, q) finish. Products by a constant are
-//! Shoup multiplications with a 2^63-scaled companion. Tails shorter than a vector go to
-//! [`scalar`].
+//! Shoup multiplications with a 2^63-scaled companion (any `x < 2^63`). `reduce` of arbitrary
+//! words is the same Barrett with `P = x`. Tails shorter than a vector go to [`scalar`].
 
 use std::arch::x86_64::*;
 

@@ -1,4 +1,5 @@
-//! AVX-512 element-wise kernels for 32-bit words (16 lanes). Inputs reduced, outputs reduced;
+//! AVX-512 element-wise kernels for 32-bit words (16 lanes). Inputs reduced (`reduce` and
+//! `mul_scalar_add` take any 32-bit word: Shoup products accept any `x < 2^32`), outputs reduced;
 //! the `len % 16` tail goes through the scalar kernels.
 //!
 //! Pointwise products `a * b mod q` of two arbitrary vectors use a Barrett reduction (Barrett
@@ -326,7 +327,9 @@ fn mul_scalar_add_impl(m: &Modulus<u32>, acc: &mut [u32], a: &[u32], s: u32) -> 
     let c = Consts::new(m);
     let w = _mm512_set1_epi32(s as i32);
     let ws = _mm512_set1_epi32(m.shoup(s) as i32);
-    zip_blocks(acc, None, a, |z, x| add_vec(z, mul_shoup(x, w, ws, c.q), &c))
+    zip_blocks(acc, None, a, |z, x| {
+        add_vec(z, mul_shoup(x, w, ws, c.q), &c)
+    })
 }
 
 /// `acc = acc + a * s` for reduced `acc`, `s < q` and any `a`.

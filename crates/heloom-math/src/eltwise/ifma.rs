@@ -6,7 +6,11 @@
 //!   with `c = floor(P / 2^s)`, `mu = floor(2^(52+s) / q)` (`s` the largest shift with `2^s < q`,
 //!   so `mu < 2^52` and `c < 2^51`), `Qhat = madd52hi(c, mu)`, `r = lo - lo52(Qhat*q)` in
 //!   `[0, 2.5q)`, then two conditional subtractions;
-//! - by a scalar: HEXL-style 52-bit Shoup multiplication (`W' = floor(W*2^52/q)`).
+//! - by a scalar: HEXL-style 52-bit Shoup multiplication (`W' = floor(W*2^52/q)`), exact for
+//!   `x < 2^52`; `mul_scalar_add` checks each 8-word block and sends blocks with a larger word
+//!   to the scalar kernel;
+//! - `reduce` of arbitrary 64-bit words: the AVX-512 DQ kernel (52-bit multipliers cannot read
+//!   a whole word).
 
 use std::arch::x86_64::*;
 
