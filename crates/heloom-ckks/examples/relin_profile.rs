@@ -1,5 +1,7 @@
 //! Profiling driver: repeated relinearizations and rotations at N = 2^14.
 use heloom_ckks::*;
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::sync::Arc;
 fn main() -> Result<()> {
     let p = CkksParameters::builder(1 << 14)
@@ -14,9 +16,10 @@ fn main() -> Result<()> {
     let a = enc.encrypt(&x, &keys.public_key)?;
     let m = ev.multiply(&a, &a)?;
     let t = std::time::Instant::now();
-    for _ in 0..300 {
+    let iters: usize = std::env::var("ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    for _ in 0..iters {
         std::hint::black_box(ev.relinearize(&m)?);
     }
-    println!("relin {:.3} ms", t.elapsed().as_secs_f64() * 1e3 / 300.0);
+    println!("relin {:.3} ms", t.elapsed().as_secs_f64() * 1e3 / iters.max(1) as f64);
     Ok(())
 }

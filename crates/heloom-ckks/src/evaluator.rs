@@ -663,6 +663,29 @@ impl<W: Word> Evaluator<W> {
         Ok(())
     }
 
+    /// `X -> X^g` on one ciphertext: permute both polynomials (NTT form), then switch the
+    /// permuted `c_1` back to `s` with the Galois key.
+    fn galois_single(&self, ct: &Ciphertext<W>, g: u64, key: &SwitchingKey<W>) -> Result<Ciphertext<W>> {
+        let perm = self.ctx.permutation(g)?;
+        let basis = self.ctx.q_basis(ct.level)?;
+        let mut c0 = basis.zero(Form::Ntt);
+        let mut c1 = basis.zero(Form::Ntt);
+        for i in 0..basis.len() {
+            perm.apply(ct.polys[0].limb(i), c0.limb_mut(i))?;
+            perm.apply(ct.polys[1].limb(i), c1.limb_mut(i))?;
+        }
+        let (k0, k1) = self.ctx.key_switch(&c1, ct.level, key)?;
+        basis.add_assign(&mut c0, &k0)?;
+        Ok(Ciphertext {
+            polys: vec![c0, k1],
+            level: ct.level,
+            scale: ct.scale,
+            slots: ct.slots,
+            fingerprint: ct.fingerprint,
+            seed: None,
+        })
+    }
+
     /// Rotates the slots left by `step` (right when negative).
     pub fn rotate(&self, ct: &Ciphertext<W>, step: i64) -> Result<Ciphertext<W>> {
         self.check_two(ct, "rotate")?;
@@ -672,8 +695,7 @@ impl<W: Word> Evaluator<W> {
             return Ok(ct.clone());
         }
         let key = self.galois_key(g, &format!("rotation step {step}"))?;
-        let dec = self.ctx.decompose(&ct.polys[1], ct.level)?;
-        self.apply_galois(ct, g, key, &dec)
+        self.galois_single(ct, g, key)
     }
 
     /// Conjugates every slot.
@@ -681,8 +703,7 @@ impl<W: Word> Evaluator<W> {
         self.check_two(ct, "conjugate")?;
         let g = galois_element_conjugate(self.ctx.n());
         let key = self.galois_key(g, "conjugation")?;
-        let dec = self.ctx.decompose(&ct.polys[1], ct.level)?;
-        self.apply_galois(ct, g, key, &dec)
+        self.galois_single(ct, g, key)
     }
 
     /// Hoisted rotations: one decomposition of `c_1`, then one inner product per step

@@ -149,15 +149,63 @@ impl<W: Word> Context<W> {
     }
 
     /// Switches `d` (NTT form at `level`) under `key`: returns `(c0, c1)` with
-    /// `c0 + c1 s ~= d s'`.
+    /// `c0 + c1 s ~= d s'`. Digit by digit, so only one raised digit is alive at a time.
     pub fn key_switch(
         &self,
         d: &RnsPoly<W>,
         level: usize,
         key: &SwitchingKey<W>,
     ) -> Result<(RnsPoly<W>, RnsPoly<W>)> {
-        let dec = self.decompose(d, level)?;
-        let (a0, a1) = self.key_inner_product(&dec, key, None)?;
-        Ok((self.mod_down(a0, level)?, self.mod_down(a1, level)?))
+        self.check_fingerprint(key.fingerprint, "switching key")?;
+        let q = self.q_basis(level)?;
+        if !q.owns(d) || d.form() != Form::Ntt {
+            return Err(CkksError::ParameterMismatch(format!(
+                "key switching input is not an NTT-form polynomial at level {level}"
+            )));
+        }
+        if key.b.len() != self.params().dnum() || key.a.len() != key.b.len() {
+            return Err(CkksError::ParameterMismatch(
+                "switching key has the wrong number of digits".into(),
+            ));
+        }
+        let qp = self.qp_basis(level)?;
+        let n = self.n();
+        let alpha = self.params().alpha();
+        let num_q = self.max_level() + 1;
+        let elt = qp.eltwise();
+        let tables = qp.ntt_tables();
+        let mut dc = d.clone();
+        q.inverse(&mut dc)?;
+        let mut ext = qp.zero(Form::Ntt);
+        let mut acc0 = qp.zero(Form::Ntt);
+        let mut acc1 = qp.zero(Form::Ntt);
+        for j in 0..(level + 1).div_ceil(alpha) {
+            let lo = j * alpha;
+            let hi = ((j + 1) * alpha).min(level + 1);
+            {
+                let inputs: Vec<&[W]> = (lo..hi).map(|i| dc.limb(i)).collect();
+                let mut outs: Vec<&mut [W]> = ext
+                    .as_mut_slice()
+                    .chunks_exact_mut(n)
+                    .enumerate()
+                    .filter(|(k, _)| *k < lo || *k >= hi)
+                    .map(|(_, s)| s)
+                    .collect();
+                self.modup(level, j).convert_centered(&inputs, &mut outs)?;
+            }
+            let (bj, aj) = (&key.b[j], &key.a[j]);
+            for (k, (m, t)) in qp.moduli().iter().zip(tables).enumerate() {
+                let kk = if k <= level { k } else { num_q + (k - level - 1) };
+                let src: &[W] = if k >= lo && k < hi {
+                    d.limb(k)
+                } else {
+                    t.forward(ext.limb_mut(k))?;
+                    ext.limb(k)
+                };
+                elt.mul_add(m, acc0.limb_mut(k), src, bj.limb(kk))?;
+                elt.mul_add(m, acc1.limb_mut(k), src, aj.limb(kk))?;
+            }
+        }
+        Ok((self.mod_down(acc0, level)?, self.mod_down(acc1, level)?))
     }
 }

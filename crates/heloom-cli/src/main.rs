@@ -5,6 +5,11 @@ mod demo;
 
 use std::io::IsTerminal;
 
+// HE ops allocate and free multi-megabyte polynomials; mimalloc keeps those pages mapped
+// instead of returning them to the OS (glibc's mmap path costs page faults on every op).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use heloom_math::backend::{cpu_report, Backend};
