@@ -124,36 +124,47 @@ fn round_i64(x: f64) -> i64 {
     t + i64::from(frac >= 0.5) - i64::from(frac <= -0.5)
 }
 
+/// Coefficients composed per block: digits of a block stay in L1 and the digit loops run over
+/// independent coefficients.
+const CRT_BLOCK: usize = 128;
+/// Coefficients whose Garner accumulators are kept in registers together.
+const CRT_TILE: usize = 4;
+
 /// Exact CRT composition of one basis (Garner 1959, mixed radix `x = sum d_i * P_i`,
 /// `P_i = q_0 * ... * q_{i-1}`), centered and converted to f64.
 struct Crt<'a, W: Word> {
     limbs: Vec<&'a [W]>,
     moduli: &'a [Modulus<W>],
-    /// Row `i` (offset `i*(i-1)/2`, length `i`): `P_j mod q_i` for `j < i`.
-    p_mod: Vec<W>,
-    /// `(P_i mod q_i)^-1` and its Shoup companion.
-    p_inv: Vec<(W, W)>,
+    /// Row `i` (offset `i*(i-1)/2`, length `i`): `-P_j * P_i^-1 mod q_i` for `j < i`.
+    coef: Vec<u64>,
+    /// `P_i^-1 mod q_i`.
+    p_inv: Vec<u64>,
+    /// `2^34 mod q_i` (32-bit words: folds the Garner accumulators).
+    two34: Vec<u64>,
     /// Mixed-radix digits of `(Q - 1) / 2`.
     half: Vec<u64>,
     q_u64: Vec<u64>,
     q_f64: Vec<f64>,
+    /// `floor((2^128 - q_i) / q_i)`: below it, `acc * q_i + d` fits a u128.
+    horner_limit: Vec<u128>,
 }
 
 impl<'a, W: Word> Crt<'a, W> {
     fn new(p: &'a RnsPoly<W>, basis: &'a RnsBasis<W>) -> Result<Self> {
         let moduli = basis.moduli();
         let l = moduli.len();
-        let mut p_mod = Vec::with_capacity(l * l.saturating_sub(1) / 2);
-        let mut p_inv = Vec::with_capacity(l);
-        p_inv.push((W::ONE, W::ONE));
+        let mut coef = Vec::with_capacity(l * l.saturating_sub(1) / 2);
+        let mut p_inv = vec![1u64; l];
         for (i, m) in moduli.iter().enumerate().skip(1) {
-            let mut acc = m.reduce(W::ONE);
+            // P_j mod q_i for j <= i.
+            let mut pj = vec![m.reduce(W::ONE)];
             for mj in &moduli[..i] {
-                p_mod.push(acc);
-                acc = m.mul(acc, m.reduce(mj.q()));
+                let last = pj[pj.len() - 1];
+                pj.push(m.mul(last, m.reduce(mj.q())));
             }
-            let inv = m.inv(acc)?;
-            p_inv.push((inv, m.shoup(inv)));
+            let inv = m.inv(pj[i])?;
+            p_inv[i] = inv.to_u64();
+            coef.extend(pj[..i].iter().map(|&x| m.neg(m.mul(x, inv)).to_u64()));
         }
         let q_u64: Vec<u64> = moduli.iter().map(|m| m.value()).collect();
         // Halve Q - 1 (digits q_i - 1) top-down: N_i = N_{i+1} * q_i + d_i.
@@ -167,38 +178,115 @@ impl<'a, W: Word> Crt<'a, W> {
         Ok(Self {
             limbs: p.limbs().collect(),
             moduli,
-            p_mod,
+            coef,
             p_inv,
             half,
+            two34: q_u64.iter().map(|&q| (1u64 << 34) % q).collect(),
             q_f64: q_u64.iter().map(|&q| q as f64).collect(),
+            horner_limit: q_u64
+                .iter()
+                .map(|&q| (u128::MAX - (q as u128 - 1)) / q as u128)
+                .collect(),
             q_u64,
         })
     }
 
-    /// Centered value of coefficient `k` as f64; `d` is scratch of one word per limb.
-    #[inline]
-    fn compose(&self, k: usize, d: &mut [u64]) -> f64 {
+    /// Centered values of the coefficients at `first + u * stride`, `u < out.len()`
+    /// (`out.len() <= CRT_BLOCK`). `res` and `digits` are scratch of `limbs * CRT_BLOCK` words.
+    fn compose_block(
+        &self,
+        first: usize,
+        stride: usize,
+        out: &mut [f64],
+        res: &mut [W],
+        digits: &mut [W],
+    ) {
         let l = self.moduli.len();
-        // Garner digits: d_i = (r_i - sum_{j<i} d_j P_j) * P_i^-1 mod q_i.
-        d[0] = self.limbs[0][k].to_u64();
+        let b = out.len();
+        // Residues of the block, zero-padded to whole tiles.
+        for (row, limb) in res.chunks_exact_mut(CRT_BLOCK).zip(&self.limbs) {
+            let (head, tail) = row.split_at_mut(b);
+            if stride == 1 {
+                head.copy_from_slice(&limb[first..first + b]);
+            } else {
+                for (r, &x) in head.iter_mut().zip(limb[first..].iter().step_by(stride)) {
+                    *r = x;
+                }
+            }
+            tail.fill(W::ZERO);
+        }
+        let tiles = b.div_ceil(CRT_TILE) * CRT_TILE;
+        digits[..CRT_BLOCK].copy_from_slice(&res[..CRT_BLOCK]);
+        // Garner: d_i = (r_i P_i^-1 + sum_{j<i} d_j (-P_j P_i^-1)) mod q_i, one reduction per
+        // digit; accumulators of a tile of coefficients stay in registers.
         let mut row = 0;
         for i in 1..l {
             let m = &self.moduli[i];
-            let coefs = &self.p_mod[row..row + i];
+            let coefs = &self.coef[row..row + i];
             row += i;
-            let mut acc = 0u128;
-            for (j, (&dj, &c)) in d[..i].iter().zip(coefs).enumerate() {
-                // Products < 2^122: fold every 32 terms to stay below 2^128.
-                acc += dj as u128 * c.to_u64() as u128;
-                if j & 31 == 31 {
-                    acc = reduce_u128(m, acc).to_u64() as u128;
+            let inv = self.p_inv[i];
+            let (done, rest) = digits.split_at_mut(i * CRT_BLOCK);
+            let ri = &res[i * CRT_BLOCK..(i + 1) * CRT_BLOCK];
+            for t0 in (0..tiles).step_by(CRT_TILE) {
+                let r = &ri[t0..t0 + CRT_TILE];
+                let di = &mut rest[t0..t0 + CRT_TILE];
+                if W::BITS == 64 {
+                    // Products < 2^122: u128 sums, folded every 32 terms.
+                    let mut acc = [0u128; CRT_TILE];
+                    for t in 0..CRT_TILE {
+                        acc[t] = r[t].to_u64() as u128 * inv as u128;
+                    }
+                    for (j, &c) in coefs.iter().enumerate() {
+                        let dj = &done[j * CRT_BLOCK + t0..j * CRT_BLOCK + t0 + CRT_TILE];
+                        for t in 0..CRT_TILE {
+                            acc[t] += dj[t].to_u64() as u128 * c as u128;
+                        }
+                        if j & 31 == 30 {
+                            for a in acc.iter_mut() {
+                                *a = reduce_u128(m, *a).to_u64() as u128;
+                            }
+                        }
+                    }
+                    for t in 0..CRT_TILE {
+                        di[t] = reduce_u128(m, acc[t]);
+                    }
+                } else {
+                    // Products < 2^62 in u64 sums: after a fold `acc = (acc >> 34) * (2^34 mod q)
+                    // + (acc mod 2^34) < 2^61 + 2^34`, three more products fit below 2^64.
+                    let k34 = self.two34[i];
+                    let mut acc = [0u64; CRT_TILE];
+                    for t in 0..CRT_TILE {
+                        acc[t] = r[t].to_u64() * inv;
+                    }
+                    for (j, &c) in coefs.iter().enumerate() {
+                        let dj = &done[j * CRT_BLOCK + t0..j * CRT_BLOCK + t0 + CRT_TILE];
+                        if j % 3 == 2 {
+                            for a in acc.iter_mut() {
+                                *a = (*a >> 34) * k34 + (*a & ((1 << 34) - 1));
+                            }
+                        }
+                        for t in 0..CRT_TILE {
+                            acc[t] += dj[t].to_u64() * c;
+                        }
+                    }
+                    for t in 0..CRT_TILE {
+                        di[t] = reduce_u64(m, acc[t]);
+                    }
                 }
             }
-            let x = m.sub(self.limbs[i][k], reduce_u128(m, acc));
-            let (inv, inv_sh) = self.p_inv[i];
-            d[i] = m.mul_shoup(x, inv, inv_sh).to_u64();
         }
-        let d = &mut d[..l];
+        let mut col = vec![0u64; l];
+        for (u, o) in out.iter_mut().enumerate() {
+            for (i, c) in col.iter_mut().enumerate() {
+                *c = digits[i * CRT_BLOCK + u].to_u64();
+            }
+            *o = self.centered_f64(&mut col);
+        }
+    }
+
+    /// The centered value of the mixed-radix digits `d`, as f64.
+    #[inline]
+    fn centered_f64(&self, d: &mut [u64]) -> f64 {
         // x > (Q-1)/2 iff its digits are lexicographically larger from the top.
         let mut neg = false;
         for (&di, &hi) in d.iter().zip(&self.half).rev() {
@@ -230,24 +318,23 @@ impl<'a, W: Word> Crt<'a, W> {
         }
     }
 
-    /// `sum d_i P_i` as f64: exact in u128 while it fits, then f64 Horner (all terms >= 0).
+    /// `sum d_i P_i` as f64: exact in u128 while it fits (one rounding), then f64 Horner with
+    /// nonnegative terms only.
     #[inline]
     fn horner(&self, d: &[u64]) -> f64 {
-        let l = d.len();
-        let mut acc = d[l - 1] as u128;
-        for i in (0..l - 1).rev() {
-            match acc
-                .checked_mul(self.q_u64[i] as u128)
-                .and_then(|t| t.checked_add(d[i] as u128))
-            {
-                Some(t) => acc = t,
-                None => {
-                    let mut v = acc as f64;
-                    for t in (0..=i).rev() {
-                        v = v * self.q_f64[t] + d[t] as f64;
-                    }
-                    return v;
+        let Some(top) = d.iter().rposition(|&x| x != 0) else {
+            return 0.0;
+        };
+        let mut acc = d[top] as u128;
+        for i in (0..top).rev() {
+            if acc <= self.horner_limit[i] {
+                acc = acc * self.q_u64[i] as u128 + d[i] as u128;
+            } else {
+                let mut v = acc as f64;
+                for t in (0..=i).rev() {
+                    v = v * self.q_f64[t] + d[t] as f64;
                 }
+                return v;
             }
         }
         acc as f64
@@ -257,7 +344,7 @@ impl<'a, W: Word> Crt<'a, W> {
 impl Encoder {
     /// Encoder for ring degree `n` (a power of two, `2^4..=2^17`).
     pub fn new(n: usize) -> Result<Self> {
-        if !n.is_power_of_two() || n < (1 << MIN_LOG_N) || n > (1 << MAX_LOG_N) {
+        if !n.is_power_of_two() || !((1 << MIN_LOG_N)..=(1 << MAX_LOG_N)).contains(&n) {
             return Err(CkksError::InvalidParameters(format!(
                 "ring degree N = {n} is not supported by the encoder: N must be a power of two from 2^{MIN_LOG_N} to 2^{MAX_LOG_N}"
             )));
@@ -430,8 +517,8 @@ impl Encoder {
             *b = im[p] * factor;
             max_abs = max_abs.max(a.abs()).max(b.abs());
         }
-        // NaN compares false: an overflowing transform is caught here too.
-        if scaled.iter().any(|x| !(x.abs() < COEFF_LIMIT)) {
+        // An overflowing transform (inf, or NaN from inf - inf) is caught here too.
+        if scaled.iter().any(|x| x.is_nan() || x.abs() >= COEFF_LIMIT) {
             return Err(self.too_large(slots, &value, scale, &scaled));
         }
         let gap = self.n / (2 * slots);
@@ -470,9 +557,16 @@ impl Encoder {
             }
         }
         let cmax = scaled.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        let reach = if cmax.is_finite() {
+            format!(
+                "reaches about 2^{:.1}, at or above the 2^126 limit",
+                cmax.log2()
+            )
+        } else {
+            "overflows f64".to_string()
+        };
         CkksError::InvalidInput(format!(
-            "message too large for the scale: a plaintext coefficient reaches about 2^{:.1}, at or above the 2^126 limit; the largest value is values[{jmax}] = {} (|value| * scale = 2^{:.1}); lower the scale (now 2^{:.1}) or divide the values so that |value| * scale stays well below 2^126",
-            cmax.log2(),
+            "message too large for the scale: a plaintext coefficient {reach}; the largest value is values[{jmax}] = {:.6e} (|value| * scale = 2^{:.1}); lower the scale (now 2^{:.1}) or divide the values so that |value| * scale stays well below 2^126",
             value(jmax),
             (vmax * scale).log2(),
             scale.log2()
@@ -584,7 +678,7 @@ impl Encoder {
             )));
         }
         let (a, b) = (c.re * scale, c.im * scale);
-        if !(a.abs() < COEFF_LIMIT && b.abs() < COEFF_LIMIT) {
+        if a.abs() >= COEFF_LIMIT || b.abs() >= COEFF_LIMIT {
             return Err(CkksError::InvalidInput(format!(
                 "constant {c} is too large for scale 2^{:.1}: |constant| * scale must stay below 2^126; lower the scale or the constant",
                 scale.log2()
@@ -648,10 +742,13 @@ impl Encoder {
                 .collect());
         }
         let crt = Crt::new(p, basis)?;
-        let mut digits = vec![0u64; basis.len()];
-        Ok((0..count)
-            .map(|u| crt.compose(u * stride, &mut digits))
-            .collect())
+        let mut res = vec![W::ZERO; basis.len() * CRT_BLOCK];
+        let mut digits = vec![W::ZERO; basis.len() * CRT_BLOCK];
+        let mut out = vec![0.0; count];
+        for (blk, o) in out.chunks_mut(CRT_BLOCK).enumerate() {
+            crt.compose_block(blk * CRT_BLOCK * stride, stride, o, &mut res, &mut digits);
+        }
+        Ok(out)
     }
 
     /// The centered coefficients of a coefficient-form polynomial of `basis` as f64 (exact CRT
