@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use heloom_ckks::*;
-//! let params = CkksParameters::new(1 << 12, 2, 40, 64)?;
+//! let params = CkksParameters::new(1 << 13, 2, 40, 64)?;
 //! let ctx = Context::<u64>::new(params)?;
 //! let keys = keygen(&ctx, &[1], false)?;
 //! let enc = Encryptor::new(&ctx);
