@@ -1,25 +1,36 @@
-//! Profiling driver: repeated relinearizations and rotations at N = 2^14.
+//! Profiling driver: `OP=relin|rotate|encrypt|rescale|decrypt ITERS=k` repeats one operation at
+//! N = 2^14 with 8 ciphertext primes (the anchor shape), for `perf stat` / `perf record`.
 use heloom_ckks::*;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::sync::Arc;
 fn main() -> Result<()> {
-    let p = CkksParameters::builder(1 << 14)
-        .levels(7)
-        .scale_bits(40)
-        .build()?;
+    let p = CkksParameters::builder(1 << 14).levels(7).scale_bits(40).build()?;
     let ctx = Context::<u64>::new(p)?;
-    let keys = keygen(&ctx, &[1], false)?;
+    let keys = keygen(&ctx, &[1, 2, 4, 8], false)?;
     let enc = Encryptor::new(&ctx);
+    let dec = Decryptor::new(&ctx, &keys.secret_key)?;
     let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone()))?;
     let x: Vec<f64> = (0..8192).map(|i| (i as f64 / 8192.0) - 0.5).collect();
     let a = enc.encrypt(&x, &keys.public_key)?;
     let m = ev.multiply(&a, &a)?;
+    let op = std::env::var("OP").unwrap_or_else(|_| "relin".into());
+    let iters: usize = std::env::var("ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
     let t = std::time::Instant::now();
-    let iters: usize = std::env::var("ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
     for _ in 0..iters {
-        std::hint::black_box(ev.relinearize(&m)?);
+        match op.as_str() {
+            "hoisted" => drop(std::hint::black_box(ev.rotate_many(&a, &[1, 2, 4, 8])?)),
+            "rotate" => drop(std::hint::black_box(ev.rotate(&a, 1)?)),
+            "encrypt" => drop(std::hint::black_box(enc.encrypt(&x, &keys.public_key)?)),
+            "rescale" => drop(std::hint::black_box(ev.rescale(&m)?)),
+            "decrypt" => drop(std::hint::black_box(dec.decrypt(&a)?)),
+            "encode" => drop(std::hint::black_box(ctx.encode(&x)?)),
+            _ => drop(std::hint::black_box(ev.relinearize(&m)?)),
+        }
     }
-    println!("relin {:.3} ms", t.elapsed().as_secs_f64() * 1e3 / iters.max(1) as f64);
+    println!("{op} {:.3} ms", t.elapsed().as_secs_f64() * 1e3 / iters.max(1) as f64);
     Ok(())
 }

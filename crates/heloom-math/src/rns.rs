@@ -9,6 +9,20 @@
 //! which equals `x + u Q (mod p_j)` for some `0 <= u < k`: each summand is below `Q`, and the sum
 //! is `x` modulo `Q`. The `u Q` overflow is not corrected ("approximate" conversion); key
 //! switching absorbs it in its noise.
+//!
+//! ```
+//! use heloom_math::{primes, BackendChoice, BasisConverter, Eltwise, Modulus};
+//! let qs = primes::ntt_primes::<u64>(40, 1 << 10, 3)?;
+//! let m: Vec<Modulus<u64>> = qs.iter().map(|&q| Modulus::new(q)).collect::<Result<_, _>>()?;
+//! let conv = BasisConverter::new(&m[..2], &m[2..], Eltwise::new(BackendChoice::Auto, 40)?)?;
+//! // x = 5 in RNS over q_0 q_1, converted to q_2: 5 + u Q mod q_2 with u in {0, 1}.
+//! let (x0, x1) = (vec![5u64; 8], vec![5u64; 8]);
+//! let mut y = vec![0u64; 8];
+//! conv.convert(&[&x0, &x1], &mut [&mut y])?;
+//! let big_q = (qs[0] as u128 * qs[1] as u128 % qs[2] as u128) as u64;
+//! assert!(y[0] == 5 || y[0] == (5 + big_q) % qs[2]);
+//! # Ok::<(), heloom_math::MathError>(())
+//! ```
 
 use crate::eltwise::Eltwise;
 use crate::error::{MathError, Result};

@@ -337,5 +337,9 @@ fn converter_errors() {
     ));
     conv.convert(&[&x, &x], &mut [&mut y0, &mut y1])
         .expect("ok");
+    // Empty limbs are fine.
+    let (mut e0, mut e1) = (Vec::<u64>::new(), Vec::<u64>::new());
+    conv.convert(&[&[], &[]], &mut [&mut e0, &mut e1])
+        .expect("empty");
     assert!(y0.iter().chain(&y1).all(|&v| v == 0));
 }

@@ -140,7 +140,7 @@ fn red(x: __m512i, m: __m512i) -> __m512i {
 /// products are below 2^63, so their sum fits a word.
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
-fn qhat63(y: __m512i, s: __m512i, sh: __m512i) -> __m512i {
+pub(super) fn qhat63(y: __m512i, s: __m512i, sh: __m512i) -> __m512i {
     let y1 = _mm512_srli_epi64::<32>(y);
     let hh = _mm512_mul_epu32(y1, sh);
     let mid = _mm512_add_epi64(_mm512_mul_epu32(y1, s), _mm512_mul_epu32(y, sh));

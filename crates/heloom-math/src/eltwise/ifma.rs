@@ -7,8 +7,8 @@
 //!   so `mu < 2^52` and `c < 2^51`), `Qhat = madd52hi(c, mu)`, `r = lo - lo52(Qhat*q)` in
 //!   `[0, 2.5q)`, then two conditional subtractions;
 //! - by a scalar: HEXL-style 52-bit Shoup multiplication (`W' = floor(W*2^52/q)`), exact for
-//!   `x < 2^52`; `mul_scalar_add` checks each 8-word block and sends blocks with a larger word
-//!   to the scalar kernel;
+//!   `x < 2^52`; `mul_scalar_add` checks each 8-word block and runs blocks with a larger word
+//!   through the AVX-512 DQ Shoup product (exact below 2^63);
 //! - `reduce` of arbitrary 64-bit words: the AVX-512 DQ kernel (52-bit multipliers cannot read
 //!   a whole word).
 
@@ -87,14 +87,18 @@ pub(crate) fn reduce(m: &Modulus<u64>, out: &mut [u64], a: Option<&[u64]>) {
     super::avx512_u64::reduce(m, out, a);
 }
 
-/// `acc = acc + a * s` for reduced `acc`, `s < q` and any `a`: 8-word blocks whose values all
-/// fit 52 bits use IFMA Shoup multiplication, other blocks the scalar kernel.
+/// `acc = acc + a * s` for reduced `acc`, `s < q` and `a < 2^63`: 8-word blocks whose values
+/// all fit 52 bits use IFMA Shoup multiplication, other blocks the AVX-512 DQ one.
 pub(crate) fn mul_scalar_add(m: &Modulus<u64>, acc: &mut [u64], a: &[u64], s: u64) {
     if m.bits() > IFMA_MAX_PRIME_BITS || s >= m.q() {
         return scalar::mul_scalar_add(m, acc, a, s);
     }
+    // The Shoup companions (128-bit divisions) are computed here, outside the vector code, so
+    // no vector constant has to live across a division call.
+    let ws63 = m.shoup(s) >> 1;
+    let wp = shoup52(m.q(), s);
     // SAFETY: CPU features checked when the backend was selected.
-    let done = unsafe { mul_scalar_add_simd(m, acc, a, s) };
+    let done = unsafe { mul_scalar_add_simd(m, acc, a, s, wp, ws63) };
     scalar::mul_scalar_add(m, &mut acc[done..], &a[done..], s);
 }
 
@@ -103,8 +107,9 @@ pub(crate) fn sub_mul_scalar(m: &Modulus<u64>, a: &mut [u64], b: &[u64], s: u64)
     if m.bits() > IFMA_MAX_PRIME_BITS || s >= m.q() {
         return scalar::sub_mul_scalar(m, a, b, s);
     }
+    let wp = shoup52(m.q(), s);
     // SAFETY: CPU features checked when the backend was selected.
-    let done = unsafe { sub_mul_scalar_simd(m.q(), a, b, s) };
+    let done = unsafe { sub_mul_scalar_simd(m.q(), a, b, s, wp) };
     scalar::sub_mul_scalar(m, &mut a[done..], &b[done..], s);
 }
 
@@ -310,14 +315,9 @@ unsafe fn mul_add_simd(q: u64, acc: *mut u64, a: *const u64, b: *const u64, len:
     }
 }
 
-/// 52-bit Shoup constants of a scalar `s < q < 2^50`: `s` and `floor(s 2^52 / q)`.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn shoup52(q: u64, s: u64) -> (__m512i, __m512i) {
-    (
-        _mm512_set1_epi64(s as i64),
-        _mm512_set1_epi64((((s as u128) << 52) / q as u128) as i64),
-    )
+/// The 52-bit Shoup companion `floor(s 2^52 / q)` of a scalar `s < q < 2^50`.
+fn shoup52(q: u64, s: u64) -> u64 {
+    (((s as u128) << 52) / q as u128) as u64
 }
 
 /// `acc + x * s` as `lo52(acc + x s - Q q)` with the 52-bit Shoup quotient `Q` (at most one
@@ -331,26 +331,41 @@ fn mul_shoup_acc(acc: __m512i, x: __m512i, w: __m512i, wp: __m512i, c: &Consts) 
 }
 
 /// Vector part of [`mul_scalar_add`]; returns the number of words done (a multiple of 8).
+///
+/// A block with a word of 52 bits or more (IFMA reads only the low 52) takes the AVX-512 DQ
+/// Shoup product with the 2^63-scaled companion instead (exact for words below 2^63, see
+/// `avx512_u64`); both paths are inline, so the hot loop keeps its constants in registers.
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-fn mul_scalar_add_simd(m: &Modulus<u64>, acc: &mut [u64], a: &[u64], s: u64) -> usize {
+fn mul_scalar_add_simd(
+    m: &Modulus<u64>,
+    acc: &mut [u64],
+    a: &[u64],
+    s: u64,
+    wp: u64,
+    ws63: u64,
+) -> usize {
     let c = Consts::new(m.q());
-    let (w, wp) = shoup52(m.q(), s);
+    let w = _mm512_set1_epi64(s as i64);
+    let wp = _mm512_set1_epi64(wp as i64);
     let high = _mm512_set1_epi64(!MASK52 as i64);
+    let ws = _mm512_set1_epi64(ws63 as i64);
+    let wsh = _mm512_set1_epi64((ws63 >> 32) as i64);
+    let q4 = _mm512_set1_epi64((4 * m.q()) as i64);
     let mut done = 0;
     for (o, x) in acc.chunks_exact_mut(LANES).zip(a.chunks_exact(LANES)) {
         // SAFETY: both chunks hold exactly 8 words.
-        let xv = unsafe { ld(x.as_ptr()) };
-        if _mm512_test_epi64_mask(xv, high) != 0 {
-            // A value of 52 bits or more: IFMA would read only its low bits.
-            scalar::mul_scalar_add(m, o, x, s);
-        } else {
-            // SAFETY: as above.
-            let acc_v = unsafe { ld(o.as_ptr()) };
+        let (xv, accv) = unsafe { (ld(x.as_ptr()), ld(o.as_ptr())) };
+        let t = if _mm512_test_epi64_mask(xv, high) == 0 {
             // acc + [0, 2q) < 3q.
-            let t = mul_shoup_acc(acc_v, xv, w, wp, &c);
-            // SAFETY: as above.
-            unsafe { st(o.as_mut_ptr(), csub(csub(t, c.q2), c.q)) };
-        }
+            csub(csub(mul_shoup_acc(accv, xv, w, wp, &c), c.q2), c.q)
+        } else {
+            // acc + [0, 4q) < 5q.
+            let qh = super::avx512_u64::qhat63(xv, ws, wsh);
+            let r = _mm512_sub_epi64(_mm512_mullo_epi64(xv, w), _mm512_mullo_epi64(qh, c.q));
+            csub(csub(csub(_mm512_add_epi64(accv, r), q4), c.q2), c.q)
+        };
+        // SAFETY: as above.
+        unsafe { st(o.as_mut_ptr(), t) };
         done += LANES;
     }
     done
@@ -358,9 +373,10 @@ fn mul_scalar_add_simd(m: &Modulus<u64>, acc: &mut [u64], a: &[u64], s: u64) -> 
 
 /// Vector part of [`sub_mul_scalar`]; returns the number of words done (a multiple of 8).
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-fn sub_mul_scalar_simd(q: u64, a: &mut [u64], b: &[u64], s: u64) -> usize {
+fn sub_mul_scalar_simd(q: u64, a: &mut [u64], b: &[u64], s: u64, wp: u64) -> usize {
     let c = Consts::new(q);
-    let (w, wp) = shoup52(q, s);
+    let w = _mm512_set1_epi64(s as i64);
+    let wp = _mm512_set1_epi64(wp as i64);
     let z = _mm512_setzero_si512();
     let mut done = 0;
     for (o, y) in a.chunks_exact_mut(LANES).zip(b.chunks_exact(LANES)) {

@@ -68,11 +68,20 @@ pub(crate) fn reduce<W: Word>(m: &Modulus<W>, out: &mut [W], a: Option<&[W]>) {
     apply_unary(out, a, |x| m.reduce(x));
 }
 
+/// `x - q` if `x >= q`, else `x`, for `x < 2q`, as an unsigned minimum (compiles to a
+/// conditional move, not a branch that mispredicts on random data).
+#[inline(always)]
+fn csub<W: Word>(x: W, q: W) -> W {
+    x.min(x.wsub(q))
+}
+
 /// `acc = acc + a * s` for reduced `acc`, `s < q` and any word `a` (Shoup accepts any `x`).
 pub(crate) fn mul_scalar_add<W: Word>(m: &Modulus<W>, acc: &mut [W], a: &[W], s: W) {
     let ss = m.shoup(s);
+    let q = m.q();
     for (o, &x) in acc.iter_mut().zip(a) {
-        *o = m.add(*o, m.mul_shoup(x, s, ss));
+        let p = csub(m.mul_shoup_lazy(x, s, ss), q);
+        *o = csub(o.wadd(p), q);
     }
 }
 
@@ -80,7 +89,8 @@ pub(crate) fn mul_scalar_add<W: Word>(m: &Modulus<W>, acc: &mut [W], a: &[W], s:
 /// Shoup input.
 pub(crate) fn sub_mul_scalar<W: Word>(m: &Modulus<W>, a: &mut [W], b: &[W], s: W) {
     let ss = m.shoup(s);
+    let q = m.q();
     for (o, &y) in a.iter_mut().zip(b) {
-        *o = m.mul_shoup(o.wadd(m.q()).wsub(y), s, ss);
+        *o = csub(m.mul_shoup_lazy(o.wadd(q).wsub(y), s, ss), q);
     }
 }
