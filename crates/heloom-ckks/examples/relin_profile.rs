@@ -5,7 +5,10 @@ use heloom_ckks::*;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::sync::Arc;
 fn main() -> Result<()> {
-    let p = CkksParameters::builder(1 << 14).levels(7).scale_bits(40).build()?;
+    let p = CkksParameters::builder(1 << 14)
+        .levels(7)
+        .scale_bits(40)
+        .build()?;
     let ctx = Context::<u64>::new(p)?;
     let keys = keygen(&ctx, &[1, 2, 4, 8], false)?;
     let enc = Encryptor::new(&ctx);
@@ -31,6 +34,9 @@ fn main() -> Result<()> {
             _ => drop(std::hint::black_box(ev.relinearize(&m)?)),
         }
     }
-    println!("{op} {:.3} ms", t.elapsed().as_secs_f64() * 1e3 / iters.max(1) as f64);
+    println!(
+        "{op} {:.3} ms",
+        t.elapsed().as_secs_f64() * 1e3 / iters.max(1) as f64
+    );
     Ok(())
 }

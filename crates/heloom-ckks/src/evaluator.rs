@@ -665,7 +665,12 @@ impl<W: Word> Evaluator<W> {
 
     /// `X -> X^g` on one ciphertext: permute both polynomials (NTT form), then switch the
     /// permuted `c_1` back to `s` with the Galois key.
-    fn galois_single(&self, ct: &Ciphertext<W>, g: u64, key: &SwitchingKey<W>) -> Result<Ciphertext<W>> {
+    fn galois_single(
+        &self,
+        ct: &Ciphertext<W>,
+        g: u64,
+        key: &SwitchingKey<W>,
+    ) -> Result<Ciphertext<W>> {
         let perm = self.ctx.permutation(g)?;
         let basis = self.ctx.q_basis(ct.level)?;
         let mut c0 = basis.zero(Form::Ntt);

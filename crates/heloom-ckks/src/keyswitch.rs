@@ -195,7 +195,11 @@ impl<W: Word> Context<W> {
             }
             let (bj, aj) = (&key.b[j], &key.a[j]);
             for (k, (m, t)) in qp.moduli().iter().zip(tables).enumerate() {
-                let kk = if k <= level { k } else { num_q + (k - level - 1) };
+                let kk = if k <= level {
+                    k
+                } else {
+                    num_q + (k - level - 1)
+                };
                 let src: &[W] = if k >= lo && k < hi {
                     d.limb(k)
                 } else {

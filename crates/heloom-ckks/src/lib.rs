@@ -10,6 +10,8 @@
 //! - [`evaluator`]: arithmetic, rescaling, rotations (hoisted), conjugation.
 //! - [`keyswitch`]: hybrid key switching behind relinearization and rotations.
 //! - [`polyeval`]: polynomial evaluation (baby-step giant-step, power and Chebyshev bases).
+//! - [`serialize`]: a versioned, checked binary format (bit-packed limbs, seeded halves) for
+//!   parameters, keys (not the secret key), ciphertexts and plaintexts.
 //!
 //! ```
 //! use heloom_ckks::*;
@@ -37,6 +39,7 @@ pub mod keyswitch;
 pub mod params;
 pub mod polyeval;
 pub mod security;
+pub mod serialize;
 
 pub use ciphertext::{Ciphertext, Plaintext};
 pub use context::Context;

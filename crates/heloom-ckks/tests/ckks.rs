@@ -9,6 +9,8 @@
 //! - 32-bit words, scale 2^28, N = 2^13: within 2^-12 for the same operations (the scale is
 //!   2^12 times smaller, so is the precision); polynomials within 2^-9.
 
+#![allow(clippy::unwrap_used)]
+
 use heloom_ckks::*;
 use heloom_math::Word;
 use rand::{Rng, SeedableRng};

@@ -1,0 +1,958 @@
+//! The binary format (`heloom_ckks::serialize`) on both word sizes: round trips that are
+//! bit-identical and decrypt to the same values, sizes against the bit-packed estimate, every
+//! kind of bad input, and a stable "fuzz-like" run of random mutations. The bodies of the
+//! cargo-fuzz targets (`fuzz/src/lib.rs`) are compiled and run here too.
+
+// A failing unwrap is a failing test.
+#![allow(clippy::unwrap_used)]
+
+#[path = "../../../fuzz/src/lib.rs"]
+mod fuzz_bodies;
+
+use heloom_ckks::serialize::{
+    peek_kind, ObjectKind, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD_BYTES,
+};
+use heloom_ckks::*;
+use heloom_math::{RnsPoly, Word};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::{Arc, OnceLock};
+
+// ----- setups -----
+
+struct Setup<W: Word> {
+    ctx: Arc<Context<W>>,
+    keys: KeySet<W>,
+    enc: Encryptor<W>,
+    dec: Decryptor<W>,
+    ev: Evaluator<W>,
+}
+
+const STEPS: [i64; 2] = [1, -3];
+
+fn p32() -> CkksParameters {
+    CkksParameters::builder(1 << 13)
+        .word_bits(32)
+        .levels(2)
+        .scale_bits(28)
+        .build()
+        .expect("32-bit parameters")
+}
+
+fn p64() -> CkksParameters {
+    CkksParameters::new(1 << 13, 2, 40, 64).expect("64-bit parameters")
+}
+
+fn make<W: Word>(params: CkksParameters) -> Setup<W> {
+    let ctx = Context::<W>::new(params).expect("context");
+    let keys = keygen(&ctx, &STEPS, true).expect("keygen");
+    let enc = Encryptor::new(&ctx);
+    let dec = Decryptor::new(&ctx, &keys.secret_key).expect("decryptor");
+    let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).expect("evaluator");
+    Setup {
+        ctx,
+        keys,
+        enc,
+        dec,
+        ev,
+    }
+}
+
+fn s32() -> &'static Setup<u32> {
+    static S: OnceLock<Setup<u32>> = OnceLock::new();
+    S.get_or_init(|| make(p32()))
+}
+
+fn s64() -> &'static Setup<u64> {
+    static S: OnceLock<Setup<u64>> = OnceLock::new();
+    S.get_or_init(|| make(p64()))
+}
+
+/// Runs a generic test body on both word sizes.
+macro_rules! both {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            #[test]
+            fn u32() {
+                super::$body(super::s32());
+            }
+            #[test]
+            fn u64() {
+                super::$body(super::s64());
+            }
+        }
+    };
+}
+
+fn values(n: usize, seed: u64) -> Vec<f64> {
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    (0..n).map(|_| r.gen_range(-1.0..1.0)).collect()
+}
+
+fn max_err(got: &[f64], want: &[f64]) -> f64 {
+    want.iter()
+        .zip(got)
+        .map(|(w, g)| (w - g).abs())
+        .fold(0.0, f64::max)
+}
+
+/// Loose decryption bound: the bit-identical checks are the real ones, this only says the
+/// values are there (32-bit words have scale 2^28).
+const BOUND: f64 = 1e-2;
+
+fn same_ct<W: Word>(a: &Ciphertext<W>, b: &Ciphertext<W>) {
+    assert_eq!(a.level(), b.level());
+    assert_eq!(a.size(), b.size());
+    assert_eq!(a.slots(), b.slots());
+    assert_eq!(a.scale().to_bits(), b.scale().to_bits());
+    assert_eq!(a.fingerprint(), b.fingerprint());
+    assert_eq!(a.is_seeded(), b.is_seeded());
+    assert!(
+        a.polys() == b.polys(),
+        "polynomials differ after a round trip"
+    );
+}
+
+fn format_msg<T>(r: Result<T>) -> String {
+    match r {
+        Err(CkksError::Format(m)) => m,
+        Err(e) => panic!("expected a format error, got {e:?}"),
+        Ok(_) => panic!("expected a format error, got a valid object"),
+    }
+}
+
+fn mismatch_msg<T>(r: Result<T>) -> String {
+    match r {
+        Err(CkksError::ParameterMismatch(m)) => m,
+        Err(e) => panic!("expected a parameter mismatch, got {e:?}"),
+        Ok(_) => panic!("expected a parameter mismatch, got a valid object"),
+    }
+}
+
+fn prime_bits(q: u64) -> usize {
+    (64 - q.leading_zeros()) as usize
+}
+
+/// Payload bytes of one polynomial over `primes` packed at the primes' bit lengths: the most
+/// a packed polynomial takes.
+fn packed_poly_len(n: usize, primes: &[u64]) -> usize {
+    2 + primes.len() + primes.iter().map(|&q| n * prime_bits(q) / 8).sum::<usize>()
+}
+
+/// Payload bytes of `p` packed at the bit length of each limb's largest value (what the writer
+/// does), checking that this is the prime's bit length or one less: the latter happens for a
+/// prime just above a power of two, where no uniform value reaches the top bit (a 41-bit prime
+/// `2^40 + c` with small `c` packs at 40 bits).
+fn packed_len_of<W: Word>(p: &RnsPoly<W>, primes: &[u64]) -> usize {
+    assert_eq!(p.num_limbs(), primes.len());
+    let n = p.n();
+    let mut total = 2 + primes.len();
+    for (limb, &q) in p.limbs().zip(primes) {
+        let max = limb.iter().map(|v| v.to_u64()).max().unwrap_or(0);
+        let w = (64 - max.leading_zeros()).max(1) as usize;
+        let b = prime_bits(q);
+        assert!(
+            w == b || w + 1 == b,
+            "limb of a {b}-bit prime packs at {w} bits"
+        );
+        total += n * w / 8;
+    }
+    total
+}
+
+/// Exact serialized size of a ciphertext from its polynomials, and a check against the
+/// prime-width estimate (at most one bit per coefficient less).
+fn check_ct_size<W: Word>(ct: &Ciphertext<W>, primes: &[u64], len: usize) {
+    let polys = if ct.is_seeded() { 1 } else { ct.size() };
+    let seed = if ct.is_seeded() { 32 } else { 0 };
+    let exact: usize = ct.polys()[..polys]
+        .iter()
+        .map(|p| packed_len_of(p, primes))
+        .sum();
+    assert_eq!(len, HEADER_LEN + CT_META + seed + exact);
+    let n = ct.polys()[0].n();
+    let most = HEADER_LEN + CT_META + seed + polys * packed_poly_len(n, primes);
+    assert!(len <= most && len + polys * primes.len() * n / 8 >= most);
+}
+
+/// Bytes of the ciphertext's polynomials as raw words in memory.
+fn raw_len<W: Word>(ct: &Ciphertext<W>) -> usize {
+    ct.polys()
+        .iter()
+        .map(|p| p.as_slice().len() * W::BITS as usize / 8)
+        .sum()
+}
+
+const CT_META: usize = 2 + 1 + 1 + 1 + 4 + 8;
+
+// ----- round trips -----
+
+fn ciphertext_public_key<W: Word>(s: &Setup<W>) {
+    let x = values(s.ctx.params().slots(), 1);
+    let ct = s.enc.encrypt(&x, &s.keys.public_key).expect("encrypt");
+    assert!(!ct.is_seeded());
+    let bytes = ct.to_bytes();
+    assert_eq!(peek_kind(&bytes).expect("peek"), ObjectKind::Ciphertext);
+    let back = Ciphertext::from_bytes(&s.ctx, &bytes).expect("load");
+    same_ct(&ct, &back);
+    let a = s.dec.decrypt(&ct).expect("decrypt");
+    let b = s.dec.decrypt(&back).expect("decrypt reloaded");
+    assert_eq!(a, b);
+    assert!(max_err(&b, &x) < BOUND);
+    // Packed at (about) the primes' bit lengths.
+    let primes = &s.ctx.params().moduli()[..=ct.level()];
+    check_ct_size(&ct, primes, bytes.len());
+    // And a round trip of the reloaded ciphertext writes the same bytes.
+    assert_eq!(back.to_bytes(), bytes);
+}
+both!(ciphertext_public_key_round_trip, ciphertext_public_key);
+
+fn ciphertext_symmetric<W: Word>(s: &Setup<W>) {
+    let x = values(s.ctx.params().slots(), 2);
+    let ct = s
+        .enc
+        .encrypt_symmetric(&x, &s.keys.secret_key)
+        .expect("encrypt");
+    assert!(ct.is_seeded());
+    let bytes = ct.to_bytes();
+    let back = Ciphertext::from_bytes(&s.ctx, &bytes).expect("load");
+    same_ct(&ct, &back);
+    assert!(back.is_seeded());
+    assert_eq!(s.dec.decrypt(&ct).unwrap(), s.dec.decrypt(&back).unwrap());
+    assert!(max_err(&s.dec.decrypt(&back).unwrap(), &x) < BOUND);
+    // Seeded: c_0 and 32 bytes instead of c_0 and c_1.
+    let primes = &s.ctx.params().moduli()[..=ct.level()];
+    check_ct_size(&ct, primes, bytes.len());
+    // Once c_1 changes the seed is gone, and the full form is written.
+    let neg = s.ev.negate(&ct).expect("negate");
+    assert!(!neg.is_seeded());
+    let full = neg.to_bytes().len();
+    check_ct_size(&neg, primes, full);
+    assert!(
+        (bytes.len() as f64) < 0.51 * full as f64,
+        "seeded {} bytes vs unseeded {full}",
+        bytes.len()
+    );
+    same_ct(
+        &neg,
+        &Ciphertext::from_bytes(&s.ctx, &neg.to_bytes()).unwrap(),
+    );
+}
+both!(ciphertext_symmetric_round_trip, ciphertext_symmetric);
+
+fn ciphertext_three_polys<W: Word>(s: &Setup<W>) {
+    let x = values(s.ctx.params().slots(), 3);
+    let a = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
+    let b = s.enc.encrypt_symmetric(&x, &s.keys.secret_key).unwrap();
+    let m = s.ev.multiply(&a, &b).unwrap();
+    assert_eq!(m.size(), 3);
+    let bytes = m.to_bytes();
+    let back = Ciphertext::from_bytes(&s.ctx, &bytes).expect("load");
+    same_ct(&m, &back);
+    assert_eq!(s.dec.decrypt(&m).unwrap(), s.dec.decrypt(&back).unwrap());
+    let primes = &s.ctx.params().moduli()[..=m.level()];
+    check_ct_size(&m, primes, bytes.len());
+    // A rescaled ciphertext one level down.
+    let r = s.ev.rescale(&s.ev.relinearize(&m).unwrap()).unwrap();
+    let back = Ciphertext::from_bytes(&s.ctx, &r.to_bytes()).expect("load rescaled");
+    same_ct(&r, &back);
+    let prod: Vec<f64> = x.iter().map(|v| v * v).collect();
+    assert!(max_err(&s.dec.decrypt(&back).unwrap(), &prod) < BOUND);
+}
+both!(ciphertext_three_polys_round_trip, ciphertext_three_polys);
+
+fn plaintext<W: Word>(s: &Setup<W>) {
+    let x = values(100, 4);
+    for level in 0..=s.ctx.max_level() {
+        let pt = s.ctx.encode_at(&x, level, 2f64.powi(25)).expect("encode");
+        let bytes = pt.to_bytes();
+        assert_eq!(peek_kind(&bytes).unwrap(), ObjectKind::Plaintext);
+        let back = Plaintext::from_bytes(&s.ctx, &bytes).expect("load");
+        assert!(pt.poly() == back.poly());
+        assert_eq!(pt.level(), back.level());
+        assert_eq!(pt.slots(), back.slots());
+        assert_eq!(pt.scale().to_bits(), back.scale().to_bits());
+        assert_eq!(s.ctx.decode(&pt).unwrap(), s.ctx.decode(&back).unwrap());
+        assert_eq!(back.to_bytes(), bytes);
+    }
+}
+both!(plaintext_round_trip, plaintext);
+
+fn public_key<W: Word>(s: &Setup<W>) {
+    let pk = &s.keys.public_key;
+    let bytes = pk.to_bytes();
+    assert_eq!(peek_kind(&bytes).unwrap(), ObjectKind::PublicKey);
+    let back = PublicKey::from_bytes(&s.ctx, &bytes).expect("load");
+    assert_eq!(back.fingerprint(), pk.fingerprint());
+    assert_eq!(back.to_bytes(), bytes);
+    // b packed, a as a seed.
+    let p = s.ctx.params();
+    let all: Vec<u64> = p
+        .moduli()
+        .iter()
+        .chain(p.special_moduli())
+        .copied()
+        .collect();
+    let most = HEADER_LEN + 32 + packed_poly_len(s.ctx.n(), &all);
+    assert!(bytes.len() <= most && bytes.len() + all.len() * s.ctx.n() / 8 >= most);
+    // Encrypting with the reloaded key decrypts (a wrong a would give noise).
+    let x = values(p.slots(), 5);
+    let ct = s.enc.encrypt(&x, &back).expect("encrypt with reloaded key");
+    assert!(max_err(&s.dec.decrypt(&ct).unwrap(), &x) < BOUND);
+    // At a lower level too (the key is cut down to q_0..q_l, P).
+    let pt = s.ctx.encode_at(&x, 0, p.scale()).unwrap();
+    let ct = s.enc.encrypt_plaintext(&pt, &back).unwrap();
+    assert!(max_err(&s.dec.decrypt(&ct).unwrap(), &x) < BOUND);
+}
+both!(public_key_round_trip, public_key);
+
+fn evaluation_keys<W: Word>(s: &Setup<W>) {
+    let ek = &s.keys.evaluation_keys;
+    let bytes = ek.to_bytes();
+    assert_eq!(peek_kind(&bytes).unwrap(), ObjectKind::EvaluationKeys);
+    let back = EvaluationKeys::from_bytes(&s.ctx, &bytes).expect("load");
+    assert_eq!(back.galois_elements(), ek.galois_elements());
+    assert!(back.has_relin());
+    assert_eq!(back.memory_bytes(), ek.memory_bytes());
+    assert_eq!(back.to_bytes(), bytes);
+    // Seeded a_j and packed b_j: about half of the in-memory size, times bits/word.
+    assert!(bytes.len() < ek.memory_bytes() / 2 + 4096);
+    let ev2 = Evaluator::new(&s.ctx, Arc::new(back)).unwrap();
+    let x = values(s.ctx.params().slots(), 6);
+    let a = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
+    let m = s.ev.multiply(&a, &a).unwrap();
+    let r1 = s.ev.relinearize(&m).unwrap();
+    let r2 = ev2.relinearize(&m).unwrap();
+    same_ct(&r1, &r2);
+    for step in STEPS {
+        same_ct(
+            &s.ev.rotate(&a, step).unwrap(),
+            &ev2.rotate(&a, step).unwrap(),
+        );
+    }
+    same_ct(&s.ev.conjugate(&a).unwrap(), &ev2.conjugate(&a).unwrap());
+    let sq: Vec<f64> = x.iter().map(|v| v * v).collect();
+    let got = s.dec.decrypt(&ev2.rescale(&r2).unwrap()).unwrap();
+    assert!(max_err(&got, &sq) < BOUND);
+
+    // A lone switching key (the relinearization key), into an empty key set.
+    let rk = ek.relin_key().unwrap();
+    let kb = rk.to_bytes();
+    assert_eq!(peek_kind(&kb).unwrap(), ObjectKind::SwitchingKey);
+    let rk2 = SwitchingKey::from_bytes(&s.ctx, &kb).expect("load switching key");
+    assert_eq!(rk2.dnum(), rk.dnum());
+    assert_eq!(rk2.to_bytes(), kb);
+    let mut only = EvaluationKeys::empty(&s.ctx);
+    only.insert_relin(rk2).unwrap();
+    let ev3 = Evaluator::new(&s.ctx, Arc::new(only)).unwrap();
+    same_ct(&r1, &ev3.relinearize(&m).unwrap());
+
+    // No keys at all.
+    let empty = EvaluationKeys::empty(&s.ctx);
+    let eb = empty.to_bytes();
+    assert_eq!(eb.len(), HEADER_LEN + 5);
+    let e2 = EvaluationKeys::from_bytes(&s.ctx, &eb).unwrap();
+    assert!(!e2.has_relin() && e2.galois_elements().is_empty());
+}
+both!(evaluation_keys_round_trip, evaluation_keys);
+
+#[test]
+fn parameters_round_trip() {
+    let sets = [
+        p32(),
+        p64(),
+        CkksParameters::builder(1 << 13)
+            .levels(1)
+            .security(SecurityLevel::Bits192)
+            .build()
+            .unwrap(),
+        CkksParameters::builder(1 << 11)
+            .word_bits(32)
+            .prime_bits(vec![30, 25, 25, 25])
+            .special_count(2)
+            .scale_bits(25)
+            .secret(SecretDistribution::FixedHamming(64))
+            .security(SecurityLevel::None)
+            .build()
+            .unwrap(),
+    ];
+    for p in sets {
+        let bytes = p.to_bytes();
+        assert_eq!(peek_kind(&bytes).unwrap(), ObjectKind::Parameters);
+        let back = CkksParameters::from_bytes(&bytes).expect("load parameters");
+        assert_eq!(back, p);
+        assert_eq!(back.fingerprint(), p.fingerprint());
+        assert_eq!(back.to_bytes(), bytes);
+        // A context from the reloaded parameters reads objects of the original one.
+        if p.fingerprint() == s64().ctx.fingerprint() {
+            let ctx = Context::<u64>::new(back).unwrap();
+            let s = s64();
+            let ct = s.enc.encrypt(&[0.5], &s.keys.public_key).unwrap();
+            Ciphertext::from_bytes(&ctx, &ct.to_bytes()).expect("same fingerprint");
+        }
+    }
+}
+
+/// Prints the sizes of a ciphertext (raw words, packed, seeded) for both word sizes: run with
+/// `--nocapture` to see them.
+fn sizes<W: Word>(s: &Setup<W>) {
+    let x = values(s.ctx.params().slots(), 7);
+    let ct = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
+    let sym = s.enc.encrypt_symmetric(&x, &s.keys.secret_key).unwrap();
+    let raw = raw_len(&ct);
+    let packed = ct.to_bytes().len();
+    let seeded = sym.to_bytes().len();
+    let bits: Vec<usize> = s
+        .ctx
+        .params()
+        .moduli()
+        .iter()
+        .map(|&q| prime_bits(q))
+        .collect();
+    eprintln!(
+        "N = {}, u{} words, primes of {:?} bits: ciphertext raw {raw} B, packed {packed} B ({:.3} of raw), seeded {seeded} B ({:.3} of raw); public key {} B; evaluation keys {} B (in memory {} B)",
+        s.ctx.n(),
+        W::BITS,
+        bits,
+        packed as f64 / raw as f64,
+        seeded as f64 / raw as f64,
+        s.keys.public_key.to_bytes().len(),
+        s.keys.evaluation_keys.to_bytes().len(),
+        s.keys.evaluation_keys.memory_bytes(),
+    );
+    let ratio = bits.iter().sum::<usize>() as f64 / (bits.len() as f64 * f64::from(W::BITS));
+    assert!((packed as f64 / raw as f64) < ratio + 0.01);
+    assert!((seeded as f64 / raw as f64) < ratio / 2.0 + 0.01);
+}
+both!(sizes_against_packed_estimate, sizes);
+
+// ----- bad inputs -----
+
+fn patch_u64(bytes: &mut [u8], at: usize, v: u64) {
+    bytes[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+fn patch_len(bytes: &mut [u8]) {
+    let len = (bytes.len() - HEADER_LEN) as u64;
+    patch_u64(bytes, 16, len);
+}
+
+fn header_errors<W: Word>(s: &Setup<W>) {
+    let ct = s.enc.encrypt(&[0.25], &s.keys.public_key).unwrap();
+    let good = ct.to_bytes();
+    let load = |b: &[u8]| Ciphertext::from_bytes(&s.ctx, b);
+
+    let mut b = good.clone();
+    b[0] ^= 1;
+    assert!(format_msg(load(&b)).contains("magic"));
+    assert!(format_msg(peek_kind(&b)).contains("magic"));
+    assert!(format_msg(load(b"")).contains("magic"));
+    assert!(format_msg(load(b"HEL")).contains("magic"));
+
+    let mut b = good.clone();
+    b[4..6].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    let m = format_msg(load(&b));
+    assert!(m.contains("version 2") && m.contains("version 1"), "{m}");
+    assert!(format_msg(peek_kind(&b)).contains("version"));
+
+    let mut b = good.clone();
+    b[6] = 9;
+    assert!(format_msg(load(&b)).contains("unknown object kind 9"));
+    b[6] = 0;
+    assert!(format_msg(peek_kind(&b)).contains("unknown object kind 0"));
+
+    // A plaintext is not a ciphertext, and the other way round.
+    let pt = s.ctx.encode(&[0.25]).unwrap().to_bytes();
+    assert!(format_msg(load(&pt)).contains("not a Ciphertext"));
+    assert!(format_msg(Plaintext::from_bytes(&s.ctx, &good)).contains("not a Plaintext"));
+    assert!(format_msg(CkksParameters::from_bytes(&good)).contains("not a CkksParameters"));
+    let pk = s.keys.public_key.to_bytes();
+    assert!(format_msg(EvaluationKeys::from_bytes(&s.ctx, &pk)).contains("PublicKey"));
+
+    let mut b = good.clone();
+    b[7] = 48;
+    assert!(format_msg(load(&b)).contains("word size 48"));
+
+    let mut b = good.clone();
+    patch_u64(&mut b, 8, ct.fingerprint() ^ 1);
+    assert!(mismatch_msg(load(&b)).contains("made for other parameters"));
+
+    // Absurd payload length, short payload, trailing bytes.
+    let mut b = good.clone();
+    patch_u64(&mut b, 16, u64::MAX);
+    assert!(format_msg(load(&b)).contains("limit"));
+    let mut b = good.clone();
+    patch_u64(&mut b, 16, MAX_PAYLOAD_BYTES);
+    assert!(format_msg(load(&b)).contains("truncated"));
+    let mut b = good.clone();
+    b.push(0);
+    assert!(format_msg(load(&b)).contains("1 trailing bytes"));
+    // Trailing bytes covered by the declared length: the payload has unused bytes.
+    patch_len(&mut b);
+    assert!(format_msg(load(&b)).contains("unused bytes"));
+    let mut b = good.clone();
+    b.truncate(b.len() - 1);
+    assert!(format_msg(load(&b)).contains("truncated"));
+    assert!(load(&good).is_ok());
+}
+both!(bad_headers, header_errors);
+
+#[test]
+fn wrong_word_size() {
+    let a = s32().enc.encrypt(&[0.5], &s32().keys.public_key).unwrap();
+    let b = s64().enc.encrypt(&[0.5], &s64().keys.public_key).unwrap();
+    let m = mismatch_msg(Ciphertext::from_bytes(&s64().ctx, &a.to_bytes()));
+    assert!(
+        m.contains("32-bit words") && m.contains("Context<u32>"),
+        "{m}"
+    );
+    let m = mismatch_msg(Ciphertext::from_bytes(&s32().ctx, &b.to_bytes()));
+    assert!(m.contains("64-bit words"), "{m}");
+    let m = mismatch_msg(EvaluationKeys::from_bytes(
+        &s32().ctx,
+        &s64().keys.evaluation_keys.to_bytes(),
+    ));
+    assert!(m.contains("64-bit words"), "{m}");
+}
+
+#[test]
+fn wrong_parameters() {
+    // Same word size and degree, one level fewer.
+    let other = Context::<u64>::new(CkksParameters::new(1 << 13, 1, 40, 64).unwrap()).unwrap();
+    let s = s64();
+    let ct = s.enc.encrypt(&[0.5], &s.keys.public_key).unwrap();
+    let m = mismatch_msg(Ciphertext::from_bytes(&other, &ct.to_bytes()));
+    assert!(m.contains("made for other parameters"), "{m}");
+    let m = mismatch_msg(PublicKey::from_bytes(&other, &s.keys.public_key.to_bytes()));
+    assert!(m.contains("made for other parameters"), "{m}");
+    let m = mismatch_msg(SwitchingKey::from_bytes(
+        &other,
+        &s.keys.evaluation_keys.relin_key().unwrap().to_bytes(),
+    ));
+    assert!(m.contains("made for other parameters"), "{m}");
+    let pt = s.ctx.encode(&[0.5]).unwrap();
+    let m = mismatch_msg(Plaintext::from_bytes(&other, &pt.to_bytes()));
+    assert!(m.contains("made for other parameters"), "{m}");
+}
+
+/// Offsets in a ciphertext: level at 24, size 26, form 27, flags 28, slots 29, scale 33,
+/// then (unseeded) the first polynomial: limbs 41, widths 43.., coefficients after.
+const CT_LEVEL: usize = 24;
+const CT_SIZE: usize = 26;
+const CT_FORM: usize = 27;
+const CT_FLAGS: usize = 28;
+const CT_SLOTS: usize = 29;
+const CT_SCALE: usize = 33;
+const CT_POLY: usize = 41;
+
+/// Writes `v` into the `w`-bit field at bit offset 0 of `bytes[at..]` (little-endian bits).
+fn write_bits(bytes: &mut [u8], at: usize, w: usize, v: u64) {
+    let mut x = u128::from_le_bytes(bytes[at..at + 16].try_into().unwrap());
+    let mask = (1u128 << w) - 1;
+    x = (x & !mask) | u128::from(v);
+    bytes[at..at + 16].copy_from_slice(&x.to_le_bytes());
+}
+
+fn field_errors<W: Word>(s: &Setup<W>) {
+    let x = values(8, 9);
+    let ct = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
+    let good = ct.to_bytes();
+    let load = |b: &[u8]| Ciphertext::from_bytes(&s.ctx, b);
+    let limbs = ct.level() + 1;
+    let q = s.ctx.params().moduli();
+
+    let mut b = good.clone();
+    b[CT_LEVEL..CT_LEVEL + 2].copy_from_slice(&u16::MAX.to_le_bytes());
+    assert!(format_msg(load(&b)).contains("level 65535"));
+    // A lower (existing) level: the limb count no longer matches.
+    let mut b = good.clone();
+    b[CT_LEVEL] = 0;
+    let m = format_msg(load(&b));
+    assert!(m.contains(&format!("has {limbs} limbs but needs 1")), "{m}");
+
+    for size in [0u8, 1, 4, 200] {
+        let mut b = good.clone();
+        b[CT_SIZE] = size;
+        assert!(format_msg(load(&b)).contains(&format!("{size} polynomials")));
+    }
+    for form in [0u8, 2] {
+        let mut b = good.clone();
+        b[CT_FORM] = form;
+        assert!(format_msg(load(&b)).contains(&format!("form {form}")));
+    }
+    let mut b = good.clone();
+    b[CT_FLAGS] = 2;
+    assert!(format_msg(load(&b)).contains("flags"));
+    // Seeded flag on a ciphertext without a seed: the bytes do not line up any more.
+    let mut b = good.clone();
+    b[CT_FLAGS] = 1;
+    assert!(load(&b).is_err());
+
+    for slots in [0u32, 3, 1 << 20] {
+        let mut b = good.clone();
+        b[CT_SLOTS..CT_SLOTS + 4].copy_from_slice(&slots.to_le_bytes());
+        assert!(format_msg(load(&b)).contains(&format!("{slots} slots")));
+    }
+    for scale in [f64::NAN, f64::INFINITY, 0.5, -1.0] {
+        let mut b = good.clone();
+        b[CT_SCALE..CT_SCALE + 8].copy_from_slice(&scale.to_le_bytes());
+        assert!(format_msg(load(&b)).contains("scale"));
+    }
+
+    // Limb count, widths, coefficients.
+    let mut b = good.clone();
+    b[CT_POLY] = 99;
+    assert!(format_msg(load(&b)).contains("99 limbs"));
+    let widths = CT_POLY + 2;
+    let data = widths + limbs;
+    let w0 = prime_bits(q[0]);
+    assert_eq!(usize::from(good[widths]), w0);
+    let mut b = good.clone();
+    b[widths] = (w0 + 1) as u8;
+    let m = format_msg(load(&b));
+    assert!(
+        m.contains(&format!("limb 0 is packed at {} bits", w0 + 1)),
+        "{m}"
+    );
+    let mut b = good.clone();
+    b[widths] = 0;
+    assert!(format_msg(load(&b)).contains("packed at 0 bits"));
+    // A narrower width is valid in principle; the byte counts then no longer match.
+    let mut b = good.clone();
+    b[widths] = (w0 - 1) as u8;
+    format_msg(load(&b));
+
+    let mut b = good.clone();
+    write_bits(&mut b, data, w0, q[0]);
+    let m = format_msg(load(&b));
+    assert!(
+        m.contains(&format!(
+            "limb 0 coefficient 0 holds {} which is not below its prime {}",
+            q[0], q[0]
+        )),
+        "{m}"
+    );
+    let mut b = good.clone();
+    write_bits(&mut b, data, w0, (1 << w0) - 1);
+    assert!(format_msg(load(&b)).contains("not below its prime"));
+    // The largest valid value is accepted.
+    let mut b = good.clone();
+    write_bits(&mut b, data, w0, q[0] - 1);
+    let ok = load(&b).expect("q - 1 is a valid coefficient");
+    assert_eq!(ok.polys()[0].limb(0)[0].to_u64(), q[0] - 1);
+    // The last coefficient of the last limb of the last polynomial.
+    let mut b = good.clone();
+    let wl = prime_bits(q[limbs - 1]);
+    let n = s.ctx.n();
+    let end = b.len();
+    let mut tail = u128::from_le_bytes(b[end - 16..].try_into().unwrap());
+    let shift = 128 - wl;
+    tail = (tail & ((1u128 << shift) - 1)) | (u128::from(q[limbs - 1]) << shift);
+    b[end - 16..].copy_from_slice(&tail.to_le_bytes());
+    let m = format_msg(load(&b));
+    assert!(
+        m.contains(&format!(
+            "polynomial 1 limb {} coefficient {}",
+            limbs - 1,
+            n - 1
+        )),
+        "{m}"
+    );
+}
+both!(bad_fields, field_errors);
+
+fn key_errors<W: Word>(s: &Setup<W>) {
+    let ek = &s.keys.evaluation_keys;
+    let good = ek.to_bytes();
+    let load = |b: &[u8]| EvaluationKeys::from_bytes(&s.ctx, b);
+    let rk_len = ek.relin_key().unwrap().to_bytes().len() - HEADER_LEN;
+    let two_n = 2 * s.ctx.n() as u64;
+
+    let mut b = good.clone();
+    b[24] = 3;
+    assert!(format_msg(load(&b)).contains("flags"));
+    let mut b = good.clone();
+    b[25..29].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(format_msg(load(&b)).contains("4294967295 Galois keys"));
+    let mut b = good.clone();
+    b[25..29].copy_from_slice(&1000u32.to_le_bytes());
+    assert!(format_msg(load(&b)).contains("1000 Galois keys"));
+    // Relinearization key dnum.
+    let mut b = good.clone();
+    b[29] ^= 0x40;
+    assert!(format_msg(load(&b)).contains("digits"));
+
+    let g0 = 29 + rk_len;
+    let elements = ek.galois_elements();
+    assert!(elements.len() >= 2);
+    assert_eq!(
+        u64::from_le_bytes(good[g0..g0 + 8].try_into().unwrap()),
+        elements[0]
+    );
+    for bad in [0, 2, two_n, two_n + 1, u64::MAX] {
+        let mut b = good.clone();
+        patch_u64(&mut b, g0, bad);
+        let m = format_msg(load(&b));
+        assert!(
+            m.contains(&format!("element {bad}")) && m.contains("odd"),
+            "{m}"
+        );
+    }
+    // Second element equal to the first: a duplicate.
+    let g1 = g0 + 8 + rk_len;
+    assert_eq!(
+        u64::from_le_bytes(good[g1..g1 + 8].try_into().unwrap()),
+        elements[1]
+    );
+    let mut b = good.clone();
+    patch_u64(&mut b, g1, elements[0]);
+    assert!(format_msg(load(&b)).contains("does not follow"));
+
+    // Public key and switching key limb counts.
+    let pk = s.keys.public_key.to_bytes();
+    let mut b = pk.clone();
+    b[24 + 32] ^= 1;
+    assert!(format_msg(PublicKey::from_bytes(&s.ctx, &b)).contains("limbs"));
+    let sk = ek.relin_key().unwrap().to_bytes();
+    let mut b = sk.clone();
+    b[24 + 2 + 32] ^= 1;
+    assert!(format_msg(SwitchingKey::from_bytes(&s.ctx, &b)).contains("limbs"));
+}
+both!(bad_keys, key_errors);
+
+#[test]
+fn bad_parameters() {
+    let good = p64().to_bytes();
+    // n at 24, #q at 28.
+    let mut b = good.clone();
+    b[24..28].copy_from_slice(&3u32.to_le_bytes());
+    assert!(format_msg(CkksParameters::from_bytes(&b)).contains("stored parameters are rejected"));
+    let mut b = good.clone();
+    b[28..30].copy_from_slice(&u16::MAX.to_le_bytes());
+    assert!(format_msg(CkksParameters::from_bytes(&b)).contains("65535 ciphertext primes"));
+    let mut b = good.clone();
+    b[28..30].copy_from_slice(&0u16.to_le_bytes());
+    assert!(format_msg(CkksParameters::from_bytes(&b)).contains("0 ciphertext primes"));
+    // A prime changed by 2: not prime or not NTT-friendly, or (if it still is) the
+    // fingerprint no longer matches.
+    let mut b = good.clone();
+    b[30] ^= 2;
+    assert!(format_msg(CkksParameters::from_bytes(&b)).contains("parameters"));
+    // Security, secret distribution.
+    let end = good.len();
+    let mut b = good.clone();
+    b[end - 7] = 77;
+    assert!(format_msg(CkksParameters::from_bytes(&b)).contains("security level"));
+    let mut b = good.clone();
+    b[end - 5] = 2;
+    assert!(format_msg(CkksParameters::from_bytes(&b)).contains("secret distribution 2"));
+    // Fingerprint.
+    let mut b = good.clone();
+    b[8] ^= 1;
+    assert!(format_msg(CkksParameters::from_bytes(&b)).contains("fingerprint"));
+    // Insecure parameters are refused even when well formed.
+    let loose = CkksParameters::builder(1 << 10)
+        .levels(3)
+        .security(SecurityLevel::None)
+        .build()
+        .unwrap();
+    let mut b = loose.to_bytes();
+    let end = b.len();
+    b[end - 7..end - 5].copy_from_slice(&128u16.to_le_bytes());
+    let m = format_msg(CkksParameters::from_bytes(&b));
+    assert!(m.contains("insecure"), "{m}");
+}
+
+/// Every prefix of small objects fails with a format error, both as is (the header's length
+/// no longer matches) and with the length patched to the prefix (the payload is cut short).
+#[test]
+fn truncated_at_every_length() {
+    let corpus = fuzz_bodies::seed_corpus();
+    let c32 = fuzz_bodies::ctx32();
+    let c64 = fuzz_bodies::ctx64();
+    let mut checked = 0usize;
+    for (target, bytes) in &corpus {
+        if !matches!(*target, "params" | "ciphertext" | "plaintext") {
+            continue;
+        }
+        let load = |b: &[u8]| -> Result<()> {
+            match (*target, b.get(7)) {
+                ("params", _) => CkksParameters::from_bytes(b).map(drop),
+                ("ciphertext", Some(32)) => Ciphertext::from_bytes(c32, b).map(drop),
+                ("ciphertext", _) => Ciphertext::from_bytes(c64, b).map(drop),
+                ("plaintext", Some(32)) => Plaintext::from_bytes(c32, b).map(drop),
+                _ => Plaintext::from_bytes(c64, b).map(drop),
+            }
+        };
+        load(bytes).expect("the untruncated object loads");
+        for len in 0..bytes.len() {
+            format_msg(load(&bytes[..len]));
+            if len >= HEADER_LEN {
+                let mut b = bytes[..len].to_vec();
+                patch_len(&mut b);
+                format_msg(load(&b));
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 10_000);
+}
+
+// ----- fuzz-like -----
+
+/// What a mutation did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mutation {
+    /// Bit flip at this offset.
+    Flip(usize),
+    /// Byte overwrite at this offset.
+    Overwrite(usize),
+    /// Truncation to this length.
+    Truncate(usize),
+    /// Bytes inserted at this offset.
+    Insert(usize),
+    /// Truncation or insertion with the header's length patched to match.
+    Patched(usize),
+}
+
+fn mutate(rng: &mut ChaCha8Rng, bytes: &[u8]) -> (Vec<u8>, Mutation) {
+    let mut b = bytes.to_vec();
+    // Half the mutations hit the header and the fields after it.
+    let at = if rng.gen_bool(0.5) {
+        rng.gen_range(0..b.len().min(96))
+    } else {
+        rng.gen_range(0..b.len())
+    };
+    let m = match rng.gen_range(0..5) {
+        0 => {
+            b[at] ^= 1 << rng.gen_range(0..8);
+            Mutation::Flip(at)
+        }
+        1 => {
+            let mut v: u8 = match rng.gen_range(0..4) {
+                0 => 0,
+                1 => 0xff,
+                _ => rng.gen(),
+            };
+            if b[at] == v {
+                v ^= 0x80;
+            }
+            b[at] = v;
+            Mutation::Overwrite(at)
+        }
+        2 => {
+            b.truncate(at);
+            Mutation::Truncate(at)
+        }
+        3 => {
+            let k = rng.gen_range(1..16);
+            let extra: Vec<u8> = (0..k).map(|_| rng.gen()).collect();
+            b.splice(at..at, extra);
+            Mutation::Insert(at)
+        }
+        _ => {
+            if rng.gen_bool(0.5) {
+                b.truncate(at.max(HEADER_LEN));
+            } else {
+                let k = rng.gen_range(1..64);
+                let extra: Vec<u8> = (0..k).map(|_| rng.gen()).collect();
+                let at = at.max(HEADER_LEN);
+                b.splice(at..at, extra);
+            }
+            patch_len(&mut b);
+            Mutation::Patched(at)
+        }
+    };
+    (b, m)
+}
+
+/// 2000 random mutations of valid objects of every kind and both word sizes: nothing panics,
+/// and a mutated object only loads when the mutation left the structure intact (an in-place
+/// change of the payload: a coefficient, a seed, the scale).
+#[test]
+fn random_mutations_never_panic() {
+    let corpus = fuzz_bodies::seed_corpus();
+    let c32 = fuzz_bodies::ctx32();
+    let c64 = fuzz_bodies::ctx64();
+    let mut rng = ChaCha8Rng::seed_from_u64(0x4845_4c4d);
+    let (mut ok, mut errors) = (0usize, 0usize);
+    for i in 0..2000 {
+        let (target, bytes) = &corpus[i % corpus.len()];
+        let (b, m) = mutate(&mut rng, bytes);
+        let w32 = bytes[7] == 32;
+        let result: Result<()> = match (*target, w32) {
+            ("params", _) => CkksParameters::from_bytes(&b).map(drop),
+            ("ciphertext", true) => Ciphertext::from_bytes(c32, &b).map(drop),
+            ("ciphertext", false) => Ciphertext::from_bytes(c64, &b).map(drop),
+            ("plaintext", true) => Plaintext::from_bytes(c32, &b).map(drop),
+            ("plaintext", false) => Plaintext::from_bytes(c64, &b).map(drop),
+            ("public_key", true) => PublicKey::from_bytes(c32, &b).map(drop),
+            ("public_key", false) => PublicKey::from_bytes(c64, &b).map(drop),
+            ("switching_key", true) => SwitchingKey::from_bytes(c32, &b).map(drop),
+            ("switching_key", false) => SwitchingKey::from_bytes(c64, &b).map(drop),
+            ("evaluation_keys", true) => EvaluationKeys::from_bytes(c32, &b).map(drop),
+            ("evaluation_keys", false) => EvaluationKeys::from_bytes(c64, &b).map(drop),
+            _ => unreachable!(),
+        };
+        match result {
+            Ok(()) => {
+                ok += 1;
+                match m {
+                    Mutation::Flip(at) | Mutation::Overwrite(at) => assert!(
+                        at >= HEADER_LEN,
+                        "{target}: a header mutation ({m:?}) still loaded"
+                    ),
+                    Mutation::Truncate(_) | Mutation::Insert(_) => {
+                        panic!("{target}: {m:?} changed the length but still loaded")
+                    }
+                    Mutation::Patched(_) => {}
+                }
+            }
+            Err(CkksError::Format(_)) | Err(CkksError::ParameterMismatch(_)) => errors += 1,
+            Err(e) => panic!("{target}: {m:?} gave an unexpected error kind: {e:?}"),
+        }
+        // The fuzz target's body on the same input (round-trip oracle, no panic).
+        let body = fuzz_bodies::body_by_name(target).expect("known target");
+        body(&b);
+    }
+    assert!(ok > 50 && errors > 500, "ok {ok}, errors {errors}");
+}
+
+/// Every fuzz body accepts its valid seeds and rejects garbage without panicking.
+#[test]
+fn fuzz_bodies_on_seeds() {
+    for (target, bytes) in fuzz_bodies::seed_corpus() {
+        let body = fuzz_bodies::body_by_name(target).expect("known target");
+        body(&bytes);
+        body(&[]);
+        body(&MAGIC);
+        body(&bytes[..HEADER_LEN]);
+        let kind = peek_kind(&bytes).unwrap();
+        assert_eq!(
+            fuzz_bodies::TARGETS[usize::from(kind_index(kind))],
+            target,
+            "seed kind"
+        );
+    }
+    for name in fuzz_bodies::TARGETS {
+        assert!(fuzz_bodies::body_by_name(name).is_some());
+    }
+}
+
+fn kind_index(k: ObjectKind) -> u8 {
+    k.code() - 1
+}
+
+/// Writes the fuzz seed corpus to `fuzz/corpus/<target>/` when `HELOOM_FUZZ_CORPUS=1`.
+#[test]
+fn write_fuzz_corpus() {
+    if std::env::var("HELOOM_FUZZ_CORPUS").as_deref() != Ok("1") {
+        return;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
+    for (i, (target, bytes)) in fuzz_bodies::seed_corpus().into_iter().enumerate() {
+        let dir = root.join(target);
+        std::fs::create_dir_all(&dir).expect("create corpus directory");
+        std::fs::write(dir.join(format!("seed-{i:02}")), bytes).expect("write seed");
+    }
+}

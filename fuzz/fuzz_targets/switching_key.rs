@@ -1,0 +1,7 @@
+//! Fuzzes the `switching_key` loader of heloom-ckks' binary format: `cargo +nightly fuzz run switching_key`.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| heloom_fuzz::switching_key(data));
