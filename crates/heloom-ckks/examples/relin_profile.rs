@@ -5,11 +5,23 @@ use heloom_ckks::*;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::sync::Arc;
 fn main() -> Result<()> {
-    let p = CkksParameters::builder(1 << 14)
-        .levels(7)
-        .scale_bits(40)
-        .build()?;
-    let ctx = Context::<u64>::new(p)?;
+    if std::env::var("WORD").as_deref() == Ok("32") {
+        // Same log Q (~330) as the 64-bit set, on 30-bit primes.
+        let p = CkksParameters::builder(1 << 14)
+            .word_bits(32)
+            .prime_bits(vec![30; 11])
+            .scale_bits(30)
+            .build()?;
+        run::<u32>(p)
+    } else {
+        let p = CkksParameters::builder(1 << 14).levels(7).scale_bits(40).build()?;
+        run::<u64>(p)
+    }
+}
+
+fn run<W: heloom_math::Word>(p: CkksParameters) -> Result<()> {
+    println!("{p}");
+    let ctx = Context::<W>::new(p)?;
     let keys = keygen(&ctx, &[1, 2, 4, 8], false)?;
     let enc = Encryptor::new(&ctx);
     let dec = Decryptor::new(&ctx, &keys.secret_key)?;

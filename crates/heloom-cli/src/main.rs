@@ -10,7 +10,7 @@ use std::io::IsTerminal;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use heloom_math::backend::{cpu_report, Backend};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -63,6 +63,44 @@ enum BenchCommand {
         #[arg(long)]
         plot: Option<std::path::PathBuf>,
     },
+    /// CKKS operations (encode, encrypt, decrypt, add, multiply, relinearize, rescale, rotate,
+    /// multiply+relinearize+rescale) for N = 2^13..2^16 on one thread, on SEAL-shaped parameter
+    /// sets, optionally against Microsoft SEAL through TenSEAL.
+    Ckks {
+        /// Print one JSON object instead of the tables.
+        #[arg(long)]
+        json: bool,
+        /// Also time Microsoft SEAL (TenSEAL's sealapi, in a Python subprocess of this run) on
+        /// the same N and coefficient-modulus sizes, and check the targets against it.
+        #[arg(long, value_enum, value_name = "LIBRARY")]
+        vs: Option<Versus>,
+        /// Only N = 2^13 and 2^14, 3 samples (CI smoke runs).
+        #[arg(long)]
+        quick: bool,
+        /// Comma-separated log2(N) values, 13..=16 (default 13,14,15,16).
+        #[arg(long, value_delimiter = ',')]
+        log_n: Vec<u32>,
+        /// Comma-separated word sizes, 32 and/or 64 (default both).
+        #[arg(long, value_delimiter = ',')]
+        word_bits: Vec<u32>,
+        /// Timing samples per measurement, median reported (default 9; 3 with --quick).
+        #[arg(long)]
+        samples: Option<usize>,
+        /// Also write the JSON report to this file.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+        /// Python interpreter with TenSEAL for --vs tenseal (default: .venv/bin/python when it
+        /// exists, else python3).
+        #[arg(long)]
+        python: Option<std::path::PathBuf>,
+    },
+}
+
+/// Libraries `heloom bench ckks --vs` compares against.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Versus {
+    /// Microsoft SEAL as bundled by TenSEAL (`pip install tenseal`), without HEXL.
+    Tenseal,
 }
 
 fn main() -> Result<()> {
@@ -144,6 +182,67 @@ fn main() -> Result<()> {
                 println!("{js}");
             } else {
                 print!("{}", bench::ntt::render(&report));
+            }
+            Ok(())
+        }
+        Command::Bench {
+            which:
+                BenchCommand::Ckks {
+                    json,
+                    vs,
+                    quick,
+                    log_n,
+                    word_bits,
+                    samples,
+                    out,
+                    python,
+                },
+        } => {
+            let mut opts = bench::ckks::CkksBenchOptions::default();
+            if quick {
+                opts.log_ns = vec![13, 14];
+                opts.samples = 3;
+                opts.min_sample_us = 500.0;
+            }
+            if let Some(k) = samples {
+                if k == 0 {
+                    anyhow::bail!("--samples must be at least 1");
+                }
+                opts.samples = k;
+            }
+            if !log_n.is_empty() {
+                for &l in &log_n {
+                    if !(13..=16).contains(&l) {
+                        anyhow::bail!(
+                            "--log-n {l} is out of range: the CKKS benchmark has parameter sets for N = 2^13 .. 2^16"
+                        );
+                    }
+                }
+                opts.log_ns = log_n;
+                opts.log_ns.sort_unstable();
+                opts.log_ns.dedup();
+            }
+            if !word_bits.is_empty() {
+                for &w in &word_bits {
+                    if w != 32 && w != 64 {
+                        anyhow::bail!("--word-bits {w}: word sizes are 32 and 64");
+                    }
+                }
+                opts.word_bits = word_bits;
+            }
+            if vs == Some(Versus::Tenseal) {
+                opts.vs_tenseal = Some(python.unwrap_or_else(bench::ckks::default_python));
+            }
+            let report = bench::ckks::run(&opts)?;
+            let js = serde_json::to_string_pretty(&report)?;
+            if let Some(path) = out {
+                std::fs::write(&path, &js)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            if json {
+                println!("{js}");
+            } else {
+                print!("{}", bench::ckks::render(&report));
             }
             Ok(())
         }

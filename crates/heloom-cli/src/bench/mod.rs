@@ -1,5 +1,6 @@
 //! Benchmarks behind `heloom bench`.
 
+pub mod ckks;
 pub mod ntt;
 pub mod plot;
 pub mod timing;
