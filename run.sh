@@ -4,7 +4,10 @@
 #   ./run.sh test            every check and test (what CI runs)
 #   ./run.sh bench ntt ...   a benchmark (see `./run.sh bench --help`)
 #   ./run.sh info            the CPU and the backends heloom will use
-# Installs what is missing (a Rust toolchain >= 1.89 with rustfmt and clippy) before it runs.
+#   ./run.sh python ...      run python (e.g. an example) with the heloom package installed
+# Installs what is missing before it runs: a Rust toolchain >= 1.89 with rustfmt and clippy, and
+# for the Python package a virtual environment in .venv with maturin, numpy, pytest, ruff, mypy
+# (and TenSEAL when a benchmark asks for `--vs tenseal`).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -42,13 +45,48 @@ ensure_components() {
   fi
 }
 
+PY_MIN_MINOR=10
+
+ensure_python() {
+  local py=${PYTHON:-python3}
+  if ! command -v "$py" >/dev/null 2>&1 || ! "$py" -c 'import sys, venv; sys.exit(sys.version_info < (3, '"$PY_MIN_MINOR"'))' 2>/dev/null; then
+    if command -v apt-get >/dev/null 2>&1; then
+      echo "heloom: installing Python 3 with venv" >&2
+      apt-get update -qq && apt-get install -y -qq python3 python3-venv python3-dev >/dev/null
+    fi
+  fi
+  if ! "$py" -c 'import sys, venv; sys.exit(sys.version_info < (3, '"$PY_MIN_MINOR"'))' 2>/dev/null; then
+    echo "heloom: the Python package needs Python 3.$PY_MIN_MINOR+ with the venv module; found: $("$py" --version 2>/dev/null || echo none)." >&2
+    exit 1
+  fi
+  if [ ! -x .venv/bin/python ]; then
+    "$py" -m venv .venv
+  fi
+  .venv/bin/python -m pip install -q --disable-pip-version-check maturin numpy pytest ruff mypy
+}
+
+# Builds the heloom Python package (release, abi3) into .venv.
+build_python() {
+  ensure_python
+  VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop --release -q
+}
+
 cmd=${1:-demo}
 shift || true
 case "$cmd" in
   demo | info | bench)
     ensure_rust
     cargo build --release -q -p heloom-cli
+    if [ "$cmd" = bench ] && [[ " $* " == *" --vs "* ]]; then
+      ensure_python
+      .venv/bin/python -c 'import tenseal' 2>/dev/null || .venv/bin/python -m pip install -q tenseal
+    fi
     exec ./target/release/heloom "$cmd" "$@"
+    ;;
+  python)
+    ensure_rust
+    build_python
+    exec .venv/bin/python "$@"
     ;;
   test)
     ensure_rust
@@ -59,12 +97,17 @@ case "$cmd" in
     cargo clippy --workspace --all-targets --release -q -- -D warnings
     echo "== cargo test"
     cargo test --workspace --release
+    echo "== Python package: build, ruff, pytest"
+    build_python
+    .venv/bin/ruff check python tests/python examples/python bench
+    .venv/bin/ruff format --check python tests/python examples/python bench
+    .venv/bin/python -m pytest tests/python -q
     echo "== heloom demo (smoke)"
     cargo run --release -q -p heloom-cli -- demo >/dev/null
     echo "all checks passed"
     ;;
   *)
-    echo "usage: ./run.sh demo | test | info | bench ntt [--json] [--quick]" >&2
+    echo "usage: ./run.sh demo | test | info | bench ntt|ckks [--json] [--quick] [--vs tenseal] | python FILE" >&2
     exit 2
     ;;
 esac

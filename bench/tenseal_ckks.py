@@ -36,6 +36,7 @@ Progress lines go to stderr as `progress: <message>`.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -89,13 +90,11 @@ def seal_version(sealapi, params):
         if magic != 0xA15E:
             return "unknown"
         return f"{major}.{minor}"
-    except Exception:  # noqa: BLE001 - the version is informational only
+    except Exception:
         return "unknown"
     finally:
-        try:
+        with contextlib.suppress(OSError):
             os.remove(path)
-        except OSError:
-            pass
 
 
 def bench_set(sealapi, np, spec, samples, min_sample_us, seed, clock):
@@ -286,7 +285,7 @@ def main():
         import numpy as np
         import tenseal
         import tenseal.sealapi as sealapi
-    except Exception as e:  # noqa: BLE001 - any import failure means "not installed here"
+    except Exception as e:
         print(
             f"cannot import tenseal/numpy with {sys.executable}: {e} "
             "(install them with `pip install tenseal numpy`)",
@@ -320,7 +319,7 @@ def main():
                 args.seed + i,
                 CLOCKS[args.clock],
             )
-        except Exception as e:  # noqa: BLE001 - report and go on with the other sets
+        except Exception as e:
             report["errors"].append(f"{spec.get('id', '?')}: {type(e).__name__}: {e}")
             continue
         if report["seal_version"] == "unknown":

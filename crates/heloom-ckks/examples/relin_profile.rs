@@ -14,7 +14,10 @@ fn main() -> Result<()> {
             .build()?;
         run::<u32>(p)
     } else {
-        let p = CkksParameters::builder(1 << 14).levels(7).scale_bits(40).build()?;
+        let p = CkksParameters::builder(1 << 14)
+            .levels(7)
+            .scale_bits(40)
+            .build()?;
         run::<u64>(p)
     }
 }

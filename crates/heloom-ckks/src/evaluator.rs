@@ -31,6 +31,18 @@ fn add_const_limbs<W: Word>(basis: &RnsBasis<W>, p: &mut RnsPoly<W>, c: i128) {
     }
 }
 
+/// `values` zero-padded to `slots` entries (a shorter vector would otherwise be encoded with
+/// fewer slots, i.e. repeated across the ciphertext's slots).
+fn pad<T: Copy + Default>(values: &[T], slots: usize) -> std::borrow::Cow<'_, [T]> {
+    if values.len() >= slots {
+        std::borrow::Cow::Borrowed(values)
+    } else {
+        let mut v = values.to_vec();
+        v.resize(slots, T::default());
+        std::borrow::Cow::Owned(v)
+    }
+}
+
 /// Evaluates operations with (optionally) a set of evaluation keys.
 #[derive(Debug, Clone)]
 pub struct Evaluator<W: Word> {
@@ -374,18 +386,22 @@ impl<W: Word> Evaluator<W> {
         Ok(c)
     }
 
-    /// `ct + values` (encoded at the ciphertext's level and scale; fewer values than slots are
-    /// zero-padded).
+    /// `ct + values` (encoded at the ciphertext's level and scale; fewer values than the
+    /// ciphertext's slots are zero-padded).
     pub fn add_values(&self, ct: &Ciphertext<W>, values: &[f64]) -> Result<Ciphertext<W>> {
         self.check(ct)?;
-        let pt = self.ctx.encode_at(values, ct.level, ct.scale)?;
+        let pt = self
+            .ctx
+            .encode_at(&pad(values, ct.slots), ct.level, ct.scale)?;
         self.add_plain(ct, &pt)
     }
 
     /// `ct - values`.
     pub fn sub_values(&self, ct: &Ciphertext<W>, values: &[f64]) -> Result<Ciphertext<W>> {
         self.check(ct)?;
-        let pt = self.ctx.encode_at(values, ct.level, ct.scale)?;
+        let pt = self
+            .ctx
+            .encode_at(&pad(values, ct.slots), ct.level, ct.scale)?;
         self.sub_plain(ct, &pt)
     }
 
@@ -507,7 +523,7 @@ impl<W: Word> Evaluator<W> {
     pub fn multiply_values(&self, ct: &Ciphertext<W>, values: &[f64]) -> Result<Ciphertext<W>> {
         self.check(ct)?;
         let s = self.mult_scale(ct.level)?;
-        let pt = self.ctx.encode_at(values, ct.level, s)?;
+        let pt = self.ctx.encode_at(&pad(values, ct.slots), ct.level, s)?;
         self.multiply_plain(ct, &pt)
     }
 
@@ -519,7 +535,9 @@ impl<W: Word> Evaluator<W> {
     ) -> Result<Ciphertext<W>> {
         self.check(ct)?;
         let s = self.mult_scale(ct.level)?;
-        let pt = self.ctx.encode_complex_at(values, ct.level, s)?;
+        let pt = self
+            .ctx
+            .encode_complex_at(&pad(values, ct.slots), ct.level, s)?;
         self.multiply_plain(ct, &pt)
     }
 

@@ -536,3 +536,27 @@ fn parameters_security_and_summary() {
     // Word size mismatch between parameters and context.
     assert!(Context::<u32>::new(CkksParameters::new(1 << 13, 2, 40, 64).unwrap()).is_err());
 }
+
+#[test]
+fn short_vectors_are_zero_padded() {
+    let p = CkksParameters::new(1 << 13, 2, 40, 64).unwrap();
+    let s = setup::<u64>(p, 2f64.powi(-25));
+    let x = rand_vec(12, 64);
+    let a = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
+    let mut want = x.clone();
+    want[0] += 1.0;
+    want[1] += 2.0;
+    check(
+        &s,
+        &s.ev.add_values(&a, &[1.0, 2.0]).unwrap(),
+        &want,
+        s.bound,
+        "add short",
+    );
+    let m =
+        s.ev.rescale(&s.ev.multiply_values(&a, &[2.0]).unwrap())
+            .unwrap();
+    let mut want = vec![0.0; 64];
+    want[0] = 2.0 * x[0];
+    check(&s, &m, &want, s.bound, "multiply short");
+}

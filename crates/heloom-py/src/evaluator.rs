@@ -1,0 +1,471 @@
+//! `heloom.Evaluator`: homomorphic operations.
+
+use crate::convert::{self, Arg, Numeric, Operand, Scalar};
+use crate::errors::{input_error, to_py};
+use crate::objects::{nogil, PyCiphertext, PyContext, PyEvaluationKeys, Shared};
+use crate::ops::{self, Mode};
+use crate::words::{words, words_wrap, CtW, EvW};
+use heloom_ckks::{CkksError, Evaluator, PolyBasis};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use std::sync::Arc;
+
+/// Homomorphic operations on ciphertexts, with (optionally) evaluation keys. Made by
+/// ``Context.evaluator(keys)`` or ``Evaluator(context, keys)``.
+///
+/// Every method returns a new Ciphertext and leaves scale management explicit: ``multiply``
+/// returns an unrelinearized (size 3) product at the product of the scales; call
+/// ``relinearize`` and ``rescale``. (The Ciphertext operators do that for you.) Operands at
+/// different levels are brought to the lower level; scales that differ are aligned when that
+/// is exact, else ScaleError.
+#[pyclass(name = "Evaluator", module = "heloom", frozen)]
+pub struct PyEvaluator {
+    pub(crate) ev: EvW,
+    shared: Arc<Shared>,
+    keyed: bool,
+}
+
+impl PyEvaluator {
+    pub(crate) fn build(shared: &Arc<Shared>, keys: Option<&PyEvaluationKeys>) -> PyResult<Self> {
+        let ev = shared.evaluator(keys.map(|k| &k.ek)).map_err(to_py)?;
+        Ok(Self::from_parts(ev, Arc::clone(shared), keys.is_some()))
+    }
+
+    pub(crate) fn from_parts(ev: EvW, shared: Arc<Shared>, keyed: bool) -> Self {
+        Self { ev, shared, keyed }
+    }
+
+    fn wrap(&self, ct: CtW) -> PyCiphertext {
+        PyCiphertext::new(ct, &self.shared, self.keyed.then(|| self.ev.clone()))
+    }
+
+    /// Runs a unary operation without the GIL.
+    fn unary(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        f: impl FnOnce(&EvW, &CtW) -> Result<CtW, CkksError> + Send,
+    ) -> PyResult<PyCiphertext> {
+        let ev = &self.ev;
+        let ct = &a.ct;
+        let out = nogil(py, || f(ev, ct))?;
+        Ok(self.wrap(out))
+    }
+
+    /// Runs an operation with a mixed second operand without the GIL.
+    fn mixed(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        b: &Bound<'_, PyAny>,
+        what: &str,
+        f: impl FnOnce(&EvW, &CtW, &Operand<'_>) -> Result<CtW, CkksError> + Send,
+    ) -> PyResult<PyCiphertext> {
+        let arg = Arg::parse(b)?;
+        let Some(operand) = arg.operand() else {
+            let why = match &arg {
+                Arg::Other(w) => w.clone(),
+                _ => String::new(),
+            };
+            return Err(PyTypeError::new_err(format!("{what}: {why}")));
+        };
+        let ev = &self.ev;
+        let ct = &a.ct;
+        let out = nogil(py, || f(ev, ct, &operand))?;
+        Ok(self.wrap(out))
+    }
+}
+
+fn poly_basis(basis: &str, interval: Option<(f64, f64)>) -> PyResult<PolyBasis> {
+    match basis.to_ascii_lowercase().as_str() {
+        "power" | "monomial" => match interval {
+            None => Ok(PolyBasis::Power),
+            Some(_) => Err(input_error(
+                "interval only applies to basis=\"chebyshev\"; the power basis evaluates at x itself",
+            )),
+        },
+        "chebyshev" => {
+            let (a, b) = interval.unwrap_or((-1.0, 1.0));
+            Ok(PolyBasis::Chebyshev { a, b })
+        }
+        other => Err(input_error(format!(
+            "basis must be \"power\" or \"chebyshev\", got {other:?}"
+        ))),
+    }
+}
+
+#[pymethods]
+impl PyEvaluator {
+    /// An evaluator for ``context`` with ``keys`` (or without keys); the same as
+    /// ``context.evaluator(keys)``.
+    #[new]
+    #[pyo3(signature = (context, keys = None))]
+    fn py_new(context: &PyContext, keys: Option<&PyEvaluationKeys>) -> PyResult<Self> {
+        let ev = Self::build(&context.shared, keys)?;
+        if keys.is_some() {
+            context.shared.set_default(ev.ev.clone(), true);
+        }
+        Ok(ev)
+    }
+
+    /// Whether it holds evaluation keys (needed by relinearize, rotations, conjugate).
+    #[getter]
+    fn has_keys(&self) -> bool {
+        self.keyed
+    }
+
+    /// The context.
+    #[getter]
+    fn context(&self) -> PyContext {
+        PyContext::from_shared(Arc::clone(&self.shared))
+    }
+
+    /// ``a + b``: ``b`` a Ciphertext, a Plaintext, a number (int, float, complex) or a 1-D
+    /// array (encoded at ``a``'s level and scale).
+    fn add(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        b: &Bound<'_, PyAny>,
+    ) -> PyResult<PyCiphertext> {
+        self.mixed(py, a, b, "add", |ev, x, y| {
+            ops::add(ev, x, y, false, Mode::Explicit)
+        })
+    }
+
+    /// ``a - b``: ``b`` a Ciphertext, a Plaintext, a number or a 1-D array.
+    fn sub(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        b: &Bound<'_, PyAny>,
+    ) -> PyResult<PyCiphertext> {
+        self.mixed(py, a, b, "sub", |ev, x, y| {
+            ops::add(ev, x, y, true, Mode::Explicit)
+        })
+    }
+
+    /// ``-a``.
+    fn negate(&self, py: Python<'_>, a: &PyCiphertext) -> PyResult<PyCiphertext> {
+        self.unary(py, a, |ev, x| words_wrap!((ev, x) => |e, c| e.negate(c)))
+    }
+
+    /// ``a + p`` for a Plaintext ``p`` (its scale must match ``a``'s) or a 1-D array (encoded
+    /// at ``a``'s level and scale).
+    fn add_plain(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        p: &Bound<'_, PyAny>,
+    ) -> PyResult<PyCiphertext> {
+        plain_only(p, "add_plain")?;
+        self.mixed(py, a, p, "add_plain", |ev, x, y| {
+            ops::add(ev, x, y, false, Mode::Explicit)
+        })
+    }
+
+    /// ``a - p`` for a Plaintext or a 1-D array.
+    fn sub_plain(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        p: &Bound<'_, PyAny>,
+    ) -> PyResult<PyCiphertext> {
+        plain_only(p, "sub_plain")?;
+        self.mixed(py, a, p, "sub_plain", |ev, x, y| {
+            ops::add(ev, x, y, true, Mode::Explicit)
+        })
+    }
+
+    /// ``a + c`` in every slot, for a number ``c`` (real or complex). Exact: no level used.
+    fn add_const(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        c: &Bound<'_, PyAny>,
+    ) -> PyResult<PyCiphertext> {
+        let s = convert::scalar(c)?;
+        let ev = &self.ev;
+        let ct = &a.ct;
+        let out = nogil(py, || {
+            ops::add(ev, ct, &Operand::Scalar(s), false, Mode::Explicit)
+        })?;
+        Ok(self.wrap(out))
+    }
+
+    /// ``a * b`` for ciphertexts: a size-3 ciphertext at the product of the scales (call
+    /// ``relinearize`` then ``rescale``). Levels are aligned by dropping.
+    fn multiply(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        b: &PyCiphertext,
+    ) -> PyResult<PyCiphertext> {
+        let (ev, x, y) = (&self.ev, &a.ct, &b.ct);
+        let out = nogil(py, || words_wrap!((ev, x, y) => |e, p, q| e.multiply(p, q)))?;
+        Ok(self.wrap(out))
+    }
+
+    /// ``a * b`` relinearized and rescaled (what ``a * b`` on ciphertexts does).
+    fn multiply_relin_rescale(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        b: &PyCiphertext,
+    ) -> PyResult<PyCiphertext> {
+        let (ev, x, y) = (&self.ev, &a.ct, &b.ct);
+        let out = nogil(
+            py,
+            || words_wrap!((ev, x, y) => |e, p, q| e.multiply_relin_rescale(p, q)),
+        )?;
+        Ok(self.wrap(out))
+    }
+
+    /// ``a * a``: size 3, scale squared (cheaper than ``multiply(a, a)``).
+    fn square(&self, py: Python<'_>, a: &PyCiphertext) -> PyResult<PyCiphertext> {
+        self.unary(py, a, |ev, x| words_wrap!((ev, x) => |e, c| e.square(c)))
+    }
+
+    /// Relinearizes a size-3 ciphertext back to size 2 (needs the relinearization key).
+    fn relinearize(&self, py: Python<'_>, a: &PyCiphertext) -> PyResult<PyCiphertext> {
+        self.unary(
+            py,
+            a,
+            |ev, x| words_wrap!((ev, x) => |e, c| e.relinearize(c)),
+        )
+    }
+
+    /// Divides by the last prime and drops it: one level down, scale divided by that prime.
+    fn rescale(&self, py: Python<'_>, a: &PyCiphertext) -> PyResult<PyCiphertext> {
+        self.unary(py, a, |ev, x| words_wrap!((ev, x) => |e, c| e.rescale(c)))
+    }
+
+    /// Drops one level (exact; the scale is unchanged).
+    fn drop_level(&self, py: Python<'_>, a: &PyCiphertext) -> PyResult<PyCiphertext> {
+        self.unary(
+            py,
+            a,
+            |ev, x| words_wrap!((ev, x) => |e, c| e.drop_level(c)),
+        )
+    }
+
+    /// Drops to ``level`` (at most ``a.level``; exact, scale unchanged).
+    fn drop_to_level(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        level: usize,
+    ) -> PyResult<PyCiphertext> {
+        self.unary(
+            py,
+            a,
+            move |ev, x| words_wrap!((ev, x) => |e, c| e.drop_to_level(c, level)),
+        )
+    }
+
+    /// ``a * p`` slot-wise, not rescaled. ``p`` a Plaintext (the scales multiply) or a 1-D
+    /// array (encoded at the scale of ``a``'s last prime, so ``rescale`` afterwards restores
+    /// ``a``'s scale).
+    fn multiply_plain(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        p: &Bound<'_, PyAny>,
+    ) -> PyResult<PyCiphertext> {
+        plain_only(p, "multiply_plain")?;
+        self.mixed(py, a, p, "multiply_plain", |ev, x, y| {
+            ops::mul(ev, x, y, Mode::Explicit)
+        })
+    }
+
+    /// ``a * values`` slot-wise for a 1-D array, encoded at the scale of ``a``'s last prime
+    /// (``rescale`` afterwards restores ``a``'s scale). Not rescaled.
+    fn multiply_values(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        values: &Bound<'_, PyAny>,
+    ) -> PyResult<PyCiphertext> {
+        let v = convert::values(values)?;
+        let ev = &self.ev;
+        let ct = &a.ct;
+        let out = nogil(py, || {
+            ops::mul(ev, ct, &Operand::Values(&v), Mode::Explicit)
+        })?;
+        Ok(self.wrap(out))
+    }
+
+    /// ``a * c`` for a number ``c`` (real or complex), encoded at the scale of ``a``'s last
+    /// prime: ``rescale`` afterwards restores ``a``'s scale. Not rescaled.
+    fn multiply_const(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        c: &Bound<'_, PyAny>,
+    ) -> PyResult<PyCiphertext> {
+        let s = convert::scalar(c)?;
+        let s = match s {
+            Scalar::Int(k) => Scalar::Real(k as f64),
+            s => s,
+        };
+        let ev = &self.ev;
+        let ct = &a.ct;
+        let out = nogil(py, || ops::mul_const(ev, ct, s, Mode::Explicit))?;
+        Ok(self.wrap(out))
+    }
+
+    /// ``a * k`` for an integer ``k``: exact, no level used, scale unchanged.
+    fn multiply_int(&self, py: Python<'_>, a: &PyCiphertext, k: i64) -> PyResult<PyCiphertext> {
+        self.unary(
+            py,
+            a,
+            move |ev, x| words_wrap!((ev, x) => |e, c| e.multiply_int(c, k)),
+        )
+    }
+
+    /// Rotates the slots left by ``step`` (right when negative). Needs the Galois key for
+    /// ``step`` (``keygen(rotations=[...])``), else MissingKeyError.
+    fn rotate(&self, py: Python<'_>, a: &PyCiphertext, step: i64) -> PyResult<PyCiphertext> {
+        self.unary(
+            py,
+            a,
+            move |ev, x| words_wrap!((ev, x) => |e, c| e.rotate(c, step)),
+        )
+    }
+
+    /// Hoisted rotations: one decomposition shared by every step. Returns a list of
+    /// ciphertexts in the order of ``steps``.
+    fn rotate_many(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        steps: Vec<i64>,
+    ) -> PyResult<Vec<PyCiphertext>> {
+        let ev = &self.ev;
+        let ct = &a.ct;
+        let outs: Vec<CtW> = nogil(py, || {
+            words!((ev, ct) => |e, c| Ok(e
+                .rotate_many(c, &steps)?
+                .into_iter()
+                .map(CtW::from)
+                .collect()))
+        })?;
+        Ok(outs.into_iter().map(|c| self.wrap(c)).collect())
+    }
+
+    /// Conjugates every slot (needs ``keygen(conjugate=True)``).
+    fn conjugate(&self, py: Python<'_>, a: &PyCiphertext) -> PyResult<PyCiphertext> {
+        self.unary(py, a, |ev, x| words_wrap!((ev, x) => |e, c| e.conjugate(c)))
+    }
+
+    /// Sum of ``n`` consecutive slots in every slot: slot ``i`` gets
+    /// ``x[i] + ... + x[i+n-1]`` (indices mod slots). ``n`` a power of two; needs rotation
+    /// keys for 1, 2, 4, ..., n/2 (see ``Evaluator.rotate_and_sum_steps``).
+    fn rotate_and_sum(&self, py: Python<'_>, a: &PyCiphertext, n: usize) -> PyResult<PyCiphertext> {
+        self.unary(
+            py,
+            a,
+            move |ev, x| words_wrap!((ev, x) => |e, c| e.rotate_and_sum(c, n)),
+        )
+    }
+
+    /// The rotation steps ``rotate_and_sum(_, n)`` needs keys for.
+    #[staticmethod]
+    fn rotate_and_sum_steps(n: usize) -> Vec<i64> {
+        Evaluator::<u64>::rotate_and_sum_steps(n)
+    }
+
+    /// Brings two ciphertexts to one level and one scale; returns the pair.
+    fn align(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        b: &PyCiphertext,
+    ) -> PyResult<(PyCiphertext, PyCiphertext)> {
+        let (ev, x, y) = (&self.ev, &a.ct, &b.ct);
+        let (p, q) = nogil(py, || {
+            words!((ev, x, y) => |e, p, q| {
+                let (p, q) = e.align(p, q)?;
+                Ok((CtW::from(p), CtW::from(q)))
+            })
+        })?;
+        Ok((self.wrap(p), self.wrap(q)))
+    }
+
+    /// Evaluates the polynomial with real ``coeffs`` (lowest degree first) at every slot
+    /// (baby-step giant-step). ``basis``: ``"power"`` (``sum c_k x^k``) or ``"chebyshev"``
+    /// (``sum c_k T_k(y)`` with ``y`` the affine map of ``interval``, default ``(-1, 1)``, to
+    /// ``[-1, 1]``). The result has ``a``'s scale and ``polynomial_depth`` fewer levels.
+    #[pyo3(signature = (a, coeffs, basis = "power", interval = None))]
+    fn evaluate_polynomial(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        coeffs: &Bound<'_, PyAny>,
+        basis: &str,
+        interval: Option<(f64, f64)>,
+    ) -> PyResult<PyCiphertext> {
+        let coeffs = convert::reals(coeffs, "polynomial coefficients")?;
+        let basis = poly_basis(basis, interval)?;
+        self.unary(
+            py,
+            a,
+            move |ev, x| words_wrap!((ev, x) => |e, c| e.evaluate_polynomial(c, &coeffs, basis)),
+        )
+    }
+
+    /// Levels ``evaluate_polynomial`` consumes for a polynomial of ``degree`` in ``basis``.
+    #[staticmethod]
+    #[pyo3(signature = (degree, basis = "power", interval = None))]
+    fn polynomial_depth(
+        degree: usize,
+        basis: &str,
+        interval: Option<(f64, f64)>,
+    ) -> PyResult<usize> {
+        Ok(Evaluator::<u64>::polynomial_depth(
+            degree,
+            poly_basis(basis, interval)?,
+        ))
+    }
+
+    /// Whether two scales are equal within the tolerance ``add``/``sub`` accept.
+    fn scales_match(&self, a: f64, b: f64) -> bool {
+        match &self.ev {
+            crate::words::Words::W32(e) => e.scales_match(a, b),
+            crate::words::Words::W64(e) => e.scales_match(a, b),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Evaluator(keys={}, word_bits={})",
+            if self.keyed { "True" } else { "False" },
+            self.ev.word_bits()
+        )
+    }
+}
+
+/// `*_plain` methods take a Plaintext or values, not a ciphertext or a number.
+fn plain_only(p: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
+    if p.cast::<PyCiphertext>().is_ok() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} takes a Plaintext or a 1-D array; for two ciphertexts use {}",
+            what.trim_end_matches("_plain")
+        )));
+    }
+    if p.cast::<crate::objects::PyPlaintext>().is_ok() {
+        return Ok(());
+    }
+    match convert::numeric(p)? {
+        Numeric::Values(_) => Ok(()),
+        Numeric::Scalar(_) => Err(input_error(format!(
+            "{what} takes a Plaintext or a 1-D array, got a single number; use {} for constants",
+            if what.starts_with("multiply") {
+                "multiply_const"
+            } else {
+                "add_const"
+            }
+        ))),
+        Numeric::Other(why) => Err(PyTypeError::new_err(format!("{what}: {why}"))),
+    }
+}

@@ -1,0 +1,492 @@
+"""Type stubs of heloom's extension module (re-exported by ``heloom``)."""
+
+from collections.abc import Sequence
+from typing import Literal, SupportsFloat, SupportsIndex, TypeAlias, final, overload
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "Ciphertext",
+    "CkksParameters",
+    "Context",
+    "EvaluationKeys",
+    "Evaluator",
+    "FormatError",
+    "HeloomError",
+    "InputError",
+    "KeySet",
+    "LevelError",
+    "MissingKeyError",
+    "ParameterError",
+    "Plaintext",
+    "PublicKey",
+    "ScaleError",
+    "SecretKey",
+    "__version__",
+]
+
+__version__: str
+
+#: A real or complex number.
+_Number: TypeAlias = int | float | complex | np.number
+#: Slot values: a 1-D array (or sequence) of real or complex numbers.
+_Values: TypeAlias = npt.ArrayLike
+#: What the mixed-operand methods and the Ciphertext operators accept as second operand.
+_Operand: TypeAlias = Ciphertext | Plaintext | _Number | npt.ArrayLike
+#: Polynomial bases of ``Evaluator.evaluate_polynomial``.
+_Basis: TypeAlias = Literal["power", "chebyshev"]
+
+class HeloomError(Exception):
+    """Base class of every error heloom raises."""
+
+class ParameterError(HeloomError):
+    """Invalid or insecure parameters, or objects made for different parameters (or keys)
+    combined."""
+
+class FormatError(HeloomError):
+    """Bytes that are not a valid heloom object (raised by deserialization)."""
+
+class ScaleError(HeloomError):
+    """Operands whose scales cannot be aligned exactly."""
+
+class LevelError(HeloomError):
+    """The operation needs more levels than the ciphertext has left."""
+
+class MissingKeyError(HeloomError):
+    """A relinearization or Galois (rotation/conjugation) key needed by the operation was not
+    generated."""
+
+class InputError(HeloomError, ValueError):
+    """An input value or argument that cannot be used: NaN or infinite values, too many values
+    for the slots, a wrong array shape or type, a constant too large for the scale. Also a
+    ValueError."""
+
+@final
+class CkksParameters:
+    """A validated CKKS parameter set: ring degree, modulus chain, special primes for hybrid
+    key switching, word size, checked against the Homomorphic Encryption Standard's security
+    table.
+
+    Only ``poly_degree`` is required. ``levels`` is the number of rescalings available (the
+    chain has ``levels + 1`` primes), ``scale_bits`` the default scale ``2**scale_bits``
+    (default 40 for 64-bit words, 28 for 32-bit words), ``word_bits`` 32 or 64. Keyword-only:
+    ``first_bits`` (size of ``q_0``), ``prime_bits`` (explicit prime sizes
+    ``[q_0, q_1, ...]``, overriding ``levels`` and ``first_bits``), ``special_bits``,
+    ``special_count`` and ``dnum`` (hybrid key switching), ``hamming_weight`` (fixed-weight
+    secret), ``security`` (128, 192, 256, or None to opt out explicitly).
+
+    Raises ParameterError for invalid or insecure parameters.
+    """
+
+    def __new__(
+        cls,
+        poly_degree: int,
+        levels: int = 3,
+        scale_bits: int | None = None,
+        word_bits: Literal[32, 64] = 64,
+        *,
+        first_bits: int | None = None,
+        prime_bits: Sequence[int] | None = None,
+        special_bits: int | None = None,
+        special_count: int | None = None,
+        dnum: int | None = None,
+        hamming_weight: int | None = None,
+        security: Literal[128, 192, 256] | None = 128,
+    ) -> CkksParameters: ...
+    @property
+    def poly_degree(self) -> int:
+        """Ring degree N (a power of two)."""
+    @property
+    def slots(self) -> int:
+        """Slots of a fully packed ciphertext (N/2)."""
+    @property
+    def levels(self) -> int:
+        """Levels: rescalings available to a fresh ciphertext (number of primes minus one)."""
+    @property
+    def scale(self) -> float:
+        """Default scale of fresh encodings and encryptions."""
+    @property
+    def scale_bits(self) -> float:
+        """log2 of the default scale."""
+    @property
+    def log_q(self) -> float:
+        """log2 of the ciphertext modulus Q at the top level."""
+    @property
+    def log_qp(self) -> float:
+        """log2 of the key-switching modulus Q*P (what the security table bounds)."""
+    @property
+    def word_bits(self) -> int:
+        """Word size in bits: 32 or 64."""
+    @property
+    def dnum(self) -> int:
+        """Decomposition number (digits) of hybrid key switching."""
+    @property
+    def alpha(self) -> int:
+        """Primes per key-switching digit (= number of special primes)."""
+    @property
+    def security(self) -> int | None:
+        """Requested security in bits (128, 192, 256), or None when opted out."""
+    @property
+    def estimated_security(self) -> int | None:
+        """Security the parameters meet by the HE standard's table (128, 192, 256), or None
+        when below 128 bits."""
+    @property
+    def moduli(self) -> list[int]:
+        """Ciphertext primes ``[q_0, ..., q_L]``."""
+    @property
+    def special_moduli(self) -> list[int]:
+        """Special primes ``[p_0, ...]`` of key switching."""
+    @property
+    def hamming_weight(self) -> int | None:
+        """Nonzero coefficients of a fixed-weight secret, or None for the uniform ternary
+        secret."""
+    @property
+    def sigma(self) -> float:
+        """Standard deviation of the error distribution."""
+    @property
+    def backend(self) -> str:
+        """SIMD backend the kernels run on."""
+    @property
+    def fingerprint(self) -> int:
+        """Fingerprint of (N, word size, primes, dnum): objects made for different
+        fingerprints are never combined."""
+    def summary(self) -> str:
+        """A multi-line human-readable summary (the same as ``str(params)``)."""
+    def to_bytes(self) -> bytes:
+        """The parameter set in heloom's binary format (the primes themselves)."""
+    @staticmethod
+    def from_bytes(data: bytes) -> CkksParameters:
+        """Loads a parameter set, checking primes and security again; bad bytes raise
+        FormatError, insecure or invalid parameters ParameterError."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Context:
+    """The CKKS context: parameters and everything precomputed from them. Encrypts,
+    decrypts, encodes, decodes, generates keys and makes evaluators. Objects of contexts with
+    equal parameters can be mixed; objects of different parameters raise ParameterError."""
+
+    def __new__(cls, params: CkksParameters) -> Context:
+        """Precomputes everything for ``params`` (NTT tables, RNS bases, key-switching
+        converters, the encoder)."""
+    @property
+    def params(self) -> CkksParameters:
+        """The parameters."""
+    @property
+    def word_bits(self) -> int:
+        """Word size in bits: 32 or 64."""
+    @property
+    def slots(self) -> int:
+        """Slots of a fully packed ciphertext (N/2)."""
+    @property
+    def default_evaluator(self) -> Evaluator | None:
+        """The evaluator ciphertext operators fall back on (see ``Context.evaluator``), or
+        None."""
+    def keygen(self, rotations: Sequence[int] | None = None, conjugate: bool = False) -> KeySet:
+        """Generates a fresh key set: secret key, public key, and evaluation keys
+        (relinearization, a Galois key per rotation step in ``rotations`` (negative = right),
+        and conjugation when ``conjugate``). Until ``Context.evaluator`` is called, ciphertext
+        operators use these evaluation keys."""
+    def encrypt(self, values: _Values | Plaintext, key: PublicKey | SecretKey) -> Ciphertext:
+        """Encrypts ``values`` (a 1-D array or list of real or complex numbers, at most N/2 of
+        them; padded with zeros to a power of two) at the top level and the default scale.
+        With a PublicKey: public-key encryption; with the SecretKey: symmetric encryption (the
+        ciphertext is then compressible). ``values`` may also be a Plaintext (public key
+        only)."""
+    @overload
+    def decrypt(
+        self, ciphertext: Ciphertext, secret_key: SecretKey, real: Literal[False] = False
+    ) -> npt.NDArray[np.complex128]: ...
+    @overload
+    def decrypt(
+        self, ciphertext: Ciphertext, secret_key: SecretKey, real: Literal[True]
+    ) -> npt.NDArray[np.float64]: ...
+    @overload
+    def decrypt(
+        self, ciphertext: Ciphertext, secret_key: SecretKey, real: bool
+    ) -> npt.NDArray[np.complex128] | npt.NDArray[np.float64]:
+        """Decrypts and decodes: a numpy array of ``ciphertext.slots`` values, complex128, or
+        float64 (the real parts) with ``real=True``."""
+    def encode(
+        self, values: _Values, level: int | None = None, scale: float | None = None
+    ) -> Plaintext:
+        """Encodes ``values`` (1-D, real or complex) into a Plaintext at ``level`` (default:
+        the top) and ``scale`` (default: the parameters' scale)."""
+    @overload
+    def decode(
+        self, plaintext: Plaintext, real: Literal[False] = False
+    ) -> npt.NDArray[np.complex128]: ...
+    @overload
+    def decode(self, plaintext: Plaintext, real: Literal[True]) -> npt.NDArray[np.float64]: ...
+    @overload
+    def decode(
+        self, plaintext: Plaintext, real: bool
+    ) -> npt.NDArray[np.complex128] | npt.NDArray[np.float64]:
+        """Decodes a Plaintext: a numpy array of ``plaintext.slots`` values, complex128, or
+        float64 with ``real=True``."""
+    def evaluator(self, keys: EvaluationKeys | None = None) -> Evaluator:
+        """An Evaluator with ``keys`` (the key set's ``evaluation_keys``), or without keys (no
+        relinearization or rotations) when None. It becomes the evaluator the ciphertext
+        operators use for ciphertexts no evaluator has produced."""
+
+@final
+class SecretKey:
+    """The secret key. Stays with the client: it cannot be pickled and its repr hides it."""
+
+    @property
+    def word_bits(self) -> int:
+        """Word size in bits: 32 or 64."""
+
+@final
+class PublicKey:
+    """The public key: anyone holding it can encrypt."""
+
+    @property
+    def word_bits(self) -> int:
+        """Word size in bits: 32 or 64."""
+    def to_bytes(self) -> bytes:
+        """The key in heloom's binary format (its uniform half as a 32-byte seed)."""
+    @staticmethod
+    def from_bytes(ctx: Context, data: bytes) -> PublicKey:
+        """Loads a public key made for ``ctx``'s parameters; bad bytes raise FormatError,
+        keys of other parameters ParameterError."""
+
+@final
+class EvaluationKeys:
+    """Evaluation keys: the relinearization key and the Galois keys (rotations,
+    conjugation). What the server needs; give them to ``Context.evaluator``."""
+
+    @property
+    def word_bits(self) -> int:
+        """Word size in bits: 32 or 64."""
+    @property
+    def has_relinearization(self) -> bool:
+        """Whether the relinearization key is present."""
+    @property
+    def rotations(self) -> list[int]:
+        """Rotation steps with a key, sorted, in ``(-slots/2, slots/2]`` (a step and the same
+        step minus ``slots`` share one key)."""
+    @property
+    def conjugate(self) -> bool:
+        """Whether the conjugation key is present."""
+    @property
+    def galois_elements(self) -> list[int]:
+        """Galois elements with a key."""
+    @property
+    def memory_bytes(self) -> int:
+        """Size of the keys in memory, in bytes."""
+    def to_bytes(self) -> bytes:
+        """The keys in heloom's binary format (bit-packed, uniform halves as seeds)."""
+    @staticmethod
+    def from_bytes(ctx: Context, data: bytes) -> EvaluationKeys:
+        """Loads evaluation keys made for ``ctx``'s parameters; bad bytes raise
+        FormatError."""
+
+@final
+class KeySet:
+    """What ``Context.keygen`` returns: ``secret_key``, ``public_key``,
+    ``evaluation_keys``."""
+
+    @property
+    def secret_key(self) -> SecretKey:
+        """The secret key (decryption; stays with the client)."""
+    @property
+    def public_key(self) -> PublicKey:
+        """The public key (encryption)."""
+    @property
+    def evaluation_keys(self) -> EvaluationKeys:
+        """The evaluation keys (relinearization, rotations, conjugation)."""
+
+@final
+class Plaintext:
+    """An encoded message (NTT form) at a level and a scale. Made by ``Context.encode``."""
+
+    @property
+    def level(self) -> int:
+        """Level (number of primes above q_0)."""
+    @property
+    def scale(self) -> float:
+        """Scale the values were multiplied by."""
+    @property
+    def slots(self) -> int:
+        """Number of slots encoded (a power of two)."""
+    @property
+    def word_bits(self) -> int:
+        """Word size in bits: 32 or 64."""
+    @property
+    def context(self) -> Context:
+        """The context it was made with."""
+    def to_bytes(self) -> bytes:
+        """The plaintext in heloom's binary format."""
+    @staticmethod
+    def from_bytes(ctx: Context, data: bytes) -> Plaintext:
+        """Loads a plaintext made for ``ctx``'s parameters; bad bytes raise FormatError."""
+
+@final
+class Ciphertext:
+    """A CKKS ciphertext at a level and a scale. Made by ``Context.encrypt`` and the
+    Evaluator.
+
+    Operators ``+ - *`` (and their reflected forms, unary ``-``, ``/`` by a number) take a
+    Ciphertext, a Plaintext, a number or a 1-D array, and manage the scale for you:
+    ``ct * ct`` relinearizes and rescales, ``ct * float`` and ``ct * array`` rescale,
+    ``ct * int`` is exact and keeps the level. Adding or subtracting two ciphertexts at one
+    level whose scales differ (a product and a fresh ciphertext, say) aligns them at the cost
+    of one level, where ``Evaluator.add`` raises ScaleError. Operators use the evaluator that
+    produced an operand, else the context's default evaluator (see ``Context.evaluator``).
+    """
+
+    __array_ufunc__: None
+    @property
+    def level(self) -> int:
+        """Level: rescalings left."""
+    @property
+    def scale(self) -> float:
+        """Scale of the encrypted values."""
+    @property
+    def size(self) -> int:
+        """Number of polynomials: 2, or 3 after a multiplication before relinearization."""
+    @property
+    def slots(self) -> int:
+        """Number of slots in use (a power of two; decryption returns this many values)."""
+    @property
+    def word_bits(self) -> int:
+        """Word size in bits: 32 or 64."""
+    @property
+    def is_seeded(self) -> bool:
+        """Whether it is a fresh symmetric encryption (stored at half size)."""
+    @property
+    def context(self) -> Context:
+        """The context it was made with."""
+    def with_scale(self, scale: float) -> Ciphertext:
+        """A copy whose recorded scale is ``scale`` (the caller takes responsibility, as with
+        SEAL's scale setter): for after multiplying by a constant chosen to hit a target
+        scale."""
+    def __add__(self, other: _Operand, /) -> Ciphertext:
+        """``self + other``."""
+    def __radd__(self, other: _Operand, /) -> Ciphertext:
+        """``other + self``."""
+    def __sub__(self, other: _Operand, /) -> Ciphertext:
+        """``self - other``."""
+    def __rsub__(self, other: _Operand, /) -> Ciphertext:
+        """``other - self``."""
+    def __mul__(self, other: _Operand, /) -> Ciphertext:
+        """``self * other``: relinearized and rescaled (integers: exact, no rescale)."""
+    def __rmul__(self, other: _Operand, /) -> Ciphertext:
+        """``other * self``."""
+    def __truediv__(self, other: _Number, /) -> Ciphertext:
+        """``self / c`` for a nonzero number ``c``: multiplication by ``1/c``, rescaled."""
+    def __neg__(self) -> Ciphertext:
+        """``-self``."""
+    def __pos__(self) -> Ciphertext:
+        """``+self`` (the same ciphertext)."""
+    def to_bytes(self) -> bytes:
+        """The ciphertext in heloom's binary format: versioned, checked on load, limbs
+        bit-packed, and ``c_1`` stored as a seed after a fresh secret-key encryption."""
+    @staticmethod
+    def from_bytes(ctx: Context, data: bytes) -> Ciphertext:
+        """Loads a ciphertext made for ``ctx``'s parameters. Malformed bytes raise
+        FormatError; a ciphertext of other parameters raises ParameterError."""
+
+@final
+class Evaluator:
+    """Homomorphic operations on ciphertexts, with (optionally) evaluation keys. Made by
+    ``Context.evaluator(keys)`` or ``Evaluator(context, keys)``.
+
+    Every method returns a new Ciphertext and leaves scale management explicit: ``multiply``
+    returns an unrelinearized (size 3) product at the product of the scales; call
+    ``relinearize`` and ``rescale``. (The Ciphertext operators do that for you.) Operands at
+    different levels are brought to the lower level; scales that differ are aligned when that
+    is exact, else ScaleError.
+    """
+
+    def __new__(cls, context: Context, keys: EvaluationKeys | None = None) -> Evaluator:
+        """An evaluator for ``context`` with ``keys`` (or without keys); the same as
+        ``context.evaluator(keys)``."""
+    @property
+    def has_keys(self) -> bool:
+        """Whether it holds evaluation keys (needed by relinearize, rotations, conjugate)."""
+    @property
+    def context(self) -> Context:
+        """The context."""
+    def add(self, a: Ciphertext, b: _Operand) -> Ciphertext:
+        """``a + b``: ``b`` a Ciphertext, a Plaintext, a number (int, float, complex) or a 1-D
+        array (encoded at ``a``'s level and scale)."""
+    def sub(self, a: Ciphertext, b: _Operand) -> Ciphertext:
+        """``a - b``: ``b`` a Ciphertext, a Plaintext, a number or a 1-D array."""
+    def negate(self, a: Ciphertext) -> Ciphertext:
+        """``-a``."""
+    def add_plain(self, a: Ciphertext, p: Plaintext | _Values) -> Ciphertext:
+        """``a + p`` for a Plaintext ``p`` (its scale must match ``a``'s) or a 1-D array
+        (encoded at ``a``'s level and scale)."""
+    def sub_plain(self, a: Ciphertext, p: Plaintext | _Values) -> Ciphertext:
+        """``a - p`` for a Plaintext or a 1-D array."""
+    def add_const(self, a: Ciphertext, c: _Number) -> Ciphertext:
+        """``a + c`` in every slot, for a number ``c`` (real or complex). Exact: no level
+        used."""
+    def multiply(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+        """``a * b`` for ciphertexts: a size-3 ciphertext at the product of the scales (call
+        ``relinearize`` then ``rescale``). Levels are aligned by dropping."""
+    def multiply_relin_rescale(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+        """``a * b`` relinearized and rescaled (what ``a * b`` on ciphertexts does)."""
+    def square(self, a: Ciphertext) -> Ciphertext:
+        """``a * a``: size 3, scale squared (cheaper than ``multiply(a, a)``)."""
+    def relinearize(self, a: Ciphertext) -> Ciphertext:
+        """Relinearizes a size-3 ciphertext back to size 2 (needs the relinearization key)."""
+    def rescale(self, a: Ciphertext) -> Ciphertext:
+        """Divides by the last prime and drops it: one level down, scale divided by that
+        prime."""
+    def drop_level(self, a: Ciphertext) -> Ciphertext:
+        """Drops one level (exact; the scale is unchanged)."""
+    def drop_to_level(self, a: Ciphertext, level: int) -> Ciphertext:
+        """Drops to ``level`` (at most ``a.level``; exact, scale unchanged)."""
+    def multiply_plain(self, a: Ciphertext, p: Plaintext | _Values) -> Ciphertext:
+        """``a * p`` slot-wise, not rescaled. ``p`` a Plaintext (the scales multiply) or a 1-D
+        array (encoded at the scale of ``a``'s last prime, so ``rescale`` afterwards restores
+        ``a``'s scale)."""
+    def multiply_values(self, a: Ciphertext, values: _Values) -> Ciphertext:
+        """``a * values`` slot-wise for a 1-D array, encoded at the scale of ``a``'s last
+        prime (``rescale`` afterwards restores ``a``'s scale). Not rescaled."""
+    def multiply_const(self, a: Ciphertext, c: _Number) -> Ciphertext:
+        """``a * c`` for a number ``c`` (real or complex), encoded at the scale of ``a``'s
+        last prime: ``rescale`` afterwards restores ``a``'s scale. Not rescaled."""
+    def multiply_int(self, a: Ciphertext, k: SupportsIndex) -> Ciphertext:
+        """``a * k`` for an integer ``k``: exact, no level used, scale unchanged."""
+    def rotate(self, a: Ciphertext, step: SupportsIndex) -> Ciphertext:
+        """Rotates the slots left by ``step`` (right when negative). Needs the Galois key for
+        ``step`` (``keygen(rotations=[...])``), else MissingKeyError."""
+    def rotate_many(self, a: Ciphertext, steps: Sequence[int]) -> list[Ciphertext]:
+        """Hoisted rotations: one decomposition shared by every step. Returns a list of
+        ciphertexts in the order of ``steps``."""
+    def conjugate(self, a: Ciphertext) -> Ciphertext:
+        """Conjugates every slot (needs ``keygen(conjugate=True)``)."""
+    def rotate_and_sum(self, a: Ciphertext, n: SupportsIndex) -> Ciphertext:
+        """Sum of ``n`` consecutive slots in every slot: slot ``i`` gets
+        ``x[i] + ... + x[i+n-1]`` (indices mod slots). ``n`` a power of two; needs rotation
+        keys for 1, 2, 4, ..., n/2 (see ``Evaluator.rotate_and_sum_steps``)."""
+    @staticmethod
+    def rotate_and_sum_steps(n: SupportsIndex) -> list[int]:
+        """The rotation steps ``rotate_and_sum(_, n)`` needs keys for."""
+    def align(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        """Brings two ciphertexts to one level and one scale; returns the pair."""
+    def evaluate_polynomial(
+        self,
+        a: Ciphertext,
+        coeffs: Sequence[SupportsFloat] | npt.ArrayLike,
+        basis: _Basis = "power",
+        interval: tuple[float, float] | None = None,
+    ) -> Ciphertext:
+        """Evaluates the polynomial with real ``coeffs`` (lowest degree first) at every slot
+        (baby-step giant-step). ``basis``: ``"power"`` (``sum c_k x^k``) or ``"chebyshev"``
+        (``sum c_k T_k(y)`` with ``y`` the affine map of ``interval``, default ``(-1, 1)``, to
+        ``[-1, 1]``). The result has ``a``'s scale and ``polynomial_depth`` fewer levels."""
+    @staticmethod
+    def polynomial_depth(
+        degree: SupportsIndex, basis: _Basis = "power", interval: tuple[float, float] | None = None
+    ) -> int:
+        """Levels ``evaluate_polynomial`` consumes for a polynomial of ``degree`` in
+        ``basis``."""
+    def scales_match(self, a: float, b: float) -> bool:
+        """Whether two scales are equal within the tolerance ``add``/``sub`` accept."""
