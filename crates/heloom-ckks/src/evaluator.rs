@@ -277,8 +277,31 @@ impl<W: Word> Evaluator<W> {
 
     // ----- additive -----
 
+    /// `ct` at `level`: borrowed when already there, else dropped (a copy).
+    fn at_level<'a>(
+        &self,
+        ct: &'a Ciphertext<W>,
+        level: usize,
+    ) -> Result<std::borrow::Cow<'a, Ciphertext<W>>> {
+        if ct.level == level {
+            self.check(ct)?;
+            Ok(std::borrow::Cow::Borrowed(ct))
+        } else {
+            Ok(std::borrow::Cow::Owned(self.drop_to_level(ct, level)?))
+        }
+    }
+
     fn combine(&self, a: &Ciphertext<W>, b: &Ciphertext<W>, sub: bool) -> Result<Ciphertext<W>> {
-        let (a, b) = self.align(a, b)?;
+        // Fast path: same level and scale, nothing to align (no copies beyond the result).
+        let aligned;
+        let (a, b) = if a.level == b.level && self.scales_match(a.scale, b.scale) {
+            self.check(a)?;
+            self.check(b)?;
+            (a, b)
+        } else {
+            aligned = self.align(a, b)?;
+            (&aligned.0, &aligned.1)
+        };
         let basis = self.ctx.q_basis(a.level)?;
         let size = a.polys.len().max(b.polys.len());
         let mut polys = Vec::with_capacity(size);
@@ -552,8 +575,8 @@ impl<W: Word> Evaluator<W> {
             ));
         }
         let level = a.level.min(b.level);
-        let a = self.drop_to_level(a, level)?;
-        let b = self.drop_to_level(b, level)?;
+        let a = self.at_level(a, level)?;
+        let b = self.at_level(b, level)?;
         let basis = self.ctx.q_basis(level)?;
         let d0 = basis.mul(&a.polys[0], &b.polys[0])?;
         let mut d1 = basis.mul(&a.polys[0], &b.polys[1])?;

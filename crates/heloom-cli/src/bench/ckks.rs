@@ -481,33 +481,13 @@ impl Progress {
     }
 }
 
-/// This thread's CPU time in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`), `None` where unavailable.
-#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+/// This thread's CPU time in nanoseconds (the OS per-thread CPU clock, through the
+/// `cpu-time` crate), `None` where unavailable. CPU time rather than wall time keeps the
+/// timings meaningful on a shared, loaded machine.
 fn thread_cpu_ns() -> Option<u64> {
-    #[repr(C)]
-    struct Timespec {
-        tv_sec: i64,
-        tv_nsec: i64,
-    }
-    extern "C" {
-        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
-    }
-    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
-    let mut ts = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime (C library, POSIX) writes one `struct timespec` (two 64-bit fields
-    // on 64-bit Linux, matching `Timespec`) through a pointer to a live, writable local; clock
-    // id 3 is CLOCK_THREAD_CPUTIME_ID on every Linux architecture.
-    let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
-}
-
-/// This thread's CPU time: not available on this platform.
-#[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
-fn thread_cpu_ns() -> Option<u64> {
-    None
+    cpu_time::ThreadTime::try_now()
+        .ok()
+        .map(|t| t.as_duration().as_nanos() as u64)
 }
 
 /// The clock timings are read from: `"thread_cpu"` where the per-thread CPU clock exists, else
