@@ -13,6 +13,15 @@ fn main() -> Result<()> {
             .scale_bits(30)
             .build()?;
         run::<u32>(p)
+    } else if std::env::var("SHAPE").as_deref() == Ok("seal") {
+        // SEAL's shape for the anchor: 8 ciphertext primes, one special prime (dnum = 8).
+        let p = CkksParameters::builder(1 << 14)
+            .prime_bits(vec![50, 48, 48, 48, 48, 48, 48, 48])
+            .special_bits(50)
+            .special_count(1)
+            .scale_bits(48)
+            .build()?;
+        run::<u64>(p)
     } else {
         let p = CkksParameters::builder(1 << 14)
             .levels(7)

@@ -34,6 +34,29 @@ impl<W: Word> Decomposed<W> {
 }
 
 impl<W: Word> Context<W> {
+    /// Writes digit `j` of `dc` (coefficient form at `level`) raised to every other prime of
+    /// `Q_l P` into those limbs of `ext` (coefficient form; the digit's own limbs untouched).
+    fn raise_digit(
+        &self,
+        dc: &RnsPoly<W>,
+        ext: &mut RnsPoly<W>,
+        level: usize,
+        j: usize,
+    ) -> Result<()> {
+        let alpha = self.params().alpha();
+        let (lo, hi) = (j * alpha, ((j + 1) * alpha).min(level + 1));
+        let inputs: Vec<&[W]> = (lo..hi).map(|i| dc.limb(i)).collect();
+        let mut outs: Vec<&mut [W]> = ext
+            .as_mut_slice()
+            .chunks_exact_mut(self.n())
+            .enumerate()
+            .filter(|(k, _)| *k < lo || *k >= hi)
+            .map(|(_, s)| s)
+            .collect();
+        self.modup(level, j).convert_centered(&inputs, &mut outs)?;
+        Ok(())
+    }
+
     /// Mod-up: the digits of `d` (NTT form over `q_0..q_level`) raised to `Q_l P`.
     pub fn decompose(&self, d: &RnsPoly<W>, level: usize) -> Result<Decomposed<W>> {
         let q = self.q_basis(level)?;
@@ -43,7 +66,6 @@ impl<W: Word> Context<W> {
             )));
         }
         let qp = self.qp_basis(level)?;
-        let n = self.n();
         let alpha = self.params().alpha();
         let mut dc = d.clone();
         q.inverse(&mut dc)?;
@@ -53,17 +75,7 @@ impl<W: Word> Context<W> {
             let lo = j * alpha;
             let hi = ((j + 1) * alpha).min(level + 1);
             let mut ext = qp.zero(Form::Ntt);
-            {
-                let inputs: Vec<&[W]> = (lo..hi).map(|i| dc.limb(i)).collect();
-                let mut outs: Vec<&mut [W]> = ext
-                    .as_mut_slice()
-                    .chunks_exact_mut(n)
-                    .enumerate()
-                    .filter(|(k, _)| *k < lo || *k >= hi)
-                    .map(|(_, s)| s)
-                    .collect();
-                self.modup(level, j).convert_centered(&inputs, &mut outs)?;
-            }
+            self.raise_digit(&dc, &mut ext, level, j)?;
             let tables = qp.ntt_tables();
             for (k, t) in tables.iter().enumerate() {
                 if k >= lo && k < hi {
@@ -169,7 +181,6 @@ impl<W: Word> Context<W> {
             ));
         }
         let qp = self.qp_basis(level)?;
-        let n = self.n();
         let alpha = self.params().alpha();
         let num_q = self.max_level() + 1;
         let elt = qp.eltwise();
@@ -182,17 +193,7 @@ impl<W: Word> Context<W> {
         for j in 0..(level + 1).div_ceil(alpha) {
             let lo = j * alpha;
             let hi = ((j + 1) * alpha).min(level + 1);
-            {
-                let inputs: Vec<&[W]> = (lo..hi).map(|i| dc.limb(i)).collect();
-                let mut outs: Vec<&mut [W]> = ext
-                    .as_mut_slice()
-                    .chunks_exact_mut(n)
-                    .enumerate()
-                    .filter(|(k, _)| *k < lo || *k >= hi)
-                    .map(|(_, s)| s)
-                    .collect();
-                self.modup(level, j).convert_centered(&inputs, &mut outs)?;
-            }
+            self.raise_digit(&dc, &mut ext, level, j)?;
             let (bj, aj) = (&key.b[j], &key.a[j]);
             for (k, (m, t)) in qp.moduli().iter().zip(tables).enumerate() {
                 let kk = if k <= level {

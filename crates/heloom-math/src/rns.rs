@@ -150,27 +150,7 @@ impl<W: Word> BasisConverter<W> {
     /// not `from_len()` slices, `output` not `to_len()` slices, or slices of different lengths.
     pub fn convert(&self, input: &[&[W]], output: &mut [&mut [W]]) -> Result<()> {
         let k = self.from.len();
-        if input.len() != k {
-            return Err(MathError::LengthMismatch {
-                what: "base conversion input limbs",
-                expected: k,
-                got: input.len(),
-            });
-        }
-        if output.len() != self.to.len() {
-            return Err(MathError::LengthMismatch {
-                what: "base conversion output limbs",
-                expected: self.to.len(),
-                got: output.len(),
-            });
-        }
-        let n = input[0].len();
-        for len in input.iter().map(|x| x.len()) {
-            check_n("base conversion input limb length", n, len)?;
-        }
-        for len in output.iter().map(|y| y.len()) {
-            check_n("base conversion output limb length", n, len)?;
-        }
+        let n = self.check_shapes(input, output)?;
         if k == 1 {
             // qhat_0 = 1: y_j = x mod p_j.
             for (y, p) in output.iter_mut().zip(&self.to) {
@@ -222,26 +202,9 @@ impl<W: Word> BasisConverter<W> {
     /// term `(k/2) * s` to the noise; the centered one removes it.
     pub fn convert_centered(&self, input: &[&[W]], output: &mut [&mut [W]]) -> Result<()> {
         let k = self.from.len();
-        if input.len() != k {
-            return Err(MathError::LengthMismatch {
-                what: "base conversion input limbs",
-                expected: k,
-                got: input.len(),
-            });
-        }
-        if output.len() != self.to.len() {
-            return Err(MathError::LengthMismatch {
-                what: "base conversion output limbs",
-                expected: self.to.len(),
-                got: output.len(),
-            });
-        }
-        let n = input[0].len();
-        for len in input.iter().map(|x| x.len()) {
-            check_n("base conversion input limb length", n, len)?;
-        }
-        for len in output.iter().map(|y| y.len()) {
-            check_n("base conversion output limb length", n, len)?;
+        let n = self.check_shapes(input, output)?;
+        if k == 1 {
+            return self.convert_centered_one(input[0], output);
         }
         let stride = BLOCK.min(n);
         let mut scratch = vec![W::ZERO; k * stride];
@@ -291,6 +254,50 @@ impl<W: Word> BasisConverter<W> {
             start = end;
         }
         Ok(())
+    }
+
+    /// [`Self::convert_centered`] from a single prime `q` (hybrid key switching with one prime
+    /// per digit, SEAL's shape). The centered value is `((x + h) mod q) - h` with `h = q/2`, so
+    /// each target gets `((x + h) mod q) mod p - (h mod p)`: three SIMD passes, no
+    /// multiplications beyond the Barrett reduction.
+    fn convert_centered_one(&self, x: &[W], output: &mut [&mut [W]]) -> Result<()> {
+        let q = &self.from[0];
+        let h = q.value() >> 1;
+        let mut shifted = vec![W::from_u64(h); x.len()];
+        self.elt.add_assign(q, &mut shifted, x)?;
+        let mut hv = vec![W::ZERO; x.len()];
+        for (y, p) in output.iter_mut().zip(&self.to) {
+            self.elt.reduce(p, y, &shifted)?;
+            hv.fill(p.reduce_u64(h));
+            self.elt.sub_assign(p, y, &hv)?;
+        }
+        Ok(())
+    }
+
+    /// Checks limb counts and lengths; returns the common length `N`.
+    fn check_shapes(&self, input: &[&[W]], output: &[&mut [W]]) -> Result<usize> {
+        if input.len() != self.from.len() {
+            return Err(MathError::LengthMismatch {
+                what: "base conversion input limbs",
+                expected: self.from.len(),
+                got: input.len(),
+            });
+        }
+        if output.len() != self.to.len() {
+            return Err(MathError::LengthMismatch {
+                what: "base conversion output limbs",
+                expected: self.to.len(),
+                got: output.len(),
+            });
+        }
+        let n = input[0].len();
+        for len in input.iter().map(|x| x.len()) {
+            check_n("base conversion input limb length", n, len)?;
+        }
+        for len in output.iter().map(|y| y.len()) {
+            check_n("base conversion output limb length", n, len)?;
+        }
+        Ok(n)
     }
 
     /// Number of source primes `k`.
