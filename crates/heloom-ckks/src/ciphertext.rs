@@ -78,6 +78,19 @@ impl<W: Word> Ciphertext<W> {
     pub fn is_seeded(&self) -> bool {
         self.seed.is_some()
     }
+    /// A ciphertext with other polynomials and the same level, scale, slots and parameters
+    /// (for operations that keep those, like relinearization and rotations).
+    pub(crate) fn with_polys(&self, polys: Vec<RnsPoly<W>>) -> Self {
+        Self {
+            polys,
+            level: self.level,
+            scale: self.scale,
+            slots: self.slots,
+            fingerprint: self.fingerprint,
+            seed: None,
+        }
+    }
+
     /// Overrides the recorded scale (the caller takes responsibility, as in SEAL's `scale()`
     /// setter): use after multiplying by a constant chosen to hit a target scale.
     pub fn set_scale(&mut self, scale: f64) {

@@ -636,14 +636,7 @@ impl<W: Word> Evaluator<W> {
         basis.add_assign(&mut c0, &k0)?;
         let mut c1 = ct.polys[1].clone();
         basis.add_assign(&mut c1, &k1)?;
-        Ok(Ciphertext {
-            polys: vec![c0, c1],
-            level: ct.level,
-            scale: ct.scale,
-            slots: ct.slots,
-            fingerprint: ct.fingerprint,
-            seed: None,
-        })
+        Ok(ct.with_polys(vec![c0, c1]))
     }
 
     /// `a * b`, relinearized and rescaled: what `*` does in Python.
@@ -684,14 +677,7 @@ impl<W: Word> Evaluator<W> {
             perm.apply(ct.polys[0].limb(i), c0.limb_mut(i))?;
         }
         basis.add_assign(&mut c0, &k0)?;
-        Ok(Ciphertext {
-            polys: vec![c0, c1],
-            level: ct.level,
-            scale: ct.scale,
-            slots: ct.slots,
-            fingerprint: ct.fingerprint,
-            seed: None,
-        })
+        Ok(ct.with_polys(vec![c0, c1]))
     }
 
     fn check_two(&self, ct: &Ciphertext<W>, op: &str) -> Result<()> {
@@ -722,14 +708,7 @@ impl<W: Word> Evaluator<W> {
         }
         let (k0, k1) = self.ctx.key_switch(&c1, ct.level, key)?;
         basis.add_assign(&mut c0, &k0)?;
-        Ok(Ciphertext {
-            polys: vec![c0, k1],
-            level: ct.level,
-            scale: ct.scale,
-            slots: ct.slots,
-            fingerprint: ct.fingerprint,
-            seed: None,
-        })
+        Ok(ct.with_polys(vec![c0, k1]))
     }
 
     /// Rotates the slots left by `step` (right when negative).

@@ -428,43 +428,17 @@ impl CkksParameters {
                 moduli[i] = primes_of_bits(b.word_bits, q, n, 1, &mut used)?[0];
             }
         }
-        let log_qp: f64 = moduli
-            .iter()
-            .chain(&special)
-            .map(|&q| (q as f64).log2())
-            .sum();
-        if let Some(m) = max_log_qp {
-            if log_qp > m as f64 {
-                return Err(CkksError::Insecure {
-                    n,
-                    log_qp,
-                    max_log_qp: m,
-                    security: b.security.bits(),
-                });
-            }
-        }
-        let all_bits = moduli
-            .iter()
-            .chain(&special)
-            .map(|q| 64 - q.leading_zeros())
-            .max()
-            .unwrap_or(wmax);
-        let backend = b.backend.resolve(b.word_bits, all_bits)?;
-        let mut p = CkksParameters {
+        Self::assemble(
             n,
-            word_bits: b.word_bits,
+            b.word_bits,
             moduli,
             special,
             dnum,
-            scale: 2f64.powi(b.scale_bits as i32),
-            security: b.security,
-            secret: b.secret,
-            sigma: heloom_math::sampler::DEFAULT_SIGMA,
-            backend,
-            fingerprint: 0,
-        };
-        p.fingerprint = p.compute_fingerprint();
-        Ok(p)
+            2f64.powi(b.scale_bits as i32),
+            b.security,
+            b.secret,
+            b.backend,
+        )
     }
 
     /// Rebuilds parameters from explicit primes (used by deserialization); re-checks everything.
@@ -524,6 +498,33 @@ impl CkksParameters {
                 )));
             }
         }
+        Self::assemble(
+            n,
+            word_bits,
+            moduli,
+            special,
+            dnum,
+            scale,
+            security,
+            secret,
+            BackendChoice::Auto,
+        )
+    }
+
+    /// The last step of both constructors: the exact security check on the generated primes,
+    /// the backend, the fingerprint.
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        n: usize,
+        word_bits: u32,
+        moduli: Vec<u64>,
+        special: Vec<u64>,
+        dnum: usize,
+        scale: f64,
+        security: SecurityLevel,
+        secret: SecretDistribution,
+        backend: BackendChoice,
+    ) -> Result<Self> {
         let log_qp: f64 = moduli
             .iter()
             .chain(&special)
@@ -544,8 +545,8 @@ impl CkksParameters {
             .chain(&special)
             .map(|q| 64 - q.leading_zeros())
             .max()
-            .unwrap_or(wmax);
-        let backend = BackendChoice::Auto.resolve(word_bits, all_bits)?;
+            .unwrap_or(max_prime_bits(word_bits));
+        let backend = backend.resolve(word_bits, all_bits)?;
         let mut p = CkksParameters {
             n,
             word_bits,
