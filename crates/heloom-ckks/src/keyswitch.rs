@@ -126,8 +126,14 @@ impl<W: Word> Context<W> {
                     }
                     None => dj.limb(k),
                 };
-                elt.mul_add(m, acc0.limb_mut(k), src, bj.limb(kk))?;
-                elt.mul_add(m, acc1.limb_mut(k), src, aj.limb(kk))?;
+                elt.mul_add2(
+                    m,
+                    acc0.limb_mut(k),
+                    acc1.limb_mut(k),
+                    src,
+                    bj.limb(kk),
+                    aj.limb(kk),
+                )?;
             }
         }
         Ok((acc0, acc1))
@@ -207,8 +213,14 @@ impl<W: Word> Context<W> {
                     t.forward(ext.limb_mut(k))?;
                     ext.limb(k)
                 };
-                elt.mul_add(m, acc0.limb_mut(k), src, bj.limb(kk))?;
-                elt.mul_add(m, acc1.limb_mut(k), src, aj.limb(kk))?;
+                elt.mul_add2(
+                    m,
+                    acc0.limb_mut(k),
+                    acc1.limb_mut(k),
+                    src,
+                    bj.limb(kk),
+                    aj.limb(kk),
+                )?;
             }
         }
         Ok((self.mod_down(acc0, level)?, self.mod_down(acc1, level)?))

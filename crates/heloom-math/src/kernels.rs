@@ -70,6 +70,24 @@ pub trait Kernels: Sized {
     where
         Self: Word;
 
+    /// `acc0 += x * b; acc1 += x * a` (the key-switching inner product: one digit against both
+    /// halves of a key). Two passes by default; fused where a backend has a kernel.
+    #[doc(hidden)]
+    fn elt_mul_add2(
+        backend: Backend,
+        m: &Modulus<Self>,
+        acc0: &mut [Self],
+        acc1: &mut [Self],
+        x: &[Self],
+        b: &[Self],
+        a: &[Self],
+    ) where
+        Self: Word,
+    {
+        Self::elt_mul_add(backend, m, acc0, x, b);
+        Self::elt_mul_add(backend, m, acc1, x, a);
+    }
+
     /// `out = a mod q` (or `out = out mod q`) for words of any value.
     #[doc(hidden)]
     fn elt_reduce(backend: Backend, m: &Modulus<Self>, out: &mut [Self], a: Option<&[Self]>)
@@ -187,6 +205,24 @@ impl Kernels for u64 {
             Backend::Avx2 => eltwise::avx2_u64::mul_scalar(m, out, a, s),
             Backend::Avx512 => eltwise::avx512_u64::mul_scalar(m, out, a, s),
             Backend::Avx512Ifma => eltwise::ifma::mul_scalar(m, out, a, s),
+        }
+    }
+
+    fn elt_mul_add2(
+        backend: Backend,
+        m: &Modulus<u64>,
+        acc0: &mut [u64],
+        acc1: &mut [u64],
+        x: &[u64],
+        b: &[u64],
+        a: &[u64],
+    ) {
+        match backend {
+            Backend::Avx512Ifma => eltwise::ifma::mul_add2(m, acc0, acc1, x, b, a),
+            _ => {
+                Self::elt_mul_add(backend, m, acc0, x, b);
+                Self::elt_mul_add(backend, m, acc1, x, a);
+            }
         }
     }
 

@@ -223,3 +223,41 @@ fn every_modulus_size() {
         }
     }
 }
+
+#[test]
+fn mul_add2_equals_two_mul_adds_on_every_backend() {
+    fn run<W: Word>(bits: &[u32]) {
+        for &b in bits {
+            let q = primes::ntt_primes::<W>(b, 16, 1).expect("prime")[0];
+            let m = Modulus::<W>::new(q).expect("modulus");
+            for backend in Backend::available() {
+                let Ok(elt) = Eltwise::<W>::new(BackendChoice::Force(backend), b) else {
+                    continue;
+                };
+                for (i, &len) in LENS.iter().enumerate() {
+                    let mut rng = ChaCha20Rng::seed_from_u64(7 + i as u64);
+                    let x = reduced::<W>(&mut rng, len, q);
+                    let kb = reduced::<W>(&mut rng, len, q);
+                    let ka = reduced::<W>(&mut rng, len, q);
+                    let acc0 = reduced::<W>(&mut rng, len, q);
+                    let acc1 = reduced::<W>(&mut rng, len, q);
+                    let (mut f0, mut f1) = (acc0.clone(), acc1.clone());
+                    elt.mul_add2(&m, &mut f0, &mut f1, &x, &kb, &ka)
+                        .expect("mul_add2");
+                    for k in 0..len {
+                        let want0 = (acc0[k].to_u64() + mulm(x[k].to_u64(), kb[k].to_u64(), q)) % q;
+                        let want1 = (acc1[k].to_u64() + mulm(x[k].to_u64(), ka[k].to_u64(), q)) % q;
+                        assert_eq!(f0[k].to_u64(), want0, "{backend} q={q} len={len} k={k}");
+                        assert_eq!(f1[k].to_u64(), want1, "{backend} q={q} len={len} k={k}");
+                    }
+                }
+                let mut short = vec![W::ZERO; 3];
+                let mut acc = vec![W::ZERO; 4];
+                let v = vec![W::ZERO; 4];
+                assert!(elt.mul_add2(&m, &mut acc, &mut short, &v, &v, &v).is_err());
+            }
+        }
+    }
+    run::<u64>(&[30, 45, 50, 55, 61]);
+    run::<u32>(&[20, 28, 31]);
+}

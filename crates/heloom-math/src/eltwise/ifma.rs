@@ -80,6 +80,42 @@ pub(crate) fn mul_add(m: &Modulus<u64>, acc: &mut [u64], a: &[u64], b: &[u64]) {
     scalar::mul_add(m, &mut acc[main..n], &a[main..n], &b[main..n]);
 }
 
+/// `acc0 += x * b; acc1 += x * a` in one pass (each `x` word loaded once).
+pub(crate) fn mul_add2(
+    m: &Modulus<u64>,
+    acc0: &mut [u64],
+    acc1: &mut [u64],
+    x: &[u64],
+    b: &[u64],
+    a: &[u64],
+) {
+    if m.bits() > IFMA_MAX_PRIME_BITS {
+        scalar::mul_add(m, acc0, x, b);
+        return scalar::mul_add(m, acc1, x, a);
+    }
+    let n = common_len(acc0.len(), Some(x.len()), Some(b.len())).min(common_len(
+        acc1.len(),
+        Some(a.len()),
+        None,
+    ));
+    let main = n - n % LANES;
+    // SAFETY: CPU features checked when the backend was selected; `main` words in bounds of
+    // all five slices.
+    unsafe {
+        mul_add2_simd(
+            m.q(),
+            acc0.as_mut_ptr(),
+            acc1.as_mut_ptr(),
+            x.as_ptr(),
+            b.as_ptr(),
+            a.as_ptr(),
+            main,
+        )
+    };
+    scalar::mul_add(m, &mut acc0[main..n], &x[main..n], &b[main..n]);
+    scalar::mul_add(m, &mut acc1[main..n], &x[main..n], &a[main..n]);
+}
+
 /// `out = a mod q` (or `out = out mod q`) for any words. IFMA's 52-bit multipliers cannot take
 /// a 64-bit word at once, so this forwards to the AVX-512 DQ kernel (the IFMA backend is only
 /// selected on CPUs that also have avx512f/dq).
@@ -310,6 +346,38 @@ unsafe fn mul_add_simd(q: u64, acc: *mut u64, a: *const u64, b: *const u64, len:
             // acc + p < q + 2.5q < 4q: two conditional subtractions reduce it.
             let s = _mm512_add_epi64(ld(acc.add(i)), p);
             st(acc.add(i), csub(csub(s, c.q2), c.q));
+        }
+        i += LANES;
+    }
+}
+
+/// Vector part of [`mul_add2`].
+///
+/// # Safety
+/// CPU has avx512f/dq/bw/vl/ifma; pointers valid for `len` words (a multiple of 8).
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+unsafe fn mul_add2_simd(
+    q: u64,
+    acc0: *mut u64,
+    acc1: *mut u64,
+    x: *const u64,
+    b: *const u64,
+    a: *const u64,
+    len: usize,
+) {
+    let c = Consts::new(q);
+    let mut i = 0;
+    while i < len {
+        // SAFETY: i + 8 <= len and the caller guarantees `len` words at each pointer.
+        unsafe {
+            let xv = ld(x.add(i));
+            let p0 = mul_lazy(xv, ld(b.add(i)), &c);
+            let p1 = mul_lazy(xv, ld(a.add(i)), &c);
+            // acc + p < 4q, as in `mul_add_simd`.
+            let s0 = _mm512_add_epi64(ld(acc0.add(i)), p0);
+            let s1 = _mm512_add_epi64(ld(acc1.add(i)), p1);
+            st(acc0.add(i), csub(csub(s0, c.q2), c.q));
+            st(acc1.add(i), csub(csub(s1, c.q2), c.q));
         }
         i += LANES;
     }

@@ -180,6 +180,31 @@ impl<W: Word> Eltwise<W> {
         Ok(())
     }
 
+    /// `acc0 = acc0 + x * b`, `acc1 = acc1 + x * a` (mod q): one digit of the key-switching
+    /// inner product against both halves of a key, in one pass where the backend fuses it
+    /// (IFMA). All inputs reduced.
+    pub fn mul_add2(
+        &self,
+        m: &Modulus<W>,
+        acc0: &mut [W],
+        acc1: &mut [W],
+        x: &[W],
+        b: &[W],
+        a: &[W],
+    ) -> Result<()> {
+        self.check_mod(m)?;
+        for (what, len) in [
+            ("element-wise accumulator acc1", acc1.len()),
+            ("element-wise operand x", x.len()),
+            ("element-wise operand b", b.len()),
+            ("element-wise operand a", a.len()),
+        ] {
+            Self::check_len(what, acc0.len(), len)?;
+        }
+        W::elt_mul_add2(self.backend, m, acc0, acc1, x, b, a);
+        Ok(())
+    }
+
     /// `out = a mod q` for words `a` of any value (the full `u64` / `u32` range), e.g. residues
     /// of a 60-bit prime brought into a 40-bit prime's range. Output reduced.
     pub fn reduce(&self, m: &Modulus<W>, out: &mut [W], a: &[W]) -> Result<()> {
