@@ -37,24 +37,15 @@ impl<W: Word> Encryptor<W> {
         }
     }
 
-    fn encode_ntt(&self, values: &[Complex64], level: usize, scale: f64) -> Result<Plaintext<W>> {
-        let max = self.ctx.params().slots();
-        if values.is_empty() || values.len() > max {
-            return Err(CkksError::InvalidInput(format!(
-                "{} values do not fit: a ciphertext holds 1 to {max} slots (N/2)",
-                values.len()
-            )));
-        }
-        self.ctx.encode_complex_at(values, level, scale)
-    }
-
     /// Public-key encryption of complex values at the top level and default scale.
     pub fn encrypt_complex(
         &self,
         values: &[Complex64],
         pk: &PublicKey<W>,
     ) -> Result<Ciphertext<W>> {
-        let pt = self.encode_ntt(values, self.ctx.max_level(), self.ctx.params().scale())?;
+        let pt =
+            self.ctx
+                .encode_complex_at(values, self.ctx.max_level(), self.ctx.params().scale())?;
         self.encrypt_plaintext(&pt, pk)
     }
 
@@ -75,7 +66,7 @@ impl<W: Word> Encryptor<W> {
         let level = self.ctx.max_level();
         let scale = self.ctx.params().scale();
         let basis = self.ctx.q_basis(level)?;
-        let pt = self.encode_ntt(values, level, scale)?;
+        let pt = self.ctx.encode_complex_at(values, level, scale)?;
         let slots = pt.slots;
         let mut m = crate::keys::error_poly(&mut *self.rng(), basis, self.ctx.params().sigma())?;
         basis.add_assign(&mut m, &pt.poly)?;

@@ -303,30 +303,19 @@ impl<W: Word> Evaluator<W> {
             (&aligned.0, &aligned.1)
         };
         let basis = self.ctx.q_basis(a.level)?;
-        let size = a.polys.len().max(b.polys.len());
-        let mut polys = Vec::with_capacity(size);
-        for i in 0..size {
-            let p = match (a.polys.get(i), b.polys.get(i)) {
-                (Some(x), Some(y)) => {
-                    let mut x = x.clone();
-                    if sub {
-                        basis.sub_assign(&mut x, y)?;
-                    } else {
-                        basis.add_assign(&mut x, y)?;
-                    }
-                    x
-                }
-                (Some(x), None) => x.clone(),
-                (None, Some(y)) => {
+        let mut polys = a.polys.clone();
+        for (i, y) in b.polys.iter().enumerate() {
+            match polys.get_mut(i) {
+                Some(x) if sub => basis.sub_assign(x, y)?,
+                Some(x) => basis.add_assign(x, y)?,
+                None => {
                     let mut y = y.clone();
                     if sub {
                         basis.neg_assign(&mut y)?;
                     }
-                    y
+                    polys.push(y);
                 }
-                (None, None) => unreachable_poly(basis),
-            };
-            polys.push(p);
+            }
         }
         Ok(Ciphertext {
             polys,
@@ -802,9 +791,4 @@ pub(crate) fn scaled_int(c: f64, scale: f64) -> Result<i128> {
         )));
     }
     Ok(v as i128)
-}
-
-fn unreachable_poly<W: Word>(basis: &RnsBasis<W>) -> RnsPoly<W> {
-    // Only reached if both operands lack polynomial i < max(size): impossible by construction.
-    basis.zero(Form::Ntt)
 }
