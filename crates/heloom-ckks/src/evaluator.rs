@@ -13,6 +13,7 @@ use crate::error::{CkksError, Result};
 use crate::keys::{EvaluationKeys, SwitchingKey};
 use heloom_math::automorphism::{galois_element_conjugate, galois_element_for_step};
 use heloom_math::{Form, Modulus, RnsBasis, RnsPoly, Word};
+use heloom_pool::Threads;
 use num_complex::Complex64;
 use std::sync::Arc;
 
@@ -48,6 +49,7 @@ fn pad<T: Copy + Default>(values: &[T], slots: usize) -> std::borrow::Cow<'_, [T
 pub struct Evaluator<W: Word> {
     ctx: Arc<Context<W>>,
     keys: Option<Arc<EvaluationKeys<W>>>,
+    threads: Threads,
 }
 
 impl<W: Word> Evaluator<W> {
@@ -57,6 +59,7 @@ impl<W: Word> Evaluator<W> {
         Ok(Self {
             ctx: Arc::clone(ctx),
             keys: Some(keys),
+            threads: Threads::single(),
         })
     }
 
@@ -65,7 +68,24 @@ impl<W: Word> Evaluator<W> {
         Self {
             ctx: Arc::clone(ctx),
             keys: None,
+            threads: Threads::single(),
         }
+    }
+
+    /// The same evaluator with a thread budget: every heavy operation it runs is split over at
+    /// most `threads` threads of the shared pool ([`heloom_pool`]). Results are bit-identical
+    /// whatever the budget. Cheap: the context and keys are shared.
+    pub fn with_threads(&self, threads: Threads) -> Self {
+        Self {
+            ctx: Arc::clone(&self.ctx),
+            keys: self.keys.clone(),
+            threads,
+        }
+    }
+
+    /// This evaluator's thread budget (one thread unless set with [`Self::with_threads`]).
+    pub fn threads(&self) -> Threads {
+        self.threads
     }
 
     /// The context.

@@ -1,0 +1,245 @@
+//! # heloom-pool
+//!
+//! One shared worker pool for the whole process and the thread budget each heavy operation
+//! runs with.
+//!
+//! An operation given a [`Threads`] budget of `t` splits its independent items (RNS limbs,
+//! polynomials x limbs, key-switching digits) into at most `t` contiguous chunks, runs the
+//! first on the calling thread and the others on the shared pool, and returns when all are
+//! done. The calling thread is never a pool worker in heloom's executors, so a waiting task
+//! never picks up an unrelated one: while a scheduler keeps the sum of the budgets of running
+//! tasks at or below the number of cores, no more threads compute than there are cores.
+//!
+//! Chunks are static and contiguous (OpenMP's `schedule(static)`), so an operation on `n`
+//! equal items costs about `ceil(n / t)` items of time, the model of seed 000 (Suzuki et al.,
+//! Table 2: `T(n_q, t) ~ ceil(n_q / t) (a n_q + b)`). Work is split but never reordered in a
+//! way that changes a result: items are independent and modular arithmetic is exact, so every
+//! result is bit-identical whatever the budget.
+//!
+//! Pool workers are pinned one per core where the OS allows (`HELOOM_PIN=0` turns this off);
+//! the pool size is the number of cores available to the process, or `HELOOM_THREADS`.
+
+use std::sync::OnceLock;
+
+static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+
+/// Number of cores available to this process (or `HELOOM_THREADS` when set to a positive
+/// integer): the capacity a scheduler should budget against.
+pub fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| {
+        std::env::var("HELOOM_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    })
+}
+
+fn pin_enabled() -> bool {
+    std::env::var("HELOOM_PIN").map_or(true, |v| v.trim() != "0")
+}
+
+/// The shared pool: `cores() - 1` workers, since the thread that calls an operation computes
+/// one chunk itself. `None` on a single core or if the OS refused to start threads (then
+/// everything runs on the calling thread, which is still correct).
+fn pool() -> Option<&'static rayon::ThreadPool> {
+    POOL.get_or_init(|| {
+        let workers = cores().saturating_sub(1);
+        if workers == 0 {
+            return None;
+        }
+        let core_ids = if pin_enabled() {
+            core_affinity::get_core_ids().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(workers)
+            .thread_name(|i| format!("heloom-pool-{i}"))
+            .start_handler(move |i| {
+                // Worker i on core i + 1: core 0 is left to the calling threads, which the OS
+                // places on whatever core is free.
+                if let Some(id) = core_ids.get((i + 1) % core_ids.len().max(1)) {
+                    let _ = core_affinity::set_for_current(*id);
+                }
+            })
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// Number of workers in the shared pool (0 on a single core).
+pub fn pool_workers() -> usize {
+    pool().map_or(0, |p| p.current_num_threads())
+}
+
+/// A thread budget for one operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Threads(usize);
+
+impl Default for Threads {
+    fn default() -> Self {
+        Self::single()
+    }
+}
+
+impl Threads {
+    /// A budget of `n` threads (at least 1; more than [`cores`] is allowed but gains nothing).
+    pub fn new(n: usize) -> Self {
+        Self(n.max(1))
+    }
+
+    /// One thread: the operation runs entirely on the calling thread.
+    pub fn single() -> Self {
+        Self(1)
+    }
+
+    /// Every core of the machine.
+    pub fn all() -> Self {
+        Self(cores())
+    }
+
+    /// The budget.
+    pub fn get(self) -> usize {
+        self.0
+    }
+
+    /// Number of chunks `len` items are split into: `min(budget, len, pool workers + 1)`.
+    pub fn chunks_for(self, len: usize) -> usize {
+        self.0.min(len).min(pool_workers() + 1).max(1)
+    }
+
+    /// Calls `f(i, &mut items[i])` for every item, split into at most `budget` contiguous
+    /// chunks that run concurrently (the first on the calling thread).
+    pub fn for_each_mut<T, F>(self, items: &mut [T], f: F)
+    where
+        T: Send,
+        F: Fn(usize, &mut T) + Sync,
+    {
+        let chunks = self.chunks_for(items.len());
+        let Some(pool) = pool().filter(|_| chunks > 1) else {
+            for (i, x) in items.iter_mut().enumerate() {
+                f(i, x);
+            }
+            return;
+        };
+        let per = items.len().div_ceil(chunks);
+        let f = &f;
+        pool.in_place_scope(|s| {
+            let mut parts = items.chunks_mut(per).enumerate();
+            let first = parts.next();
+            for (c, part) in parts {
+                s.spawn(move |_| {
+                    for (j, x) in part.iter_mut().enumerate() {
+                        f(c * per + j, x);
+                    }
+                });
+            }
+            if let Some((_, part)) = first {
+                for (j, x) in part.iter_mut().enumerate() {
+                    f(j, x);
+                }
+            }
+        });
+    }
+
+    /// Calls `f(i, chunk_i)` for every `size`-element chunk of `data` (the last may be
+    /// shorter): the limbs of a flat limb-major polynomial are its `n`-element chunks.
+    pub fn for_each_chunk_mut<T, F>(self, data: &mut [T], size: usize, f: F)
+    where
+        T: Send,
+        F: Fn(usize, &mut [T]) + Sync,
+    {
+        let mut parts: Vec<&mut [T]> = data.chunks_mut(size.max(1)).collect();
+        self.for_each_mut(&mut parts, |i, p| f(i, p));
+    }
+
+    /// `(0..len).map(f)` computed in at most `budget` concurrent chunks, in order.
+    pub fn map<R, F>(self, len: usize, f: F) -> Vec<R>
+    where
+        R: Send,
+        F: Fn(usize) -> R + Sync,
+    {
+        let mut out: Vec<Option<R>> = (0..len).map(|_| None).collect();
+        self.for_each_mut(&mut out, |i, slot| *slot = Some(f(i)));
+        out.into_iter().flatten().collect()
+    }
+
+    /// Runs `a` and `b`, concurrently when the budget is at least 2, with the budget split
+    /// between them (`a` gets the larger half).
+    pub fn join<A, B, RA, RB>(self, a: A, b: B) -> (RA, RB)
+    where
+        A: FnOnce(Threads) -> RA + Send,
+        B: FnOnce(Threads) -> RB + Send,
+        RA: Send,
+        RB: Send,
+    {
+        let Some(pool) = pool().filter(|_| self.0 > 1) else {
+            return (a(Threads(1)), b(Threads(1)));
+        };
+        let ta = Threads(self.0.div_ceil(2));
+        let tb = Threads((self.0 / 2).max(1));
+        let mut rb = None;
+        let ra = pool.in_place_scope(|s| {
+            s.spawn(|_| rb = Some(b(tb)));
+            a(ta)
+        });
+        match rb {
+            Some(rb) => (ra, rb),
+            // The scope joins every spawned job before returning, so `rb` is set.
+            None => unreachable!("rayon scope returned before its spawned job finished"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn for_each_visits_every_item_once_with_its_index() {
+        for t in 1..=5 {
+            let mut v = vec![0usize; 13];
+            Threads::new(t).for_each_mut(&mut v, |i, x| *x += i + 1);
+            assert_eq!(v, (1..=13).collect::<Vec<_>>(), "budget {t}");
+        }
+    }
+
+    #[test]
+    fn map_keeps_order() {
+        for t in 1..=4 {
+            let v = Threads::new(t).map(10, |i| i * i);
+            assert_eq!(v, (0..10).map(|i| i * i).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn chunks_cover_a_flat_buffer() {
+        let mut data = vec![0u64; 4 * 8];
+        Threads::new(3).for_each_chunk_mut(&mut data, 8, |i, limb| {
+            for x in limb.iter_mut() {
+                *x = i as u64;
+            }
+        });
+        for (i, limb) in data.chunks(8).enumerate() {
+            assert!(limb.iter().all(|&x| x == i as u64));
+        }
+    }
+
+    #[test]
+    fn join_runs_both() {
+        let (a, b) = Threads::new(2).join(|t| t.get() * 10, |t| t.get() + 1);
+        assert_eq!((a, b), (10, 2));
+        let (a, b) = Threads::new(1).join(|_| 1, |_| 2);
+        assert_eq!((a, b), (1, 2));
+    }
+
+    #[test]
+    fn budgets_are_at_least_one() {
+        assert_eq!(Threads::new(0).get(), 1);
+        assert_eq!(Threads::default().get(), 1);
+        assert!(Threads::all().get() >= 1);
+    }
+}

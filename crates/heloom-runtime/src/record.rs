@@ -1,0 +1,71 @@
+//! What one scheduling run records: every job and every task, with times in milliseconds from
+//! the start of the run. Both executors (real and simulated) produce the same records, and
+//! [`crate::metrics`] turns them into latency percentiles, makespan and utilisation.
+
+use serde::{Deserialize, Serialize};
+
+/// One job: a task graph bound to its inputs, arriving at `arrival_ms`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// Job number, from 0 in arrival order.
+    pub id: usize,
+    /// Arrival (release) time.
+    pub arrival_ms: f64,
+    /// When its first task started.
+    pub start_ms: f64,
+    /// When its last task finished.
+    pub finish_ms: f64,
+    /// Name of the graph variant the policy chose for it.
+    pub variant: String,
+    /// Whether its decrypted result was checked and correct (`None` in a simulation).
+    pub correct: Option<bool>,
+}
+
+impl JobRecord {
+    /// Latency: arrival to finish.
+    pub fn latency_ms(&self) -> f64 {
+        self.finish_ms - self.arrival_ms
+    }
+}
+
+/// One task execution.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    /// The job it belongs to.
+    pub job: usize,
+    /// Task index within the job's graph.
+    pub task: usize,
+    /// Kind label (e.g. `mul-relin-rescale`).
+    pub kind: String,
+    /// RNS limbs of its main input (level + 1).
+    pub nq: usize,
+    /// Threads it was given.
+    pub threads: usize,
+    /// When the scheduler dispatched it.
+    pub dispatch_ms: f64,
+    /// When it started computing.
+    pub start_ms: f64,
+    /// When it finished.
+    pub end_ms: f64,
+}
+
+/// Everything one run of one policy at one mean gap produced.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Policy name (`fixed-1`, `fixed-half`, `fixed-full`, `paper-dynamic`, `heloom`).
+    pub policy: String,
+    /// Mean gap between arrivals.
+    pub gap_ms: f64,
+    /// `"real"` or `"simulated:<profile>"`.
+    pub executor: String,
+    /// Threads available to HE tasks.
+    pub capacity: usize,
+    /// Measured window: jobs `window.0 ..= window.1` (0-based ids).
+    pub window: (usize, usize),
+    /// Every job, by id.
+    pub jobs: Vec<JobRecord>,
+    /// Every task, in start order.
+    pub tasks: Vec<TaskRecord>,
+    /// Mean CPU time the scheduler itself spent per task (decisions and bookkeeping).
+    pub sched_overhead_ms: f64,
+}
