@@ -391,7 +391,14 @@ fn eval_rec<E: PolyOps>(
     let xg = p.get(g)?;
     let xg = e.drop_to_level(xg, target + 1)?;
     let q_next = e.moduli()[target + 1] as f64;
-    let q_ct = eval_rec(e, p, trim(&qc), baby, target + 1, scale * q_next / e.scale_of(&xg))?;
+    let q_ct = eval_rec(
+        e,
+        p,
+        trim(&qc),
+        baby,
+        target + 1,
+        scale * q_next / e.scale_of(&xg),
+    )?;
     let prod = e.multiply(&q_ct, &xg)?;
     let prod = e.relinearize(&prod)?;
     let prod = e.rescale(&prod)?;

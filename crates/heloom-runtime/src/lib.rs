@@ -3,11 +3,18 @@
 //! The many-core runtime of heloom (seed 000: Suzuki, Ishimaki, Yamana, "task scheduling of
 //! CKKS operations on a many-core CPU").
 //!
-//! - [`ops`]: the operations a cost model prices.
+//! - [`ops`]: the operations a cost model prices; [`cost`]: what the scheduler asks of a cost
+//!   model.
+//! - [`graph`]: HE task graphs: recording, fusion into the paper's task kinds, the built-in
+//!   e^x job and any polynomial of the CKKS evaluator as a graph.
 //! - [`record`]: what a scheduling run records.
 
+pub mod cost;
+pub mod graph;
 pub mod ops;
 pub mod record;
 
+pub use cost::CostModel;
+pub use graph::{exp_graph, polynomial_graph, ExpVariant, GraphBuilder, TaskGraph, TaskKind};
 pub use ops::{ContentionClass, OpKind};
 pub use record::{JobRecord, RunRecord, TaskRecord};

@@ -1,0 +1,70 @@
+//! What the scheduler needs from a cost model: the time of one op at a level on some threads,
+//! and how much slower ops run while the machine is busy.
+
+use crate::ops::{ContentionClass, OpKind};
+
+/// A cost model (implemented by [`crate::profile::Profile`]).
+pub trait CostModel: Send + Sync {
+    /// Milliseconds of `op` on a ciphertext with `nq` RNS limbs, on `threads` threads, alone.
+    fn op_ms(&self, op: OpKind, nq: usize, threads: usize) -> f64;
+    /// Factor by which ops of `class` slow down while `busy` threads compute in total.
+    fn slowdown(&self, class: ContentionClass, busy: f64) -> f64;
+    /// Fixed cost of starting one task (dispatch and wake-up), paid once per task.
+    fn task_overhead_ms(&self) -> f64;
+    /// Threads available to HE tasks.
+    fn capacity(&self) -> usize;
+}
+
+/// Time of a task split by contention class, on a given number of threads.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SplitCost {
+    /// Key-switching part (relinearization), ms.
+    pub keyswitch_ms: f64,
+    /// Everything else, ms.
+    pub other_ms: f64,
+}
+
+impl SplitCost {
+    /// Total, alone on the machine.
+    pub fn total(&self) -> f64 {
+        self.keyswitch_ms + self.other_ms
+    }
+
+    /// Adds the cost of one op.
+    pub fn add(&mut self, class: ContentionClass, ms: f64) {
+        match class {
+            ContentionClass::KeySwitch => self.keyswitch_ms += ms,
+            ContentionClass::Other => self.other_ms += ms,
+        }
+    }
+
+    /// Mean slowdown of this mix while `busy` threads compute.
+    pub fn slowdown(&self, model: &dyn CostModel, busy: f64) -> f64 {
+        let t = self.total();
+        if t <= 0.0 {
+            return 1.0;
+        }
+        (self.keyswitch_ms * model.slowdown(ContentionClass::KeySwitch, busy)
+            + self.other_ms * model.slowdown(ContentionClass::Other, busy))
+            / t
+    }
+}
+
+/// Busy-thread count (at most the capacity) that maximises throughput for a work mix with
+/// key-switching fraction `ks_fraction`: `argmax_B B / slowdown(B)`. Seed 000's Tables 4-5 put
+/// it near 64 of the Xeon Phi's 256 hardware threads for relinearization; on a machine without
+/// memory-bound contention it is the capacity.
+pub fn throughput_optimal_busy(model: &dyn CostModel, ks_fraction: f64) -> usize {
+    let cap = model.capacity().max(1);
+    let mut best = (cap, 0.0);
+    for b in 1..=cap {
+        let s = ks_fraction * model.slowdown(ContentionClass::KeySwitch, b as f64)
+            + (1.0 - ks_fraction) * model.slowdown(ContentionClass::Other, b as f64);
+        let x = b as f64 / s.max(1e-9);
+        // Prefer fewer threads unless more buys at least 0.5% throughput.
+        if x > best.1 * 1.005 {
+            best = (b, x);
+        }
+    }
+    best.0
+}

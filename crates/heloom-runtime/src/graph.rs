@@ -1,0 +1,1157 @@
+//! HE task graphs.
+//!
+//! A graph is recorded as a DAG of single CKKS operations ([`NodeOp`]) on symbolic values that
+//! carry their level, scale and size, so that every constant (and every cost) is known before
+//! a ciphertext exists. The recording is done by [`GraphBuilder`], which implements
+//! [`PolyOps`]: any polynomial the CKKS evaluator can evaluate becomes a graph by running the
+//! evaluator's own algorithm on the builder ([`polynomial_graph`]).
+//!
+//! Operations are then fused into tasks, the unit the scheduler dispatches, the way seed 000
+//! (Section 7.1) groups them: a chain `multiply -> relinearize -> rescale` is one task, as is
+//! `multiply-plain -> rescale`; additions are their own tasks; cheap relabelling and level drops
+//! ride along with the op that consumes them. The task kinds are the paper's four
+//! ([`TaskKind`]).
+//!
+//! The e^x Maclaurin job of degree 6 (the paper's Fig. 3) is built in, in three variants that
+//! compute the same function ([`ExpVariant`]): the paper's shape (every power, each scaled by
+//! 1/k!, then summed), the evaluator's baby-step giant-step (depth 3) and a Horner split with
+//! the fewest ciphertext multiplications. The `heloom` policy picks one per job from the load
+//! (the paper's Fig. 2 idea: a different graph for the same function when resources differ).
+
+use crate::cost::{CostModel, SplitCost};
+use crate::ops::OpKind;
+use heloom_ckks::{evaluate_polynomial_with, Ciphertext, CkksError, Evaluator, PolyBasis, PolyOps};
+use heloom_math::Word;
+use std::cell::RefCell;
+use std::fmt;
+use std::sync::Arc;
+
+/// Index of a node in its graph.
+pub type NodeId = usize;
+
+/// One CKKS operation in a graph.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NodeOp {
+    /// Input ciphertext number `i` of the job.
+    Input(usize),
+    /// `a + b` (levels aligned by dropping).
+    Add(NodeId, NodeId),
+    /// `a - b`.
+    Sub(NodeId, NodeId),
+    /// `a + c` in every slot.
+    AddConst(NodeId, f64),
+    /// `a * k`, small integer.
+    MulInt(NodeId, i64),
+    /// `a * k`, any integer; the scale is set by a following [`NodeOp::SetScale`].
+    MulConstExact(NodeId, i128),
+    /// `a * c` encoded at scale `q_l`.
+    MulConst(NodeId, f64),
+    /// `a * b` (three polynomials).
+    Multiply(NodeId, NodeId),
+    /// `a^2`.
+    Square(NodeId),
+    /// Relinearization.
+    Relinearize(NodeId),
+    /// Rescale by the last prime.
+    Rescale(NodeId),
+    /// Drop to a level.
+    DropToLevel(NodeId, usize),
+    /// Relabel the scale.
+    SetScale(NodeId, f64),
+}
+
+impl NodeOp {
+    /// Operand nodes.
+    pub fn operands(&self) -> Vec<NodeId> {
+        match *self {
+            NodeOp::Input(_) => vec![],
+            NodeOp::Add(a, b) | NodeOp::Sub(a, b) | NodeOp::Multiply(a, b) => vec![a, b],
+            NodeOp::AddConst(a, _)
+            | NodeOp::MulInt(a, _)
+            | NodeOp::MulConstExact(a, _)
+            | NodeOp::MulConst(a, _)
+            | NodeOp::Square(a)
+            | NodeOp::Relinearize(a)
+            | NodeOp::Rescale(a)
+            | NodeOp::DropToLevel(a, _)
+            | NodeOp::SetScale(a, _) => vec![a],
+        }
+    }
+
+    /// Short name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            NodeOp::Input(_) => "input",
+            NodeOp::Add(..) => "add",
+            NodeOp::Sub(..) => "sub",
+            NodeOp::AddConst(..) => "add-const",
+            NodeOp::MulInt(..) => "mul-int",
+            NodeOp::MulConstExact(..) => "mul-const",
+            NodeOp::MulConst(..) => "mul-const",
+            NodeOp::Multiply(..) => "mul",
+            NodeOp::Square(..) => "square",
+            NodeOp::Relinearize(..) => "relin",
+            NodeOp::Rescale(..) => "rescale",
+            NodeOp::DropToLevel(..) => "drop",
+            NodeOp::SetScale(..) => "set-scale",
+        }
+    }
+
+    fn is_unary(&self) -> bool {
+        self.operands().len() == 1
+    }
+
+    /// Ops that cost one pass over the limbs at most and use no level.
+    fn is_light(&self) -> bool {
+        matches!(
+            self,
+            NodeOp::AddConst(..)
+                | NodeOp::MulInt(..)
+                | NodeOp::MulConstExact(..)
+                | NodeOp::DropToLevel(..)
+                | NodeOp::SetScale(..)
+        )
+    }
+}
+
+/// A node: an op and the level, scale and size of its result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    /// The operation.
+    pub op: NodeOp,
+    /// Level of the result.
+    pub level: usize,
+    /// Scale of the result.
+    pub scale: f64,
+    /// Polynomials in the result (2, or 3 after a multiplication).
+    pub size: usize,
+}
+
+/// The paper's task kinds (Section 7.1), plus whatever else a traced graph holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TaskKind {
+    /// Multiplication, relinearization and rescale.
+    MulRelinRescale,
+    /// Squaring, relinearization and rescale.
+    SquareRelinRescale,
+    /// Multiplication by a plaintext or constant, and rescale.
+    MulPlainRescale,
+    /// Additions (ciphertext or plaintext) and other cheap ops.
+    Add,
+    /// Anything else (e.g. a lone relinearization).
+    Other,
+}
+
+impl TaskKind {
+    /// Kebab-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskKind::MulRelinRescale => "mul-relin-rescale",
+            TaskKind::SquareRelinRescale => "square-relin-rescale",
+            TaskKind::MulPlainRescale => "mul-plain-rescale",
+            TaskKind::Add => "add",
+            TaskKind::Other => "other",
+        }
+    }
+
+    /// Whether the paper counts it as a multiplication task (given `n_t` threads; additions
+    /// always get one).
+    pub fn is_multiplication(self) -> bool {
+        !matches!(self, TaskKind::Add)
+    }
+
+    /// Threads the paper's dynamic policy assumes another ready task of this kind will take
+    /// (`n_r`): 2 for ciphertext-ciphertext multiplications, 1 otherwise.
+    pub fn nominal_threads(self) -> usize {
+        match self {
+            TaskKind::MulRelinRescale | TaskKind::SquareRelinRescale | TaskKind::Other => 2,
+            TaskKind::MulPlainRescale | TaskKind::Add => 1,
+        }
+    }
+}
+
+impl fmt::Display for TaskKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A task: fused nodes, run in order on one thread budget.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Task {
+    /// Nodes in execution order.
+    pub nodes: Vec<NodeId>,
+    /// The node whose value the task produces.
+    pub output: NodeId,
+    /// Tasks whose outputs it reads.
+    pub deps: Vec<usize>,
+    /// Tasks that read its output.
+    pub succs: Vec<usize>,
+    /// Kind.
+    pub kind: TaskKind,
+    /// RNS limbs of its main input (level + 1): the `n_q` the paper's policies use.
+    pub nq: usize,
+}
+
+/// Errors from building or running a graph.
+#[derive(Debug, thiserror::Error)]
+pub enum GraphError {
+    /// The CKKS layer refused an operation (levels, scales, keys, ...).
+    #[error(transparent)]
+    Ckks(#[from] CkksError),
+    /// The graph is malformed or its inputs do not fit it.
+    #[error("task graph: {0}")]
+    Invalid(String),
+}
+
+/// Result alias.
+pub type Result<T> = std::result::Result<T, GraphError>;
+
+/// A DAG of HE tasks.
+#[derive(Clone, Debug)]
+pub struct TaskGraph {
+    name: String,
+    nodes: Vec<Node>,
+    tasks: Vec<Task>,
+    inputs: Vec<NodeId>,
+    outputs: Vec<NodeId>,
+    owner: Vec<Option<usize>>,
+}
+
+/// A symbolic ciphertext while recording: its node and what it will look like.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Value {
+    /// Node producing it.
+    pub node: NodeId,
+    /// Level.
+    pub level: usize,
+    /// Scale.
+    pub scale: f64,
+    /// Polynomials.
+    pub size: usize,
+}
+
+/// Records operations on symbolic values into a [`TaskGraph`].
+#[derive(Debug)]
+pub struct GraphBuilder {
+    name: String,
+    moduli: Vec<u64>,
+    tolerance: f64,
+    nodes: RefCell<Vec<Node>>,
+    inputs: RefCell<Vec<NodeId>>,
+    boundaries: RefCell<Vec<NodeId>>,
+}
+
+fn invalid<T>(msg: impl Into<String>) -> heloom_ckks::Result<T> {
+    Err(CkksError::InvalidInput(msg.into()))
+}
+
+impl GraphBuilder {
+    /// A builder for ciphertexts over the chain `moduli` (`q_0 .. q_L`, as in
+    /// `CkksParameters::moduli`).
+    pub fn new(name: impl Into<String>, moduli: &[u64]) -> Self {
+        let qmin = moduli.iter().copied().min().unwrap_or(2).max(2) as f64;
+        Self {
+            name: name.into(),
+            moduli: moduli.to_vec(),
+            tolerance: 1.0 / qmin,
+            nodes: RefCell::new(Vec::new()),
+            inputs: RefCell::new(Vec::new()),
+            boundaries: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Makes `v` the output of its own task: it will not be fused into its consumer.
+    pub fn end_task(&self, v: &Value) {
+        self.boundaries.borrow_mut().push(v.node);
+    }
+
+    fn push(&self, op: NodeOp, level: usize, scale: f64, size: usize) -> Value {
+        let mut nodes = self.nodes.borrow_mut();
+        nodes.push(Node {
+            op,
+            level,
+            scale,
+            size,
+        });
+        Value {
+            node: nodes.len() - 1,
+            level,
+            scale,
+            size,
+        }
+    }
+
+    /// The next job input: a two-polynomial ciphertext at `level` with `scale`.
+    pub fn input(&self, level: usize, scale: f64) -> heloom_ckks::Result<Value> {
+        if level >= self.moduli.len() {
+            return invalid(format!(
+                "input level {level} is beyond the chain's top level {}",
+                self.moduli.len().saturating_sub(1)
+            ));
+        }
+        if !(scale.is_finite() && scale > 0.0) {
+            return invalid(format!("input scale {scale} must be positive"));
+        }
+        let i = self.inputs.borrow().len();
+        let v = self.push(NodeOp::Input(i), level, scale, 2);
+        self.inputs.borrow_mut().push(v.node);
+        Ok(v)
+    }
+
+    fn scales_match(&self, a: f64, b: f64) -> bool {
+        ((a - b) / a.max(b)).abs() <= self.tolerance
+    }
+
+    fn combine(&self, a: &Value, b: &Value, sub: bool) -> heloom_ckks::Result<Value> {
+        let (a, b) = if self.scales_match(a.scale, b.scale) {
+            (*a, *b)
+        } else {
+            // As Evaluator::align: the higher operand is moved to the lower one's level and
+            // scale by an integer multiple and a rescale, recorded explicitly so that its
+            // cost shows.
+            let (hi, lo, swapped) = if a.level >= b.level {
+                (*a, *b, false)
+            } else {
+                (*b, *a, true)
+            };
+            if hi.level == lo.level {
+                return Err(CkksError::ScaleMismatch(format!(
+                    "operands at level {} have scales 2^{:.4} and 2^{:.4}",
+                    hi.level,
+                    a.scale.log2(),
+                    b.scale.log2()
+                )));
+            }
+            let c = self.drop_to_level(&hi, lo.level + 1)?;
+            let q = self.moduli[lo.level + 1] as f64;
+            let k = (lo.scale * q / c.scale).round();
+            if k.is_nan() || k < 1.0 || k * self.tolerance < 0.5 || k >= 2f64.powi(62) {
+                return Err(CkksError::ScaleMismatch(format!(
+                    "cannot move scale 2^{:.3} to 2^{:.3} with one rescale",
+                    c.scale.log2(),
+                    lo.scale.log2()
+                )));
+            }
+            let m = self.multiply_const_exact(&c, k as i128)?;
+            let m = self.with_scale(m, c.scale * k)?;
+            let r = self.rescale(&m)?;
+            let r = self.with_scale(r, lo.scale)?;
+            if swapped {
+                (lo, r)
+            } else {
+                (r, lo)
+            }
+        };
+        let op = if sub {
+            NodeOp::Sub(a.node, b.node)
+        } else {
+            NodeOp::Add(a.node, b.node)
+        };
+        Ok(self.push(op, a.level.min(b.level), a.scale, a.size.max(b.size)))
+    }
+
+    /// `a * b`, relinearized and rescaled (the paper's first task kind).
+    pub fn mul_relin_rescale(&self, a: &Value, b: &Value) -> heloom_ckks::Result<Value> {
+        let m = if a.node == b.node {
+            self.square(a)?
+        } else {
+            self.multiply(a, b)?
+        };
+        let r = self.relinearize(&m)?;
+        self.rescale(&r)
+    }
+
+    /// `a * c` for a real constant, rescaled; the result keeps `a`'s scale.
+    pub fn mul_plain_rescale(&self, a: &Value, c: f64) -> heloom_ckks::Result<Value> {
+        let m = self.multiply_const(a, c)?;
+        let r = self.rescale(&m)?;
+        self.with_scale(r, a.scale)
+    }
+
+    /// `sum_k coeffs[k] * powers[k]` landing exactly at (`level`, `scale`): each power dropped
+    /// to `level + 1`, multiplied by the integer `round(c_k * scale * q / s_k)`, summed and
+    /// rescaled once (the leaf of baby-step giant-step). `coeffs[0]` is added as a constant;
+    /// `powers[0]` is ignored.
+    pub fn linear_combination(
+        &self,
+        powers: &[Option<Value>],
+        coeffs: &[f64],
+        level: usize,
+        scale: f64,
+    ) -> heloom_ckks::Result<Value> {
+        let q = *self
+            .moduli
+            .get(level + 1)
+            .ok_or_else(|| CkksError::OutOfLevels(format!("no level above {level}")))?
+            as f64;
+        let big = scale * q;
+        let mut acc: Option<Value> = None;
+        for (k, &c) in coeffs.iter().enumerate().skip(1) {
+            if c == 0.0 {
+                continue;
+            }
+            let Some(Some(p)) = powers.get(k) else {
+                return invalid(format!("power {k} missing for a linear combination"));
+            };
+            let pk = self.drop_to_level(p, level + 1)?;
+            let ki = (c * big / pk.scale).round();
+            if !ki.is_finite() || ki.abs() >= 2f64.powi(120) {
+                return invalid(format!(
+                    "coefficient {c} too large for scale 2^{}",
+                    big.log2()
+                ));
+            }
+            let t = self.multiply_const_exact(&pk, ki as i128)?;
+            let t = self.with_scale(t, big)?;
+            acc = Some(match acc {
+                None => t,
+                Some(a) => self.add(&a, &t)?,
+            });
+        }
+        let Some(acc) = acc else {
+            return invalid("a linear combination needs a non-zero coefficient of degree >= 1");
+        };
+        let acc = self.add_const(&acc, coeffs.first().copied().unwrap_or(0.0))?;
+        let out = self.rescale(&acc)?;
+        self.with_scale(out, scale)
+    }
+
+    /// Fuses the recorded nodes into tasks. `outputs` are the job's results.
+    pub fn finish(self, outputs: &[Value]) -> Result<TaskGraph> {
+        let nodes = self.nodes.into_inner();
+        let inputs = self.inputs.into_inner();
+        let boundaries = self.boundaries.into_inner();
+        if outputs.is_empty() {
+            return Err(GraphError::Invalid(
+                "a graph needs at least one output".into(),
+            ));
+        }
+        let n = nodes.len();
+        let mut consumers: Vec<Vec<NodeId>> = vec![Vec::new(); n];
+        for (i, node) in nodes.iter().enumerate() {
+            for o in node.op.operands() {
+                if o >= i {
+                    return Err(GraphError::Invalid(format!(
+                        "node {i} reads node {o}, recorded after it"
+                    )));
+                }
+                if !consumers[o].contains(&i) {
+                    consumers[o].push(i);
+                }
+            }
+        }
+        let is_output = |v: NodeId| outputs.iter().any(|o| o.node == v) || boundaries.contains(&v);
+        // light_chain(v): v and its single-use unary ancestors are all light ops.
+        let mut light_chain = vec![false; n];
+        for (i, node) in nodes.iter().enumerate() {
+            light_chain[i] = node.op.is_light()
+                && node.op.operands().iter().all(|&o| {
+                    matches!(nodes[o].op, NodeOp::Input(_))
+                        || consumers[o].len() > 1
+                        || light_chain[o]
+                });
+        }
+        // Reverse topological sweep: a node joins its only consumer's task when that
+        // consumer is unary (a chain) or when it is a light chain or a level drop.
+        let mut owner: Vec<Option<usize>> = vec![None; n];
+        let mut roots: Vec<NodeId> = Vec::new();
+        for v in (0..n).rev() {
+            if matches!(nodes[v].op, NodeOp::Input(_)) {
+                continue;
+            }
+            if consumers[v].is_empty() && !is_output(v) {
+                continue; // dead code
+            }
+            let fuse = match consumers[v].as_slice() {
+                [u] if !is_output(v) => {
+                    owner[*u].is_some()
+                        && (nodes[*u].op.is_unary()
+                            || light_chain[v]
+                            || matches!(nodes[v].op, NodeOp::DropToLevel(..)))
+                }
+                _ => false,
+            };
+            if fuse {
+                owner[v] = owner[consumers[v][0]];
+            } else {
+                owner[v] = Some(roots.len());
+                roots.push(v);
+            }
+        }
+        // Number tasks in topological order of their roots.
+        let count = roots.len();
+        let mut order: Vec<usize> = (0..count).collect();
+        order.sort_by_key(|&t| roots[t]);
+        let mut renum = vec![0usize; count];
+        for (new, &old) in order.iter().enumerate() {
+            renum[old] = new;
+        }
+        for o in owner.iter_mut().flatten() {
+            *o = renum[*o];
+        }
+        let mut tasks: Vec<Task> = order
+            .iter()
+            .map(|&old| Task {
+                nodes: Vec::new(),
+                output: roots[old],
+                deps: Vec::new(),
+                succs: Vec::new(),
+                kind: TaskKind::Other,
+                nq: 1,
+            })
+            .collect();
+        for (v, o) in owner.iter().enumerate() {
+            if let Some(t) = o {
+                tasks[*t].nodes.push(v);
+            }
+        }
+        for t in 0..count {
+            let mut deps = Vec::new();
+            for &v in &tasks[t].nodes {
+                for o in nodes[v].op.operands() {
+                    if let Some(d) = owner[o] {
+                        if d != t && !deps.contains(&d) {
+                            if tasks[d].output != o {
+                                return Err(GraphError::Invalid(format!(
+                                    "task {t} reads an inner node of task {d}"
+                                )));
+                            }
+                            deps.push(d);
+                        }
+                    }
+                }
+            }
+            deps.sort_unstable();
+            for &d in &deps {
+                tasks[d].succs.push(t);
+            }
+            tasks[t].deps = deps;
+            let (kind, nq) = classify(&nodes, &tasks[t].nodes);
+            tasks[t].kind = kind;
+            tasks[t].nq = nq;
+        }
+        Ok(TaskGraph {
+            name: self.name,
+            nodes,
+            tasks,
+            inputs,
+            outputs: outputs.iter().map(|o| o.node).collect(),
+            owner,
+        })
+    }
+}
+
+/// Kind and main-input limb count of a task.
+fn classify(nodes: &[Node], members: &[NodeId]) -> (TaskKind, usize) {
+    let has = |f: &dyn Fn(&NodeOp) -> bool| members.iter().any(|&v| f(&nodes[v].op));
+    let nq_of = |v: NodeId| {
+        nodes[v]
+            .op
+            .operands()
+            .iter()
+            .map(|&o| nodes[o].level + 1)
+            .max()
+            .unwrap_or(nodes[v].level + 1)
+    };
+    let first_heavy = members.iter().copied().find(|&v| {
+        matches!(
+            nodes[v].op,
+            NodeOp::Multiply(..)
+                | NodeOp::Square(..)
+                | NodeOp::MulConst(..)
+                | NodeOp::MulConstExact(..)
+                | NodeOp::Relinearize(..)
+                | NodeOp::Rescale(..)
+        )
+    });
+    let nq = first_heavy
+        .or_else(|| members.first().copied())
+        .map_or(1, nq_of);
+    let relin = has(&|o| matches!(o, NodeOp::Relinearize(..)));
+    let kind = if has(&|o| matches!(o, NodeOp::Multiply(..))) && relin {
+        TaskKind::MulRelinRescale
+    } else if has(&|o| matches!(o, NodeOp::Square(..))) && relin {
+        TaskKind::SquareRelinRescale
+    } else if has(&|o| matches!(o, NodeOp::Rescale(..)))
+        && has(&|o| matches!(o, NodeOp::MulConst(..) | NodeOp::MulConstExact(..)))
+        && !relin
+    {
+        TaskKind::MulPlainRescale
+    } else if members.iter().all(|&v| {
+        nodes[v].op.is_light() || matches!(nodes[v].op, NodeOp::Add(..) | NodeOp::Sub(..))
+    }) {
+        TaskKind::Add
+    } else {
+        TaskKind::Other
+    };
+    (kind, nq)
+}
+
+impl PolyOps for GraphBuilder {
+    type Ct = Value;
+    fn moduli(&self) -> &[u64] {
+        &self.moduli
+    }
+    fn level_of(&self, ct: &Value) -> usize {
+        ct.level
+    }
+    fn scale_of(&self, ct: &Value) -> f64 {
+        ct.scale
+    }
+    fn size_of(&self, ct: &Value) -> usize {
+        ct.size
+    }
+    fn with_scale(&self, ct: Value, scale: f64) -> heloom_ckks::Result<Value> {
+        Ok(self.push(NodeOp::SetScale(ct.node, scale), ct.level, scale, ct.size))
+    }
+    fn add(&self, a: &Value, b: &Value) -> heloom_ckks::Result<Value> {
+        self.combine(a, b, false)
+    }
+    fn sub(&self, a: &Value, b: &Value) -> heloom_ckks::Result<Value> {
+        self.combine(a, b, true)
+    }
+    fn add_const(&self, ct: &Value, c: f64) -> heloom_ckks::Result<Value> {
+        Ok(self.push(NodeOp::AddConst(ct.node, c), ct.level, ct.scale, ct.size))
+    }
+    fn multiply_int(&self, ct: &Value, k: i64) -> heloom_ckks::Result<Value> {
+        Ok(self.push(NodeOp::MulInt(ct.node, k), ct.level, ct.scale, ct.size))
+    }
+    fn multiply_const_exact(&self, ct: &Value, k: i128) -> heloom_ckks::Result<Value> {
+        Ok(self.push(
+            NodeOp::MulConstExact(ct.node, k),
+            ct.level,
+            ct.scale,
+            ct.size,
+        ))
+    }
+    fn multiply_const(&self, ct: &Value, c: f64) -> heloom_ckks::Result<Value> {
+        if ct.level == 0 {
+            return Err(CkksError::OutOfLevels(
+                "multiplying by a non-integer constant needs a level to rescale".into(),
+            ));
+        }
+        let s = self.moduli[ct.level] as f64;
+        Ok(self.push(
+            NodeOp::MulConst(ct.node, c),
+            ct.level,
+            ct.scale * s,
+            ct.size,
+        ))
+    }
+    fn multiply(&self, a: &Value, b: &Value) -> heloom_ckks::Result<Value> {
+        if a.size != 2 || b.size != 2 {
+            return invalid("multiply takes two-polynomial ciphertexts; relinearize first");
+        }
+        Ok(self.push(
+            NodeOp::Multiply(a.node, b.node),
+            a.level.min(b.level),
+            a.scale * b.scale,
+            3,
+        ))
+    }
+    fn square(&self, a: &Value) -> heloom_ckks::Result<Value> {
+        if a.size != 2 {
+            return invalid("square takes a two-polynomial ciphertext; relinearize first");
+        }
+        Ok(self.push(NodeOp::Square(a.node), a.level, a.scale * a.scale, 3))
+    }
+    fn relinearize(&self, a: &Value) -> heloom_ckks::Result<Value> {
+        Ok(self.push(NodeOp::Relinearize(a.node), a.level, a.scale, 2))
+    }
+    fn rescale(&self, a: &Value) -> heloom_ckks::Result<Value> {
+        if a.level == 0 {
+            return Err(CkksError::OutOfLevels("cannot rescale at level 0".into()));
+        }
+        let q = self.moduli[a.level] as f64;
+        Ok(self.push(NodeOp::Rescale(a.node), a.level - 1, a.scale / q, a.size))
+    }
+    fn drop_to_level(&self, a: &Value, level: usize) -> heloom_ckks::Result<Value> {
+        if level > a.level {
+            return Err(CkksError::OutOfLevels(format!(
+                "cannot raise a ciphertext from level {} to {level}",
+                a.level
+            )));
+        }
+        if level == a.level {
+            return Ok(*a);
+        }
+        Ok(self.push(NodeOp::DropToLevel(a.node, level), level, a.scale, a.size))
+    }
+}
+
+fn missing(t: usize, o: NodeId) -> GraphError {
+    GraphError::Invalid(format!("task {t}: operand node {o} is not available"))
+}
+
+/// Cost-model op of a node and its limb count, if it costs anything.
+fn node_cost(nodes: &[Node], v: NodeId) -> Option<(OpKind, usize)> {
+    let node = &nodes[v];
+    let in_nq = |o: NodeId| nodes[o].level + 1;
+    Some(match node.op {
+        NodeOp::Input(_) | NodeOp::SetScale(..) => return None,
+        NodeOp::Add(a, b) | NodeOp::Sub(a, b) => (OpKind::Add, in_nq(a).min(in_nq(b))),
+        NodeOp::AddConst(a, _) | NodeOp::MulInt(a, _) => (OpKind::AddPlain, in_nq(a)),
+        NodeOp::DropToLevel(_, l) => (OpKind::AddPlain, l + 1),
+        NodeOp::MulConstExact(a, _) | NodeOp::MulConst(a, _) => (OpKind::MulPlain, in_nq(a)),
+        NodeOp::Multiply(a, b) => (OpKind::Mul, in_nq(a).min(in_nq(b))),
+        NodeOp::Square(a) => (OpKind::Square, in_nq(a)),
+        NodeOp::Relinearize(a) if nodes[a].size == 3 => (OpKind::Relin, in_nq(a)),
+        NodeOp::Relinearize(_) => return None,
+        NodeOp::Rescale(a) => (OpKind::Rescale, in_nq(a)),
+    })
+}
+
+impl TaskGraph {
+    /// Name (the variant for built-in jobs).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Nodes in recording order.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// Tasks in topological order.
+    pub fn tasks(&self) -> &[Task] {
+        &self.tasks
+    }
+
+    /// Number of job inputs.
+    pub fn num_inputs(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// Output nodes.
+    pub fn outputs(&self) -> &[NodeId] {
+        &self.outputs
+    }
+
+    /// Tasks without dependencies.
+    pub fn roots(&self) -> Vec<usize> {
+        (0..self.tasks.len())
+            .filter(|&t| self.tasks[t].deps.is_empty())
+            .collect()
+    }
+
+    /// Count of tasks of each kind, for display.
+    pub fn kind_counts(&self) -> Vec<(TaskKind, usize)> {
+        let mut out: Vec<(TaskKind, usize)> = Vec::new();
+        for t in &self.tasks {
+            match out.iter_mut().find(|(k, _)| *k == t.kind) {
+                Some((_, c)) => *c += 1,
+                None => out.push((t.kind, 1)),
+            }
+        }
+        out
+    }
+
+    /// Cost of task `t` on `threads` threads, alone, split by contention class (without
+    /// the per-task start overhead).
+    pub fn task_cost(&self, model: &dyn CostModel, t: usize, threads: usize) -> SplitCost {
+        let mut c = SplitCost::default();
+        for &v in &self.tasks[t].nodes {
+            if let Some((op, nq)) = node_cost(&self.nodes, v) {
+                c.add(op.contention_class(), model.op_ms(op, nq, threads));
+            }
+        }
+        c
+    }
+
+    /// Total single-thread work of the graph, ms.
+    pub fn work_ms(&self, model: &dyn CostModel) -> f64 {
+        (0..self.tasks.len())
+            .map(|t| self.task_cost(model, t, 1).total() + model.task_overhead_ms())
+            .sum()
+    }
+
+    /// Longest path from each task to the end, including the task itself, with each task
+    /// costed by `cost(t)` (the list scheduler's priority, seed 000 Section 7.1).
+    pub fn remaining_path(&self, cost: &dyn Fn(usize) -> f64) -> Vec<f64> {
+        let mut rem = vec![0.0; self.tasks.len()];
+        for t in (0..self.tasks.len()).rev() {
+            let tail = self.tasks[t]
+                .succs
+                .iter()
+                .map(|&s| rem[s])
+                .fold(0.0, f64::max);
+            rem[t] = cost(t) + tail;
+        }
+        rem
+    }
+
+    /// Critical path with every task on `threads(t)` threads, ms (incl. start overhead).
+    pub fn critical_path_ms(&self, model: &dyn CostModel, threads: &dyn Fn(usize) -> usize) -> f64 {
+        self.remaining_path(&|t| {
+            self.task_cost(model, t, threads(t)).total() + model.task_overhead_ms()
+        })
+        .into_iter()
+        .fold(0.0, f64::max)
+    }
+
+    /// Whether node `v`'s value is read by a task other than its own or is an output.
+    fn task_of(&self, v: NodeId) -> Option<usize> {
+        self.owner.get(v).copied().flatten()
+    }
+
+    /// Runs task `t` with `ev` (its thread budget applies to every op). `fetch(node)` returns
+    /// the value of an operand computed outside the task: a job input or another task's
+    /// output.
+    pub fn run_task<W: Word>(
+        &self,
+        t: usize,
+        ev: &Evaluator<W>,
+        fetch: &dyn Fn(NodeId) -> Option<Arc<Ciphertext<W>>>,
+    ) -> Result<Ciphertext<W>> {
+        let task = self
+            .tasks
+            .get(t)
+            .ok_or_else(|| GraphError::Invalid(format!("no task {t}")))?;
+        // Values computed inside the task, with how many later nodes of the task still read
+        // them (a value read for the last time by a relabel is moved, not copied).
+        let mut local: Vec<(NodeId, Option<Ciphertext<W>>, usize)> =
+            Vec::with_capacity(task.nodes.len());
+        for (pos, &v) in task.nodes.iter().enumerate() {
+            let uses = task.nodes[pos + 1..]
+                .iter()
+                .filter(|&&u| self.nodes[u].op.operands().contains(&v))
+                .count();
+            let out = match self.nodes[v].op {
+                NodeOp::SetScale(a, s) => {
+                    let mut c = match local.iter_mut().find(|(id, _, _)| *id == a) {
+                        Some((_, slot, left)) => {
+                            *left = left.saturating_sub(1);
+                            if *left == 0 && a != task.output {
+                                slot.take()
+                            } else {
+                                slot.clone()
+                            }
+                        }
+                        None => fetch(a).map(Arc::unwrap_or_clone),
+                    }
+                    .ok_or_else(|| missing(t, a))?;
+                    c.set_scale(s);
+                    c
+                }
+                _ => {
+                    let ops = self.nodes[v].op.operands();
+                    let mut shared: Vec<Arc<Ciphertext<W>>> = Vec::new();
+                    for &o in &ops {
+                        if !local.iter().any(|(id, _, _)| *id == o) {
+                            shared.push(fetch(o).ok_or_else(|| missing(t, o))?);
+                        }
+                    }
+                    let mut args: Vec<&Ciphertext<W>> = Vec::with_capacity(ops.len());
+                    let mut si = 0;
+                    for &o in &ops {
+                        match local.iter().find(|(id, _, _)| *id == o) {
+                            Some((_, Some(c), _)) => args.push(c),
+                            Some((_, None, _)) => return Err(missing(t, o)),
+                            None => {
+                                args.push(&shared[si]);
+                                si += 1;
+                            }
+                        }
+                    }
+                    let out = self.eval_node(v, ev, &args)?;
+                    for &o in &ops {
+                        if let Some((_, slot, left)) = local.iter_mut().find(|(id, _, _)| *id == o)
+                        {
+                            *left = left.saturating_sub(1);
+                            if *left == 0 && o != task.output {
+                                *slot = None;
+                            }
+                        }
+                    }
+                    out
+                }
+            };
+            local.push((v, Some(out), uses));
+        }
+        local
+            .into_iter()
+            .find(|(id, _, _)| *id == task.output)
+            .and_then(|(_, c, _)| c)
+            .ok_or_else(|| GraphError::Invalid(format!("task {t} produced no output")))
+    }
+
+    fn eval_node<W: Word>(
+        &self,
+        v: NodeId,
+        ev: &Evaluator<W>,
+        args: &[&Ciphertext<W>],
+    ) -> Result<Ciphertext<W>> {
+        let node = &self.nodes[v];
+        let arg = |i: usize| {
+            args.get(i)
+                .copied()
+                .ok_or_else(|| GraphError::Invalid(format!("node {v}: operand {i} missing")))
+        };
+        let out = match node.op {
+            NodeOp::Input(i) => {
+                return Err(GraphError::Invalid(format!(
+                    "input {i} is not computed by a task"
+                )))
+            }
+            NodeOp::Add(..) => ev.add(arg(0)?, arg(1)?)?,
+            NodeOp::Sub(..) => ev.sub(arg(0)?, arg(1)?)?,
+            NodeOp::AddConst(_, c) => ev.add_const(arg(0)?, c)?,
+            NodeOp::MulInt(_, k) => ev.multiply_int(arg(0)?, k)?,
+            NodeOp::MulConstExact(_, k) => PolyOps::multiply_const_exact(ev, arg(0)?, k)?,
+            NodeOp::MulConst(_, c) => ev.multiply_const(arg(0)?, c)?,
+            NodeOp::Multiply(..) => ev.multiply(arg(0)?, arg(1)?)?,
+            NodeOp::Square(_) => ev.square(arg(0)?)?,
+            NodeOp::Relinearize(_) => ev.relinearize(arg(0)?)?,
+            NodeOp::Rescale(_) => ev.rescale(arg(0)?)?,
+            NodeOp::DropToLevel(_, l) => ev.drop_to_level(arg(0)?, l)?,
+            NodeOp::SetScale(_, s) => {
+                let mut c = arg(0)?.clone();
+                c.set_scale(s);
+                c
+            }
+        };
+        if out.level() != node.level || out.size() != node.size {
+            return Err(GraphError::Invalid(format!(
+                "node {v} ({}) came out at level {} size {}, the graph expected level {} size {}",
+                node.op.name(),
+                out.level(),
+                out.size(),
+                node.level,
+                node.size
+            )));
+        }
+        Ok(out)
+    }
+
+    /// Runs the whole graph on `inputs`, one task after another, each on `ev`'s budget.
+    pub fn run<W: Word>(
+        &self,
+        ev: &Evaluator<W>,
+        inputs: &[Ciphertext<W>],
+    ) -> Result<Vec<Ciphertext<W>>> {
+        self.check_inputs(inputs.iter().map(|c| (c.level(), c.scale())))?;
+        let mut values: Vec<Option<Arc<Ciphertext<W>>>> = vec![None; self.nodes.len()];
+        for (i, &node) in self.inputs.iter().enumerate() {
+            values[node] = Some(Arc::new(inputs[i].clone()));
+        }
+        for t in 0..self.tasks.len() {
+            let out = self.run_task(t, ev, &|o| values[o].clone())?;
+            values[self.tasks[t].output] = Some(Arc::new(out));
+        }
+        self.outputs
+            .iter()
+            .map(|&o| {
+                values[o]
+                    .clone()
+                    .map(Arc::unwrap_or_clone)
+                    .ok_or_else(|| GraphError::Invalid(format!("output node {o} not computed")))
+            })
+            .collect()
+    }
+
+    /// Checks job inputs (level, scale) against what the graph was recorded for.
+    pub fn check_inputs(&self, inputs: impl ExactSizeIterator<Item = (usize, f64)>) -> Result<()> {
+        if inputs.len() != self.inputs.len() {
+            return Err(GraphError::Invalid(format!(
+                "graph '{}' takes {} input ciphertexts, got {}",
+                self.name,
+                self.inputs.len(),
+                inputs.len()
+            )));
+        }
+        for (i, ((level, scale), &node)) in inputs.zip(&self.inputs).enumerate() {
+            let want = &self.nodes[node];
+            let rel = ((scale - want.scale) / want.scale).abs();
+            if level != want.level || rel > 1e-9 {
+                return Err(GraphError::Invalid(format!(
+                    "input {i} is at level {level} with scale 2^{:.3}; graph '{}' was built for level {} and scale 2^{:.3}",
+                    scale.log2(),
+                    self.name,
+                    want.level,
+                    want.scale.log2()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The node an output or operand lives in, as (task, is that task's output).
+    pub fn locate(&self, v: NodeId) -> Option<(usize, bool)> {
+        self.task_of(v).map(|t| (t, self.tasks[t].output == v))
+    }
+}
+
+/// Any polynomial of the CKKS evaluator as a task graph: `coeffs` (lowest degree first) in
+/// `basis`, on one input ciphertext at `level` with `scale`. Running the graph gives exactly
+/// what `Evaluator::evaluate_polynomial` gives.
+pub fn polynomial_graph(
+    name: &str,
+    moduli: &[u64],
+    level: usize,
+    scale: f64,
+    coeffs: &[f64],
+    basis: PolyBasis,
+) -> Result<TaskGraph> {
+    let b = GraphBuilder::new(name, moduli);
+    let x = b.input(level, scale)?;
+    let y = evaluate_polynomial_with(&b, &x, coeffs, basis)?;
+    b.finish(&[y])
+}
+
+/// The three built-in shapes of the e^x job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ExpVariant {
+    /// Seed 000's Fig. 3: x^2 .. x^6 by repeated multiplication (5 ciphertext products),
+    /// each power scaled by 1/k! in its own multiply-plain task, then a tree of additions.
+    Paper,
+    /// The evaluator's baby-step giant-step (4 products, depth 3: the shortest path).
+    Bsgs,
+    /// `(1 + x + x^2/2) + x^3 (1/6 + x/24 + x^2/120 + x^3/720)`: 3 products, the least work.
+    Horner,
+}
+
+impl ExpVariant {
+    /// All variants.
+    pub const ALL: [ExpVariant; 3] = [ExpVariant::Paper, ExpVariant::Bsgs, ExpVariant::Horner];
+
+    /// Name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExpVariant::Paper => "paper-fig3",
+            ExpVariant::Bsgs => "bsgs",
+            ExpVariant::Horner => "horner",
+        }
+    }
+
+    /// Levels the variant consumes.
+    pub fn depth(self) -> usize {
+        match self {
+            ExpVariant::Paper | ExpVariant::Horner => 4,
+            ExpVariant::Bsgs => 3,
+        }
+    }
+}
+
+/// Maclaurin coefficients 1/k! of e^x up to `degree`.
+pub fn exp_coefficients(degree: usize) -> Vec<f64> {
+    let mut c = Vec::with_capacity(degree + 1);
+    let mut f = 1.0;
+    for k in 0..=degree {
+        if k > 0 {
+            f *= k as f64;
+        }
+        c.push(1.0 / f);
+    }
+    c
+}
+
+/// The degree-6 e^x job on one input at `level` with `scale`, in `variant`'s shape. The result
+/// has the input's scale, `variant.depth()` levels lower.
+pub fn exp_graph(
+    variant: ExpVariant,
+    moduli: &[u64],
+    level: usize,
+    scale: f64,
+) -> Result<TaskGraph> {
+    let c = exp_coefficients(6);
+    if level < variant.depth() {
+        return Err(GraphError::Ckks(CkksError::OutOfLevels(format!(
+            "the e^x job ({}) needs {} levels; the input is at level {level}",
+            variant.name(),
+            variant.depth()
+        ))));
+    }
+    if variant == ExpVariant::Bsgs {
+        return polynomial_graph(variant.name(), moduli, level, scale, &c, PolyBasis::Power);
+    }
+    let b = GraphBuilder::new(variant.name(), moduli);
+    let x = b.input(level, scale)?;
+    let x2 = b.mul_relin_rescale(&x, &x)?;
+    let x3 = b.mul_relin_rescale(&x2, &x)?;
+    let out = match variant {
+        ExpVariant::Paper => {
+            let x4 = b.mul_relin_rescale(&x2, &x2)?;
+            let x5 = b.mul_relin_rescale(&x4, &x)?;
+            let x6 = b.mul_relin_rescale(&x3, &x3)?;
+            for p in [&x2, &x3, &x4, &x5, &x6] {
+                b.end_task(p);
+            }
+            let target = level - 4;
+            let powers = [x, x2, x3, x4, x5, x6];
+            // Each term x^k / k! lands at (target, scale) in its own task.
+            let mut terms = Vec::with_capacity(6);
+            for (k, p) in powers.iter().enumerate() {
+                let mut cs = vec![0.0; k + 2];
+                cs[k + 1] = c[k + 1];
+                let mut ps = vec![None; k + 2];
+                ps[k + 1] = Some(*p);
+                terms.push(term(&b, &ps, &cs, target, scale)?);
+            }
+            let s12 = b.add(&terms[0], &terms[1])?;
+            let s34 = b.add(&terms[2], &terms[3])?;
+            let s56 = b.add(&terms[4], &terms[5])?;
+            let s14 = b.add(&s12, &s34)?;
+            let s = b.add(&s14, &s56)?;
+            b.add_const(&s, c[0])?
+        }
+        ExpVariant::Horner | ExpVariant::Bsgs => {
+            // q(x) = c3 + c4 x + c5 x^2 + c6 x^3 at level - 3, with the scale that makes
+            // q * x^3 land on `scale` after its rescale; r(x) = c0 + c1 x + c2 x^2.
+            let target = level - 4;
+            let x3d = b.drop_to_level(&x3, target + 1)?;
+            let q_next = b.moduli()[target + 1] as f64;
+            let q_scale = scale * q_next / x3d.scale;
+            let ps = [None, Some(x), Some(x2), Some(x3)];
+            let q = b.linear_combination(&ps, &[c[3], c[4], c[5], c[6]], target + 1, q_scale)?;
+            let prod = b.multiply(&q, &x3d)?;
+            let prod = b.relinearize(&prod)?;
+            let prod = b.rescale(&prod)?;
+            let prod = b.with_scale(prod, scale)?;
+            let r = b.linear_combination(&ps[..3], &[c[0], c[1], c[2]], target, scale)?;
+            b.add(&prod, &r)?
+        }
+    };
+    b.finish(&[out])
+}
+
+/// `c_k x^k` alone at (`level`, `scale`): multiply-plain and rescale in one task (the constant
+/// `coeffs[0]` is zero here).
+fn term(
+    b: &GraphBuilder,
+    powers: &[Option<Value>],
+    coeffs: &[f64],
+    level: usize,
+    scale: f64,
+) -> heloom_ckks::Result<Value> {
+    let k = coeffs.len() - 1;
+    let Some(Some(p)) = powers.get(k) else {
+        return invalid("missing power");
+    };
+    let q = b.moduli()[level + 1] as f64;
+    let pk = b.drop_to_level(p, level + 1)?;
+    let ki = (coeffs[k] * scale * q / pk.scale).round();
+    let t = b.multiply_const_exact(&pk, ki as i128)?;
+    let t = b.with_scale(t, scale * q)?;
+    let r = b.rescale(&t)?;
+    b.with_scale(r, scale)
+}
+
+impl fmt::Display for TaskGraph {
+    /// One line per task: index, kind, n_q, dependencies and the ops it fuses.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "graph '{}': {} tasks", self.name, self.tasks.len())?;
+        for (i, t) in self.tasks.iter().enumerate() {
+            let ops: Vec<&str> = t.nodes.iter().map(|&v| self.nodes[v].op.name()).collect();
+            writeln!(
+                f,
+                "  task {i:>2} {:<22} n_q {:>2}  deps {:?}  [{}]",
+                t.kind.name(),
+                t.nq,
+                t.deps,
+                ops.join(" ")
+            )?;
+        }
+        Ok(())
+    }
+}
