@@ -8,13 +8,19 @@
 //! - [`graph`]: HE task graphs: recording, fusion into the paper's task kinds, the built-in
 //!   e^x job and any polynomial of the CKKS evaluator as a graph.
 //! - [`record`]: what a scheduling run records.
+//! - [`metrics`]: latency percentiles, makespan, utilisation and reports of a run.
 
 pub mod cost;
 pub mod graph;
+pub mod metrics;
 pub mod ops;
 pub mod record;
 
 pub use cost::CostModel;
 pub use graph::{exp_graph, polynomial_graph, ExpVariant, GraphBuilder, TaskGraph, TaskKind};
+pub use metrics::{
+    compare_json, jobs_csv, percentile, summarize, summary_csv, summary_table, tasks_csv,
+    utilisation, RunSummary,
+};
 pub use ops::{ContentionClass, OpKind};
 pub use record::{JobRecord, RunRecord, TaskRecord};
