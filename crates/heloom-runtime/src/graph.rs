@@ -723,6 +723,11 @@ impl TaskGraph {
         self.inputs.len()
     }
 
+    /// Input nodes, in input order.
+    pub fn input_nodes(&self) -> &[NodeId] {
+        &self.inputs
+    }
+
     /// Output nodes.
     pub fn outputs(&self) -> &[NodeId] {
         &self.outputs

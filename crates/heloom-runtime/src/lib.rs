@@ -11,10 +11,16 @@
 //! - [`metrics`]: latency percentiles, makespan, utilisation and reports of a run.
 
 pub mod cost;
+pub mod exec;
 pub mod graph;
+pub mod load;
 pub mod metrics;
 pub mod ops;
+pub mod policy;
 pub mod record;
+pub mod scheduler;
+pub mod sim;
+pub mod workload;
 
 pub use cost::CostModel;
 pub use graph::{exp_graph, polynomial_graph, ExpVariant, GraphBuilder, TaskGraph, TaskKind};
