@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod profile;
 
 use std::io::IsTerminal;
 
@@ -35,6 +36,10 @@ enum Command {
         #[command(subcommand)]
         which: BenchCommand,
     },
+    /// Measure this machine's cost profile for the runtime: time per op by n_q and threads
+    /// (seed 000's Tables 1-3), slowdown under concurrent load (Tables 4-5) and the cost of
+    /// starting a task; or show a stored profile with --show.
+    Profile(profile::ProfileArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -107,6 +112,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Demo => demo::run(),
+        Command::Profile(args) => profile::run(args),
         Command::Info => {
             println!("{}", cpu_report());
             for b in Backend::ALL {
