@@ -178,5 +178,9 @@ pub fn run() -> Result<()> {
         bail!("some decrypted results exceeded their error bound (see above)");
     }
     println!("\nall results within their bounds");
+    if !crate::schedule::demo(std::path::Path::new("target/heloom-demo"))? {
+        bail!("some scheduled jobs decrypted to a wrong result (see above)");
+    }
+    println!("\nevery scheduled job's result decrypted correctly");
     Ok(())
 }

@@ -2,8 +2,8 @@
 
 mod bench;
 mod demo;
-// Charts of scheduling runs; the `schedule` subcommand that calls them is not wired yet.
-#[allow(dead_code)]
+mod profile;
+mod schedule;
 mod schedule_plot;
 
 use std::io::IsTerminal;
@@ -38,6 +38,13 @@ enum Command {
         #[command(subcommand)]
         which: BenchCommand,
     },
+    /// Measure this machine's cost profile for the runtime: time per op by n_q and threads
+    /// (seed 000's Tables 1-3), slowdown under concurrent load (Tables 4-5) and the cost of
+    /// starting a task; or show a stored profile with --show.
+    Profile(profile::ProfileArgs),
+    /// Schedule a stream of encrypted e^x jobs on this machine's cores (or simulate one with a
+    /// profile) under a thread policy, or compare every policy at every gap.
+    Schedule(schedule::ScheduleArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -110,6 +117,8 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Demo => demo::run(),
+        Command::Profile(args) => profile::run(args),
+        Command::Schedule(args) => schedule::run(&args),
         Command::Info => {
             println!("{}", cpu_report());
             for b in Backend::ALL {

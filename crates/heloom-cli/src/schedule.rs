@@ -327,7 +327,10 @@ pub fn target_checks(runs: &[Run], gaps: &[f64], strict_gap: f64) -> serde_json:
             .filter(|s| s.policy.starts_with("fixed"))
             .map(|s| s.makespan_ms)
             .fold(f64::INFINITY, f64::min);
-        let best_p99 = others.iter().map(|s| s.p99_ms).fold(f64::INFINITY, f64::min);
+        let best_p99 = others
+            .iter()
+            .map(|s| s.p99_ms)
+            .fold(f64::INFINITY, f64::min);
         let gain = 1.0 - h.makespan_ms / best_fixed;
         shortest &= h.makespan_ms <= best_other;
         if g <= strict_gap {

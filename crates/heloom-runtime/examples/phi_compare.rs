@@ -31,7 +31,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             v.keyswitch_fraction
         );
     }
-    let jobs: usize = std::env::var("JOBS").ok().and_then(|j| j.parse().ok()).unwrap_or(2300);
+    let jobs: usize = std::env::var("JOBS")
+        .ok()
+        .and_then(|j| j.parse().ok())
+        .unwrap_or(2300);
     let gaps: Vec<f64> = std::env::var("GAPS")
         .ok()
         .map(|g| g.split(',').filter_map(|x| x.parse().ok()).collect())
@@ -42,7 +45,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut s = Scheduler::new(pol, model.as_ref(), graphs.clone(), model.capacity());
             let arr = poisson_arrivals(jobs, g, 1);
             let t0 = std::time::Instant::now();
-            let r = simulate(&mut s, model.as_ref(), &arr, g, default_window(jobs), "sim", &mut |_, _| {});
+            let r = simulate(
+                &mut s,
+                model.as_ref(),
+                &arr,
+                g,
+                default_window(jobs),
+                "sim",
+                &mut |_, _| {},
+            );
             let su = summarize(&r);
             let mut variants = std::collections::BTreeMap::new();
             for j in &r.jobs {

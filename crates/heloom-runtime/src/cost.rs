@@ -71,8 +71,7 @@ pub fn throughput_optimal_busy(model: &dyn CostModel, ks_fraction: f64) -> usize
 
 impl CostModel for crate::profile::Profile {
     fn op_ms(&self, op: OpKind, nq: usize, threads: usize) -> f64 {
-        let f = if self.name == "xeon-phi-7230f" { 4000.0 / 2841.0 } else { 1.0 };
-        f * crate::profile::Profile::op_ms(self, op, nq, threads)
+        self.job_factor * crate::profile::Profile::op_ms(self, op, nq, threads)
     }
     fn slowdown(&self, class: ContentionClass, busy: f64) -> f64 {
         crate::profile::Profile::slowdown(self, class, busy)

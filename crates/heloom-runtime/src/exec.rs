@@ -139,8 +139,7 @@ pub fn execute<W: Word>(
                 next += 1;
             }
             for d in sched.dispatch(now) {
-                let (Some(v), Some(js)) = (sched.job_variant(d.job), state[d.job].as_ref())
-                else {
+                let (Some(v), Some(js)) = (sched.job_variant(d.job), state[d.job].as_ref()) else {
                     continue;
                 };
                 let graph = Arc::clone(&sched.variants()[v].graph);
@@ -222,7 +221,16 @@ pub fn execute<W: Word>(
                     }
                 };
                 let job_done = sched.complete(m.job, m.task, m.threads);
-                handle(&mut state, &mut results, sched, &jobs, m.job, m.task, out, job_done);
+                handle(
+                    &mut state,
+                    &mut results,
+                    sched,
+                    &jobs,
+                    m.job,
+                    m.task,
+                    out,
+                    job_done,
+                );
                 if job_done {
                     jobs[m.job].finish_ms = ms(m.end);
                     finished += 1;

@@ -9,6 +9,7 @@
 //!   e^x job and any polynomial of the CKKS evaluator as a graph.
 //! - [`record`]: what a scheduling run records.
 //! - [`metrics`]: latency percentiles, makespan, utilisation and reports of a run.
+//! - [`profile`]: cost profiles (seed 000's Xeon Phi tables, or measured on the host).
 
 pub mod cost;
 pub mod exec;
@@ -17,6 +18,7 @@ pub mod load;
 pub mod metrics;
 pub mod ops;
 pub mod policy;
+pub mod profile;
 pub mod record;
 pub mod scheduler;
 pub mod sim;
@@ -29,4 +31,5 @@ pub use metrics::{
     utilisation, RunSummary,
 };
 pub use ops::{ContentionClass, OpKind};
+pub use profile::Profile;
 pub use record::{JobRecord, RunRecord, TaskRecord};

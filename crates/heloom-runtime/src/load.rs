@@ -25,7 +25,10 @@ pub fn default_window(jobs: usize) -> (usize, usize) {
     }
     let first = (jobs as f64 * 300.0 / 2300.0).round() as usize;
     let last = ((jobs as f64 * 1900.0 / 2300.0).round() as usize).saturating_sub(1);
-    (first.min(jobs - 1), last.clamp(first.min(jobs - 1), jobs - 1))
+    (
+        first.min(jobs - 1),
+        last.clamp(first.min(jobs - 1), jobs - 1),
+    )
 }
 
 #[cfg(test)]

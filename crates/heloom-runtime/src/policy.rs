@@ -245,6 +245,7 @@ pub struct HeloomPolicy {
     ceiling: Option<usize>,
     last_arrival: Option<f64>,
     mean_gap: Option<f64>,
+    utilisation_estimate: Option<f64>,
 }
 
 impl HeloomPolicy {
@@ -255,6 +256,7 @@ impl HeloomPolicy {
             ceiling: None,
             last_arrival: None,
             mean_gap: None,
+            utilisation_estimate: None,
         }
     }
 
@@ -300,12 +302,21 @@ impl Policy for HeloomPolicy {
             ((free as f64 * w).floor() as usize).clamp(1, free)
         };
         let want = latency_best_threads(model, graph, head.task, head.nq * 2, view.capacity);
-        let limit = share.min(want).max(1);
-        // Among 1..=limit, the count with the best time x threads (work efficiency), unless a
-        // larger count is at least 10% faster for at most 15% more thread-time.
-        let time = |k: usize| graph.task_cost(model, head.task, k).total() + model.task_overhead_ms();
+        let others = view
+            .ready_nominal
+            .saturating_sub(head.kind.nominal_threads());
+        let light = self.utilisation_estimate.is_none_or(|rho| rho <= 0.55);
+        if light && free >= want + others {
+            // Room for this task at its fastest and for every other ready task: latency.
+            return Some(want.min(free));
+        }
+        // Scarce threads: among 1..=share, the count with the best time x threads (work
+        // efficiency), unless a larger count is at least 10% faster for at most 15% more
+        // thread-time.
+        let time =
+            |k: usize| graph.task_cost(model, head.task, k).total() + model.task_overhead_ms();
         let mut best = 1;
-        for k in 2..=limit {
+        for k in 2..=share.max(1) {
             let (tk, tb) = (time(k), time(best));
             let more_work = (tk * k as f64) / (tb * best as f64);
             if tk <= tb * 0.9 && more_work <= 1.15 || tk * k as f64 <= tb * best as f64 {
@@ -340,6 +351,11 @@ impl Policy for HeloomPolicy {
         let rho = self
             .mean_gap
             .map_or(0.0, |g| variants[fastest].work_ms / (x * g.max(1e-9)));
+        self.utilisation_estimate = self.mean_gap.map(|g| {
+            let mean_work: f64 =
+                variants.iter().map(|v| v.work_ms).sum::<f64>() / variants.len() as f64;
+            mean_work / (x * g.max(1e-9))
+        });
         let wait = view.backlog_ms / x;
         if rho > 0.6 || wait > 0.5 * variants[fastest].cp_fast_ms {
             least_work

@@ -102,7 +102,10 @@ impl Scheduler {
 
     /// Variant index job `job` runs (after its release).
     pub fn job_variant(&self, job: usize) -> Option<usize> {
-        self.jobs.get(job).and_then(|j| j.as_ref()).map(|j| j.variant)
+        self.jobs
+            .get(job)
+            .and_then(|j| j.as_ref())
+            .map(|j| j.variant)
     }
 
     fn view<'b>(&self, now_ms: f64, head: Option<&'b ReadyTask>) -> LoadView<'b> {

@@ -1,0 +1,1378 @@
+//! Cost profiles: how long each HE operation takes at each level and thread budget, how much
+//! it slows down when the machine is busy, and what starting a task costs.
+//!
+//! A [`Profile`] comes either from seed 000's tables (the built-in `xeon-phi-7230f`: SEAL 3.2
+//! CKKS on a Xeon Phi 7230F, N = 32768) or from measuring this machine with [`measure_host`]
+//! (`heloom profile`), and is stored as JSON.
+//!
+//! # The model
+//!
+//! [`Profile::op_ms`] prices one op from its [`OpTable`] (rows: `n_q`, columns: threads). Off
+//! the measured grid it uses the paper's ceiling model (Tables 2 and 3): an op splits
+//! [`parallel_width`] independent items (`n_q` limbs, `2 n_q` for rescale: two polynomials) over
+//! `t` threads in static contiguous chunks, so
+//!
+//! `T(n_q, t) = ceil(w(n_q) / t) * u(n_q)`
+//!
+//! where `u` is the time of one item: constant in `n_q` for every op except relinearization,
+//! whose per-limb work (the key-switch inner loop over all limbs) grows linearly with `n_q`
+//! (the paper's `a n_q + b`).
+//!
+//! [`Profile::slowdown`] is the factor by which an op's latency grows when `busy` threads of
+//! the machine are computing (Tables 4 and 5), one curve per [`ContentionClass`].
+
+use crate::ops::{ContentionClass, OpKind};
+use heloom_ckks::{
+    Ciphertext, CkksError, CkksParameters, Context, Encryptor, Evaluator, KeyGenerator,
+    SecurityLevel, Threads,
+};
+use heloom_math::Word;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
+use thiserror::Error;
+
+/// Cost of starting one task on the Xeon Phi, in milliseconds. The paper gives no number; its
+/// measured job times are matched by [`XEON_PHI_JOB_FACTOR`] instead (a fixed per-task cost
+/// that occupied the task's threads would make `fixed-full` collapse at every gap, which the
+/// paper's Table 6 rules out).
+pub const XEON_PHI_TASK_OVERHEAD_MS: f64 = 0.0;
+
+/// Ops inside an e^x job on the Xeon Phi against Table 1: the paper (Section 7.1) reports one
+/// job at 4 s run task by task and 2 s with its tasks in parallel; Table 1's costs of our Fig. 3
+/// reconstruction (`exp_graph(Paper)`) sum to 2,841 ms and its single-thread critical path to
+/// 1,473 ms. Both ratios agree (1.41 and 1.36), so every op is scaled by 4000 / 2841.
+pub const XEON_PHI_JOB_FACTOR: f64 = 4000.0 / 2841.0;
+
+fn one() -> f64 {
+    1.0
+}
+
+/// Name of the built-in profile taken from seed 000's tables.
+pub const XEON_PHI: &str = "xeon-phi-7230f";
+
+const BUILTIN_NAMES: &[&str] = &[XEON_PHI];
+
+/// What can go wrong loading, saving or measuring a profile.
+#[derive(Debug, Error)]
+pub enum ProfileError {
+    /// `load` got a name that is neither a built-in profile nor an existing file.
+    #[error("unknown profile `{name}`: not a built-in profile (built-ins: {builtins}) and no file at that path")]
+    Unknown {
+        /// What was asked for.
+        name: String,
+        /// The built-in names, comma-separated.
+        builtins: String,
+    },
+    /// Reading or writing a profile file failed.
+    #[error("{action} profile file {path}: {source}")]
+    Io {
+        /// `reading` or `writing`.
+        action: &'static str,
+        /// The file.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The text is not a profile in JSON.
+    #[error("not a valid profile JSON{origin}: {source}")]
+    Json {
+        /// ` (file PATH)` when it came from a file, else empty.
+        origin: String,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The profile parses but its contents cannot be used (missing ops, ragged tables,
+    /// non-positive times, unsorted curves).
+    #[error("invalid profile: {0}")]
+    Invalid(String),
+    /// A measurement setting that cannot work.
+    #[error("invalid measurement settings: {0}")]
+    Config(String),
+    /// Building parameters, keys or running an op failed while measuring.
+    #[error("measuring failed: {0}")]
+    Ckks(#[from] CkksError),
+    /// The OS refused to start a measuring thread, or one panicked.
+    #[error("measuring failed: {0}")]
+    Thread(String),
+}
+
+/// Times of one op: `ms[i][j]` is the latency in milliseconds at `nq[i]` RNS limbs
+/// (level + 1) with `threads[j]` threads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpTable {
+    /// Measured limb counts, strictly increasing.
+    pub nq: Vec<usize>,
+    /// Measured thread budgets, strictly increasing, from 1 on.
+    pub threads: Vec<usize>,
+    /// `ms[i][j]`: milliseconds at `nq[i]` with `threads[j]`.
+    pub ms: Vec<Vec<f64>>,
+}
+
+impl OpTable {
+    /// The table of an op with one row per `nq` and one column per thread budget, from a
+    /// function of `(nq, threads)`.
+    pub fn from_fn(nq: &[usize], threads: &[usize], f: impl Fn(usize, usize) -> f64) -> Self {
+        Self {
+            nq: nq.to_vec(),
+            threads: threads.to_vec(),
+            ms: nq
+                .iter()
+                .map(|&q| threads.iter().map(|&t| f(q, t)).collect())
+                .collect(),
+        }
+    }
+
+    fn validate(&self, op: OpKind) -> Result<(), ProfileError> {
+        let bad = |m: String| Err(ProfileError::Invalid(format!("op {op}: {m}")));
+        if self.nq.is_empty() || self.threads.is_empty() {
+            return bad("the table needs at least one n_q row and one thread column".into());
+        }
+        if self.nq[0] == 0 || self.nq.windows(2).any(|w| w[0] >= w[1]) {
+            return bad(format!(
+                "n_q rows must be positive and strictly increasing, got {:?}",
+                self.nq
+            ));
+        }
+        if self.threads[0] == 0 || self.threads.windows(2).any(|w| w[0] >= w[1]) {
+            return bad(format!(
+                "thread columns must be positive and strictly increasing, got {:?}",
+                self.threads
+            ));
+        }
+        if self.ms.len() != self.nq.len() || self.ms.iter().any(|r| r.len() != self.threads.len()) {
+            return bad(format!(
+                "ms must have {} rows of {} values (n_q x threads)",
+                self.nq.len(),
+                self.threads.len()
+            ));
+        }
+        if let Some(v) = self
+            .ms
+            .iter()
+            .flatten()
+            .find(|v| !(v.is_finite() && **v > 0.0))
+        {
+            return bad(format!("every time must be a positive number, got {v}"));
+        }
+        Ok(())
+    }
+}
+
+/// A cost model of one machine for the scheduler and the simulator.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// `xeon-phi-7230f` or `host`.
+    pub name: String,
+    /// CPU model (`/proc/cpuinfo`'s `model name` on the host).
+    pub machine: String,
+    /// Ring degree the times are for.
+    pub n: usize,
+    /// Word size of the RNS limbs.
+    pub word_bits: u32,
+    /// Largest `n_q` (level + 1) of the parameter set measured.
+    pub max_nq: usize,
+    /// Threads usable for HE tasks: 126 on the Phi (paper, section 7.3), the cores on the host.
+    pub capacity: usize,
+    /// Latency of each op at each `n_q` and thread budget.
+    pub ops: BTreeMap<OpKind, OpTable>,
+    /// Slowdown under load: `(busy threads, latency factor)`, increasing in busy threads.
+    pub contention: BTreeMap<ContentionClass, Vec<(f64, f64)>>,
+    /// Cost of starting one task (dispatch to a parked worker and its wake-up), paid by the
+    /// task, in milliseconds.
+    pub task_overhead_ms: f64,
+    /// Factor by which ops run slower inside a job than in the isolated measurements of the
+    /// tables (cold caches, fresh allocations); applied to every op by the cost model. 1 on
+    /// the host, where the profile is measured the way tasks run. See [`XEON_PHI_JOB_FACTOR`].
+    #[serde(default = "one")]
+    pub job_factor: f64,
+    /// Where each number comes from.
+    pub notes: Vec<String>,
+}
+
+/// Number of independent items `op` splits over its threads at `nq` limbs (seed 000, 4.2):
+/// `2 nq` for rescale (two polynomials times the limbs), `nq` for everything else. Budgets
+/// beyond it gain nothing; budgets that divide it waste nothing.
+pub fn parallel_width(op: OpKind, nq: usize) -> usize {
+    match op {
+        OpKind::Rescale => 2 * nq,
+        _ => nq,
+    }
+}
+
+/// Sequential rounds of the static split: `ceil(width / t)`.
+fn rounds(op: OpKind, nq: usize, t: usize) -> f64 {
+    parallel_width(op, nq).div_ceil(t.max(1)) as f64
+}
+
+impl Profile {
+    /// Latency in milliseconds of `op` at `nq` limbs with a budget of `threads` threads, on an
+    /// otherwise idle machine.
+    ///
+    /// - On the table: the measured value.
+    /// - `nq` between two rows: linear interpolation.
+    /// - `nq` below the smallest row `m`: proportional, `T(m) * nq / m` at one thread (the
+    ///   ceiling model `T = ceil(w / t) * u` with the per-item time `u` of row `m`).
+    /// - `nq` above the largest row `M`: the ceiling model with the per-item time of row `M`,
+    ///   kept for every op but relinearization, whose per-item time grows by `nq / M` (its
+    ///   key-switch loop is `n_q x n_q`). At one thread: `T(M) * nq / M`, and quadratic
+    ///   `T(M) * (nq / M)^2` for relinearization.
+    /// - `threads` between two measured columns: the nearest lower column (conservative);
+    ///   `threads = 0` counts as 1.
+    /// - `threads` beyond the largest column `c`: `T(nq, c) * ceil(w / threads) / ceil(w / c)`
+    ///   with `w = `[`parallel_width`]: never better than at `threads = w`, where the
+    ///   ceiling stops falling (Tables 2 and 3).
+    /// - `threads` below the smallest column (a table without a 1-thread column): the same
+    ///   ceiling ratio from the smallest column.
+    ///
+    /// Returns NaN when the profile has no usable table for `op` (profiles from
+    /// [`Profile::load`], [`Profile::from_json`], [`Profile::builtin`] and [`measure_host`]
+    /// always have one).
+    pub fn op_ms(&self, op: OpKind, nq: usize, threads: usize) -> f64 {
+        let Some(table) = self.ops.get(&op) else {
+            return f64::NAN;
+        };
+        if table.nq.is_empty() || table.threads.is_empty() || table.ms.len() != table.nq.len() {
+            return f64::NAN;
+        }
+        let nq = nq.max(1);
+        let t = threads.max(1);
+        let cols = &table.threads;
+        let last = cols.len() - 1;
+        if t >= cols[0] && t <= cols[last] {
+            // Nearest measured column at or below t.
+            let j = cols.partition_point(|&c| c <= t) - 1;
+            self.column_ms(op, table, j, nq)
+        } else {
+            let j = if t > cols[last] { last } else { 0 };
+            self.column_ms(op, table, j, nq) * rounds(op, nq, t) / rounds(op, nq, cols[j])
+        }
+    }
+
+    /// Column `j` of `table` at `nq`, interpolated or extrapolated in `nq`.
+    fn column_ms(&self, op: OpKind, table: &OpTable, j: usize, nq: usize) -> f64 {
+        let at = |i: usize| table.ms[i].get(j).copied().unwrap_or(f64::NAN);
+        let rows = &table.nq;
+        let tj = table.threads[j];
+        let (first, last) = (rows[0], rows[rows.len() - 1]);
+        if nq < first {
+            let unit = at(0) / rounds(op, first, tj);
+            return unit * rounds(op, nq, tj);
+        }
+        if nq > last {
+            let mut unit = at(rows.len() - 1) / rounds(op, last, tj);
+            if op == OpKind::Relin {
+                unit *= nq as f64 / last as f64;
+            }
+            return unit * rounds(op, nq, tj);
+        }
+        let i = rows.partition_point(|&r| r <= nq) - 1;
+        if rows[i] == nq {
+            return at(i);
+        }
+        let (q0, q1) = (rows[i] as f64, rows[i + 1] as f64);
+        let f = (nq as f64 - q0) / (q1 - q0);
+        at(i) + f * (at(i + 1) - at(i))
+    }
+
+    /// Latency factor of an op of `class` while `busy` threads of the machine compute
+    /// (itself included): piecewise linear over the profile's curve, 1.0 at or below the
+    /// curve's first point (and for a class without a curve), extrapolated linearly from the
+    /// last two points beyond the last (a one-point curve is a step to its factor).
+    pub fn slowdown(&self, class: ContentionClass, busy: f64) -> f64 {
+        let Some(curve) = self.contention.get(&class) else {
+            return 1.0;
+        };
+        match curve.len() {
+            0 => return 1.0,
+            1 => return if busy <= curve[0].0 { 1.0 } else { curve[0].1 },
+            _ => {}
+        }
+        if busy <= curve[0].0 {
+            return 1.0;
+        }
+        let k = curve
+            .windows(2)
+            .position(|w| busy <= w[1].0)
+            .unwrap_or(curve.len() - 2);
+        let ((b0, s0), (b1, s1)) = (curve[k], curve[k + 1]);
+        if b1 <= b0 {
+            return s1;
+        }
+        s0 + (busy - b0) * (s1 - s0) / (b1 - b0)
+    }
+
+    /// A built-in profile by name (see [`Profile::builtin_names`]).
+    pub fn builtin(name: &str) -> Option<Profile> {
+        match name {
+            XEON_PHI => Some(xeon_phi()),
+            _ => None,
+        }
+    }
+
+    /// Names [`Profile::builtin`] knows.
+    pub fn builtin_names() -> &'static [&'static str] {
+        BUILTIN_NAMES
+    }
+
+    /// A built-in profile by name, or else a profile JSON file at that path.
+    pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
+        if let Some(p) = Self::builtin(name_or_path) {
+            return Ok(p);
+        }
+        let path = Path::new(name_or_path);
+        if !path.exists() {
+            return Err(ProfileError::Unknown {
+                name: name_or_path.to_string(),
+                builtins: BUILTIN_NAMES.join(", "),
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
+            action: "reading",
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text, &format!(" (file {})", path.display()))
+    }
+
+    /// Pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        // Cannot fail: string map keys (unit enum variants), no custom serializers, and
+        // serde_json writes non-finite floats as null instead of failing.
+        #[allow(clippy::expect_used)]
+        serde_json::to_string_pretty(self).expect("a Profile always serializes to JSON")
+    }
+
+    /// Parses and validates a profile from JSON.
+    pub fn from_json(s: &str) -> Result<Profile, ProfileError> {
+        Self::parse(s, "")
+    }
+
+    fn parse(s: &str, origin: &str) -> Result<Profile, ProfileError> {
+        let p: Profile = serde_json::from_str(s).map_err(|source| ProfileError::Json {
+            origin: origin.to_string(),
+            source,
+        })?;
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// Writes the profile as JSON to `path`, creating its directory if needed.
+    pub fn save(&self, path: &Path) -> Result<(), ProfileError> {
+        let io = |source| ProfileError::Io {
+            action: "writing",
+            path: path.display().to_string(),
+            source,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let mut text = self.to_json();
+        text.push('\n');
+        std::fs::write(path, text).map_err(io)
+    }
+
+    /// Checks that every op has a well-formed table and the curves are usable.
+    pub fn validate(&self) -> Result<(), ProfileError> {
+        if self.n == 0 || self.max_nq == 0 || self.capacity == 0 {
+            return Err(ProfileError::Invalid(
+                "n, max_nq and capacity must be positive".into(),
+            ));
+        }
+        if !self.task_overhead_ms.is_finite() || self.task_overhead_ms < 0.0 {
+            return Err(ProfileError::Invalid(format!(
+                "task_overhead_ms must be a non-negative number, got {}",
+                self.task_overhead_ms
+            )));
+        }
+        for op in OpKind::ALL {
+            match self.ops.get(&op) {
+                None => {
+                    return Err(ProfileError::Invalid(format!(
+                        "op {op} has no table (every op needs one: {})",
+                        OpKind::ALL.map(|o| o.name()).join(", ")
+                    )))
+                }
+                Some(t) => t.validate(op)?,
+            }
+        }
+        for (class, curve) in &self.contention {
+            if curve
+                .iter()
+                .any(|(b, s)| !(b.is_finite() && s.is_finite() && *b >= 0.0 && *s > 0.0))
+                || curve.windows(2).any(|w| w[0].0 >= w[1].0)
+            {
+                return Err(ProfileError::Invalid(format!(
+                    "contention curve {class:?} must be (busy, factor) points with busy strictly increasing and positive factors"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Merges slowdown measurements into one curve over busy threads.
+///
+/// Each row is one thread budget `t` with its `(M, latency)` points (`M` ops running at once,
+/// `t` threads each); the smallest `M` of the row is its reference. Every other point gives
+/// `(busy = M t, latency / reference)`. Points at the same busy count (different `t`) are
+/// averaged: the curve says how busy the machine is, not how the busy threads are grouped.
+/// Busy counts that only a reference covers get 1.0, and the curve starts at `(1, 1)`.
+pub fn merge_contention(rows: &[(usize, Vec<(usize, f64)>)]) -> Vec<(f64, f64)> {
+    let mut at: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    let mut refs: Vec<usize> = vec![1];
+    for (t, points) in rows {
+        let Some(&(m0, l0)) = points.iter().min_by_key(|p| p.0) else {
+            continue;
+        };
+        refs.push(m0 * t);
+        for &(m, l) in points {
+            if m != m0 {
+                at.entry(m * t).or_default().push(l / l0);
+            }
+        }
+    }
+    for b in refs {
+        at.entry(b).or_insert_with(|| vec![1.0]);
+    }
+    at.into_iter()
+        .map(|(b, v)| (b as f64, v.iter().sum::<f64>() / v.len() as f64))
+        .collect()
+}
+
+// ----- the built-in Xeon Phi profile (seed 000) -----
+
+/// n_q values of Tables 1-3.
+const PHI_NQ: [usize; 7] = [2, 3, 4, 5, 6, 7, 8];
+
+/// Table 1 (single thread, ms), rows in [`OpKind::ALL`] order, columns n_q = 2..8.
+const PHI_TABLE1: [[f64; 7]; 7] = [
+    [1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0],
+    [1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0],
+    [6.0, 9.0, 11.0, 14.0, 17.0, 20.0, 22.0],
+    [14.0, 21.0, 27.0, 34.0, 40.0, 48.0, 55.0],
+    [10.0, 15.0, 19.0, 25.0, 29.0, 34.0, 39.0],
+    [33.0, 65.0, 101.0, 151.0, 203.0, 271.0, 349.0],
+    [31.0, 53.0, 72.0, 96.0, 116.0, 140.0, 162.0],
+];
+
+/// Table 2: relinearization (ms), n_q = 2..8 (rows) x threads 1..12 (columns).
+#[rustfmt::skip]
+const PHI_TABLE2: [[f64; 12]; 7] = [
+    [33.0, 17.0, 18.0, 18.0, 17.0, 17.0, 18.0, 18.0, 17.0, 17.0, 17.0, 18.0],
+    [65.0, 43.0, 22.0, 22.0, 22.0, 22.0, 22.0, 22.0, 22.0, 22.0, 22.0, 22.0],
+    [101.0, 51.0, 53.0, 27.0, 27.0, 27.0, 27.0, 27.0, 27.0, 27.0, 27.0, 27.0],
+    [151.0, 91.0, 60.0, 60.0, 32.0, 32.0, 31.0, 31.0, 31.0, 32.0, 32.0, 32.0],
+    [203.0, 106.0, 69.0, 71.0, 69.0, 37.0, 37.0, 36.0, 36.0, 37.0, 37.0, 36.0],
+    [271.0, 155.0, 119.0, 79.0, 80.0, 80.0, 41.0, 41.0, 42.0, 42.0, 42.0, 41.0],
+    [349.0, 177.0, 131.0, 89.0, 89.0, 90.0, 88.0, 47.0, 47.0, 46.0, 47.0, 46.0],
+];
+
+/// Table 3: rescale (ms), n_q = 2..8 (rows) x threads 1..12 (columns).
+#[rustfmt::skip]
+const PHI_TABLE3: [[f64; 12]; 7] = [
+    [31.0, 16.0, 16.0, 12.0, 11.0, 11.0, 12.0, 12.0, 11.0, 12.0, 12.0, 12.0],
+    [53.0, 27.0, 22.0, 18.0, 18.0, 14.0, 14.0, 14.0, 14.0, 15.0, 14.0, 14.0],
+    [72.0, 37.0, 30.0, 25.0, 25.0, 21.0, 21.0, 17.0, 17.0, 17.0, 17.0, 17.0],
+    [96.0, 49.0, 39.0, 31.0, 27.0, 27.0, 27.0, 23.0, 23.0, 19.0, 20.0, 19.0],
+    [116.0, 59.0, 46.0, 38.0, 34.0, 30.0, 30.0, 30.0, 30.0, 27.0, 27.0, 22.0],
+    [140.0, 69.0, 54.0, 45.0, 41.0, 37.0, 32.0, 32.0, 33.0, 33.0, 33.0, 29.0],
+    [162.0, 80.0, 64.0, 52.0, 48.0, 43.0, 39.0, 35.0, 35.0, 35.0, 35.0, 35.0],
+];
+
+/// Table 4: mean relinearization latency (ms) with M ops at once, t threads each
+/// (`(t, [(M, ms)])`, n_q = 8; combinations beyond 256 logical cores are absent).
+#[rustfmt::skip]
+const PHI_TABLE4: [(usize, &[(usize, f64)]); 4] = [
+    (1, &[(2, 348.0), (4, 344.0), (8, 346.0), (16, 340.0), (32, 359.0), (64, 435.0), (128, 1091.0), (256, 2787.0)]),
+    (2, &[(2, 174.0), (4, 179.0), (8, 178.0), (16, 192.0), (32, 224.0), (64, 519.0), (128, 1388.0)]),
+    (4, &[(2, 89.0), (4, 91.0), (8, 98.0), (16, 122.0), (32, 256.0), (64, 674.0)]),
+    (8, &[(2, 51.0), (4, 52.0), (8, 69.0), (16, 131.0), (32, 322.0)]),
+];
+
+/// Table 5: mean rescale latency (ms), same layout as [`PHI_TABLE4`].
+#[rustfmt::skip]
+const PHI_TABLE5: [(usize, &[(usize, f64)]); 4] = [
+    (1, &[(2, 162.0), (4, 159.0), (8, 160.0), (16, 158.0), (32, 167.0), (64, 202.0), (128, 335.0), (256, 968.0)]),
+    (2, &[(2, 81.0), (4, 83.0), (8, 82.0), (16, 89.0), (32, 103.0), (64, 157.0), (128, 436.0)]),
+    (4, &[(2, 53.0), (4, 53.0), (8, 57.0), (16, 67.0), (32, 94.0), (64, 205.0)]),
+    (8, &[(2, 36.0), (4, 38.0), (8, 48.0), (16, 68.0), (32, 140.0)]),
+];
+
+fn phi_rows(table: &[(usize, &[(usize, f64)])]) -> Vec<(usize, Vec<(usize, f64)>)> {
+    table.iter().map(|(t, pts)| (*t, pts.to_vec())).collect()
+}
+
+/// Seed 000's Xeon Phi 7230F (SEAL 3.2, N = 32768, 60-bit primes).
+fn xeon_phi() -> Profile {
+    let threads: Vec<usize> = (1..=12).collect();
+    let mut ops = BTreeMap::new();
+    for (k, op) in OpKind::ALL.into_iter().enumerate() {
+        let table = match op {
+            OpKind::Relin => OpTable::from_fn(&PHI_NQ, &threads, |q, t| PHI_TABLE2[q - 2][t - 1]),
+            OpKind::Rescale => OpTable::from_fn(&PHI_NQ, &threads, |q, t| PHI_TABLE3[q - 2][t - 1]),
+            _ => OpTable::from_fn(&PHI_NQ, &threads, |q, t| {
+                PHI_TABLE1[k][q - 2] * q.div_ceil(t) as f64 / q as f64
+            }),
+        };
+        ops.insert(op, table);
+    }
+    let mut contention = BTreeMap::new();
+    contention.insert(
+        ContentionClass::KeySwitch,
+        merge_contention(&phi_rows(&PHI_TABLE4)),
+    );
+    contention.insert(
+        ContentionClass::Other,
+        merge_contention(&phi_rows(&PHI_TABLE5)),
+    );
+    Profile {
+        name: XEON_PHI.to_string(),
+        machine: "Intel Xeon Phi 7230F (64 cores, 256 hardware threads), 384 GB DDR4, no MCDRAM"
+            .to_string(),
+        n: 32768,
+        word_bits: 64,
+        max_nq: 8,
+        capacity: 126,
+        ops,
+        contention,
+        task_overhead_ms: XEON_PHI_TASK_OVERHEAD_MS,
+        job_factor: XEON_PHI_JOB_FACTOR,
+        notes: vec![
+            "Seed 000 (Suzuki, Ishimaki, Yamana): SEAL 3.2 CKKS, N = 32768, 60-bit primes, Xeon Phi 7230F, GCC 6.3.1 -O3, OpenMP.".into(),
+            "1-thread column of every op: Table 1 (ms, n_q = 2..8).".into(),
+            "relin, threads 1..12: Table 2; rescale, threads 1..12: Table 3.".into(),
+            "mul, mul-plain, square, add, add-plain, threads 1..12: Table 1 * ceil(n_q / t) / n_q (section 4.2: these loops split over the n_q limbs; the paper runs add and add-plain on one thread, the model matters little for them).".into(),
+            "contention key-switch: Table 4 (relin, n_q = 8); other: Table 5 (rescale, n_q = 8). For each t in 1, 2, 4, 8 the M = 2 latency is the reference; every other (M, t) gives (busy = M t, latency / reference); points at the same busy count are averaged over t; busy counts covered only by a reference (and busy = 1) are 1.0.".into(),
+            "capacity 126: threads the paper's scheduler may use (section 7.3).".into(),
+            "task_overhead_ms: 0 (not given by the paper); job_factor 4000/2841: the paper's 4 s per sequential e^x job over Table 1's 2,841 ms for the Fig. 3 graph.".into(),
+        ],
+    }
+}
+
+// ----- measuring the host -----
+
+/// What [`measure_host`] measures.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MeasureConfig {
+    /// log2 of the ring degree.
+    pub log_n: u32,
+    /// Levels of the parameter set: `n_q` runs over `2 ..= levels + 1`.
+    pub levels: usize,
+    /// Scaling prime size in bits.
+    pub scale_bits: u32,
+    /// Size of the first prime `q_0` in bits.
+    pub first_bits: u32,
+    /// Word size, 32 or 64.
+    pub word_bits: u32,
+    /// Thread budgets `1 ..= max_threads` are measured.
+    pub max_threads: usize,
+    /// Timing samples per table entry (median reported).
+    pub reps: usize,
+}
+
+impl Default for MeasureConfig {
+    /// N = 2^14, 7 levels (`n_q` up to 8, like the paper), scale 2^40, `q_0` 50 bits, 64-bit
+    /// words, every core, 5 samples.
+    fn default() -> Self {
+        Self {
+            log_n: 14,
+            levels: 7,
+            scale_bits: 40,
+            first_bits: 50,
+            word_bits: 64,
+            max_threads: heloom_pool::cores(),
+            reps: 5,
+        }
+    }
+}
+
+/// Shortest timed sample: fast ops are repeated until a sample lasts this long.
+const MIN_SAMPLE_MS: f64 = 20.0;
+/// Shortest contention run per (M, t) point and round.
+const MIN_CONTENTION_MS: f64 = 100.0;
+/// Round trips timed for the task overhead.
+const OVERHEAD_TRIPS: usize = 200;
+
+/// The CPU model from `/proc/cpuinfo` (`unknown` where there is none).
+pub fn host_machine() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn ms_since(t0: Instant) -> f64 {
+    t0.elapsed().as_secs_f64() * 1e3
+}
+
+/// Measures this machine: every op at every `n_q` in `2 ..= levels + 1` and every thread
+/// budget in `1 ..= max_threads` (median of `reps` samples taken in `reps` sweeps over the
+/// whole grid, fast ops repeated within a sample to at least 20 ms), the contention curves of relinearization and rescale at the largest
+/// `n_q` (M concurrent OS threads, each looping the op with `t` threads, for every power of two
+/// `t` and `M` with `M t <= max_threads`, plus the largest such `M`; in `reps` rounds that each
+/// measure `M = 1` and then the larger `M`, the median per-round ratio against `M = 1` merged
+/// with [`merge_contention`]), and the task overhead (median round trip of a
+/// closure to a parked thread through an mpsc channel and its reply).
+///
+/// The parameters are the builder's defaults for `log_n`, `levels`, `scale_bits`,
+/// `first_bits` and `word_bits` (128-bit security; where that is impossible, as for tiny test
+/// sizes, the check is opted out of and a note says so: timings do not depend on it).
+///
+/// `progress(done, total, label)` is called before each step and once at the end.
+pub fn measure_host(
+    cfg: &MeasureConfig,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Profile, ProfileError> {
+    if cfg.levels == 0 {
+        return Err(ProfileError::Config(
+            "levels must be at least 1 (n_q runs from 2 to levels + 1)".into(),
+        ));
+    }
+    if cfg.reps == 0 || cfg.max_threads == 0 {
+        return Err(ProfileError::Config(
+            "reps and max_threads must be at least 1".into(),
+        ));
+    }
+    if !(heloom_ckks::params::MIN_LOG_N..=heloom_ckks::params::MAX_LOG_N).contains(&cfg.log_n) {
+        return Err(ProfileError::Config(format!(
+            "log_n must be in {}..={}, got {}",
+            heloom_ckks::params::MIN_LOG_N,
+            heloom_ckks::params::MAX_LOG_N,
+            cfg.log_n
+        )));
+    }
+    match cfg.word_bits {
+        64 => measure::<u64>(cfg, progress),
+        32 => measure::<u32>(cfg, progress),
+        w => Err(ProfileError::Config(format!(
+            "word_bits must be 32 or 64, got {w}"
+        ))),
+    }
+}
+
+fn build_params(cfg: &MeasureConfig, security: SecurityLevel) -> Result<CkksParameters, CkksError> {
+    CkksParameters::builder(1 << cfg.log_n)
+        .word_bits(cfg.word_bits)
+        .levels(cfg.levels)
+        .scale_bits(cfg.scale_bits)
+        .first_bits(cfg.first_bits)
+        .security(security)
+        .build()
+}
+
+/// The inputs every op is timed on, at one level.
+struct Inputs<W: Word> {
+    a: Ciphertext<W>,
+    b: Ciphertext<W>,
+    three: Ciphertext<W>,
+}
+
+fn run_op<W: Word>(ev: &Evaluator<W>, op: OpKind, x: &Inputs<W>) -> Result<(), CkksError> {
+    let out = match op {
+        OpKind::AddPlain => ev.add_const(&x.a, 0.5)?,
+        OpKind::Add => ev.add(&x.a, &x.b)?,
+        OpKind::MulPlain => ev.multiply_const(&x.a, 0.5)?,
+        OpKind::Mul => ev.multiply(&x.a, &x.b)?,
+        OpKind::Square => ev.square(&x.a)?,
+        OpKind::Relin => ev.relinearize(&x.three)?,
+        OpKind::Rescale => ev.rescale(&x.a)?,
+    };
+    drop(std::hint::black_box(out));
+    Ok(())
+}
+
+/// Repetitions of `op` that make one sample last at least [`MIN_SAMPLE_MS`], from the time
+/// of one (warm-up) call.
+fn calibrate<W: Word>(ev: &Evaluator<W>, op: OpKind, x: &Inputs<W>) -> Result<usize, CkksError> {
+    let t0 = Instant::now();
+    run_op(ev, op, x)?;
+    let once = ms_since(t0).max(1e-4);
+    Ok(((MIN_SAMPLE_MS / once).ceil() as usize).clamp(1, 100_000))
+}
+
+/// One sample: the mean time of `iters` back-to-back calls, in ms.
+fn sample<W: Word>(
+    ev: &Evaluator<W>,
+    op: OpKind,
+    x: &Inputs<W>,
+    iters: usize,
+) -> Result<f64, CkksError> {
+    let t0 = Instant::now();
+    for _ in 0..iters {
+        run_op(ev, op, x)?;
+    }
+    Ok(ms_since(t0) / iters as f64)
+}
+
+/// Start line for concurrent measuring threads: each arrives after its warm-up call and waits
+/// until the main thread opens the gate (to run) or aborts (to return at once).
+#[derive(Default)]
+struct Gate {
+    state: Mutex<(usize, Option<bool>)>,
+    cv: Condvar,
+}
+
+impl Gate {
+    fn lock(&self) -> MutexGuard<'_, (usize, Option<bool>)> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts this thread in and waits for the gate; `true` to run, `false` on abort.
+    fn arrive_and_wait(&self) -> bool {
+        let mut g = self.lock();
+        g.0 += 1;
+        self.cv.notify_all();
+        loop {
+            if let Some(go) = g.1 {
+                return go;
+            }
+            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Waits until `m` threads have arrived.
+    fn wait_for(&self, m: usize) {
+        let mut g = self.lock();
+        while g.0 < m {
+            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn open(&self, go: bool) {
+        self.lock().1 = Some(go);
+        self.cv.notify_all();
+    }
+}
+
+/// Mean latency of `op` while `m` OS threads run it at once with `t` threads each, every
+/// thread looping `iters` times after one warm-up call (all start together at a [`Gate`]).
+fn concurrent_latency<W: Word>(
+    ev: &Evaluator<W>,
+    op: OpKind,
+    x: &Inputs<W>,
+    m: usize,
+    t: usize,
+    iters: usize,
+) -> Result<f64, ProfileError> {
+    let ev = ev.with_threads(Threads::new(t));
+    let gate = Gate::default();
+    let results: Vec<Result<Vec<f64>, ProfileError>> = std::thread::scope(|s| {
+        let mut handles = Vec::with_capacity(m);
+        for i in 0..m {
+            let (ev, gate) = (&ev, &gate);
+            let h = std::thread::Builder::new()
+                .name(format!("heloom-profile-{i}"))
+                .spawn_scoped(s, move || -> Result<Vec<f64>, ProfileError> {
+                    // A panic here must not keep the main thread waiting for this arrival.
+                    let warm = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        run_op(ev, op, x)
+                    }))
+                    .unwrap_or_else(|_| {
+                        Err(CkksError::InvalidInput(
+                            "the operation panicked while measuring".into(),
+                        ))
+                    });
+                    if !gate.arrive_and_wait() {
+                        return Ok(Vec::new());
+                    }
+                    warm?;
+                    let mut lat = Vec::with_capacity(iters);
+                    for _ in 0..iters {
+                        let t0 = Instant::now();
+                        run_op(ev, op, x)?;
+                        lat.push(ms_since(t0));
+                    }
+                    Ok(lat)
+                });
+            match h {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // Release the started threads without measuring (the scope joins them).
+                    gate.open(false);
+                    return vec![Err(ProfileError::Thread(format!(
+                        "cannot start measuring thread {i} of {m}: {e}"
+                    )))];
+                }
+            }
+        }
+        gate.wait_for(m);
+        gate.open(true);
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(ProfileError::Thread("a measuring thread panicked".into()))
+                })
+            })
+            .collect()
+    });
+    let mut all = Vec::new();
+    for r in results {
+        all.extend(r?);
+    }
+    if all.is_empty() {
+        return Err(ProfileError::Thread("no latency was recorded".into()));
+    }
+    Ok(all.iter().sum::<f64>() / all.len() as f64)
+}
+
+/// Median round trip (ms) of handing a closure to a parked thread through an mpsc channel and
+/// getting its reply: what the executor pays to start a task.
+fn task_overhead_ms() -> Result<f64, ProfileError> {
+    type Job = Box<dyn FnOnce() -> u64 + Send>;
+    let (job_tx, job_rx) = mpsc::channel::<Job>();
+    let (done_tx, done_rx) = mpsc::channel::<u64>();
+    let worker = std::thread::Builder::new()
+        .name("heloom-profile-worker".into())
+        .spawn(move || {
+            while let Ok(job) = job_rx.recv() {
+                if done_tx.send(job()).is_err() {
+                    break;
+                }
+            }
+        })
+        .map_err(|e| ProfileError::Thread(format!("cannot start the overhead worker: {e}")))?;
+    let mut trips = Vec::with_capacity(OVERHEAD_TRIPS);
+    for i in 0..OVERHEAD_TRIPS as u64 {
+        // Let the worker park first, as an idle executor worker would be.
+        std::thread::sleep(std::time::Duration::from_micros(300));
+        let t0 = Instant::now();
+        job_tx
+            .send(Box::new(move || std::hint::black_box(i + 1)))
+            .map_err(|_| ProfileError::Thread("the overhead worker stopped".into()))?;
+        done_rx
+            .recv()
+            .map_err(|_| ProfileError::Thread("the overhead worker stopped".into()))?;
+        trips.push(ms_since(t0));
+    }
+    drop(job_tx);
+    worker
+        .join()
+        .map_err(|_| ProfileError::Thread("the overhead worker panicked".into()))?;
+    Ok(median(&mut trips))
+}
+
+/// `(M, t)` contention points: `t` powers of two, `M` powers of two and the largest `M` with
+/// `M t <= max_threads`.
+fn contention_grid(max_threads: usize) -> Vec<(usize, Vec<usize>)> {
+    let mut out = Vec::new();
+    let mut t = 1;
+    while t <= max_threads {
+        let top = max_threads / t;
+        let mut ms: Vec<usize> = std::iter::successors(Some(1usize), |m| m.checked_mul(2))
+            .take_while(|&m| m <= top)
+            .collect();
+        if ms.last() != Some(&top) {
+            ms.push(top);
+        }
+        out.push((t, ms));
+        t *= 2;
+    }
+    out
+}
+
+fn measure<W: Word>(
+    cfg: &MeasureConfig,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Profile, ProfileError> {
+    let max_nq = cfg.levels + 1;
+    let nqs: Vec<usize> = (2..=max_nq).collect();
+    let threads: Vec<usize> = (1..=cfg.max_threads).collect();
+    let grid = contention_grid(cfg.max_threads);
+    let grid_points: usize = grid.iter().map(|(_, ms)| ms.len()).sum();
+    let cells_len = nqs.len() * threads.len() * OpKind::ALL.len();
+    let total = 1 + cells_len * (1 + cfg.reps) + 2 * grid_points * cfg.reps + 1;
+    let mut done = 0;
+    let mut step = |label: &str, done: &mut usize| {
+        progress(*done, total, label);
+        *done += 1;
+    };
+
+    step("keys", &mut done);
+    let mut notes = Vec::new();
+    let params = match build_params(cfg, SecurityLevel::Bits128) {
+        Ok(p) => p,
+        Err(CkksError::Insecure { .. }) => {
+            notes.push(
+                "parameters below 128-bit security (security check opted out: timing only)"
+                    .to_string(),
+            );
+            build_params(cfg, SecurityLevel::None)?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let bits: Vec<String> = params
+        .moduli()
+        .iter()
+        .chain(params.special_moduli())
+        .map(|q| format!("{:.0}", (*q as f64).log2()))
+        .collect();
+    notes.insert(
+        0,
+        format!(
+            "heloom CKKS on this host: N = 2^{}, {}-bit words, {} ciphertext primes + {} special (bits {}), dnum = {}, backend {}; wall-clock median of {} samples per entry, one per sweep over the grid (fast ops repeated to >= {MIN_SAMPLE_MS} ms per sample)",
+            cfg.log_n,
+            cfg.word_bits,
+            params.moduli().len(),
+            params.special_moduli().len(),
+            bits.join(","),
+            params.dnum(),
+            params.backend(),
+            cfg.reps
+        ),
+    );
+    notes.push("ops: add-plain = add_const, add = add, mul-plain = multiply_const (no rescale), mul = multiply (2 x 2 polys), square = square, relin = relinearize (3 polys), rescale = rescale (2 polys); inputs at level n_q - 1 by drop_to_level; thread budget via Evaluator::with_threads".to_string());
+    let ctx = Context::<W>::new(params)?;
+    let mut kg = KeyGenerator::new(&ctx)?;
+    let pk = kg.public_key()?;
+    let eval_keys = kg.evaluation_keys(&[], false)?;
+    let ev = Evaluator::new(&ctx, Arc::new(eval_keys))?;
+    let enc = Encryptor::new(&ctx);
+    let slots = ctx.params().slots();
+    let xs: Vec<f64> = (0..slots)
+        .map(|i| (i as f64 / slots as f64) - 0.5)
+        .collect();
+    let ys: Vec<f64> = xs.iter().map(|v| 0.25 - v).collect();
+    let top_a = enc.encrypt(&xs, &pk)?;
+    let top_b = enc.encrypt(&ys, &pk)?;
+
+    let mut inputs = Vec::with_capacity(nqs.len());
+    for &nq in &nqs {
+        let a = ev.drop_to_level(&top_a, nq - 1)?;
+        let b = ev.drop_to_level(&top_b, nq - 1)?;
+        let three = ev.multiply(&a, &b)?;
+        inputs.push(Inputs { a, b, three });
+    }
+    let evs: Vec<Evaluator<W>> = threads
+        .iter()
+        .map(|&t| ev.with_threads(Threads::new(t)))
+        .collect();
+
+    // Every (op, n_q, threads) cell: calibrate once, then `reps` sweeps over all cells, so that
+    // the samples of one cell are spread over the whole run and the median rejects bursts of
+    // outside load.
+    struct Cell {
+        op: OpKind,
+        i: usize,
+        j: usize,
+        iters: usize,
+        samples: Vec<f64>,
+    }
+    let mut cells = Vec::with_capacity(cells_len);
+    for op in OpKind::ALL {
+        for (i, nq) in nqs.iter().enumerate() {
+            for (j, t) in threads.iter().enumerate() {
+                step(&format!("calibrating {op} n_q={nq} t={t}"), &mut done);
+                cells.push(Cell {
+                    op,
+                    i,
+                    j,
+                    iters: calibrate(&evs[j], op, &inputs[i])?,
+                    samples: Vec::with_capacity(cfg.reps),
+                });
+            }
+        }
+    }
+    for r in 0..cfg.reps {
+        for c in &mut cells {
+            step(
+                &format!(
+                    "sample {}/{}: {} n_q={} t={}",
+                    r + 1,
+                    cfg.reps,
+                    c.op,
+                    nqs[c.i],
+                    threads[c.j]
+                ),
+                &mut done,
+            );
+            c.samples
+                .push(sample(&evs[c.j], c.op, &inputs[c.i], c.iters)?);
+        }
+    }
+    let mut ops = BTreeMap::new();
+    for op in OpKind::ALL {
+        ops.insert(
+            op,
+            OpTable {
+                nq: nqs.clone(),
+                threads: threads.clone(),
+                ms: vec![vec![0.0; threads.len()]; nqs.len()],
+            },
+        );
+    }
+    for mut c in cells {
+        if let Some(t) = ops.get_mut(&c.op) {
+            t.ms[c.i][c.j] = median(&mut c.samples);
+        }
+    }
+
+    let top = &inputs[inputs.len() - 1];
+    let mut contention = BTreeMap::new();
+    for (op, class) in [
+        (OpKind::Relin, ContentionClass::KeySwitch),
+        (OpKind::Rescale, ContentionClass::Other),
+    ] {
+        let mut rows = Vec::new();
+        for (t, ms) in &grid {
+            let single = ops
+                .get(&op)
+                .and_then(|tb| tb.ms.last().and_then(|r| r.get(t - 1)).copied())
+                .unwrap_or(1.0)
+                .max(1e-3);
+            let iters = ((MIN_CONTENTION_MS / single).ceil() as usize).clamp(3, 2000);
+            // `reps` rounds, each measuring the reference (M = 1) and then every M > 1, so that
+            // a burst of outside load hits a reference and its loaded runs alike; the slowdown
+            // of each M is the median of its per-round ratios.
+            let mut ratios: Vec<Vec<f64>> = vec![Vec::with_capacity(cfg.reps); ms.len()];
+            for r in 0..cfg.reps {
+                let mut reference = f64::NAN;
+                for (k, &m) in ms.iter().enumerate() {
+                    step(
+                        &format!("{op} contention round {}/{}: M={m} t={t}", r + 1, cfg.reps),
+                        &mut done,
+                    );
+                    let lat = concurrent_latency(&ev, op, top, m, *t, iters)?;
+                    if k == 0 {
+                        reference = lat;
+                    }
+                    ratios[k].push(lat / reference);
+                }
+            }
+            let row: Vec<(usize, f64)> = ms
+                .iter()
+                .zip(&mut ratios)
+                .map(|(&m, v)| (m, median(v)))
+                .collect();
+            rows.push((*t, row));
+        }
+        contention.insert(class, merge_contention(&rows));
+    }
+    notes.push(format!(
+        "contention: relin (key-switch) and rescale (other) at n_q = {max_nq}; M OS threads start together, each loops the op with t threads; (M, t) over t = powers of two, M = powers of two and the largest M with M t <= {}; reference M = 1 per t, measured in each of {} rounds together with the loaded runs, slowdown = median over rounds of latency / reference (>= {MIN_CONTENTION_MS} ms per run); points at the same busy = M t averaged over t",
+        cfg.max_threads, cfg.reps
+    ));
+
+    step("task overhead", &mut done);
+    let task_overhead_ms = task_overhead_ms()?;
+    notes.push(format!(
+        "task_overhead_ms: median of {OVERHEAD_TRIPS} round trips of a boxed closure to a parked thread through std::sync::mpsc and its reply"
+    ));
+    notes.push(format!(
+        "capacity: heloom_pool::cores() = {}",
+        heloom_pool::cores()
+    ));
+    progress(total, total, "done");
+
+    Ok(Profile {
+        name: "host".to_string(),
+        machine: host_machine(),
+        n: 1 << cfg.log_n,
+        word_bits: cfg.word_bits,
+        max_nq,
+        capacity: heloom_pool::cores(),
+        ops,
+        contention,
+        task_overhead_ms,
+        job_factor: 1.0,
+        notes,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn phi() -> Profile {
+        Profile::builtin(XEON_PHI).unwrap()
+    }
+
+    #[test]
+    fn phi_reproduces_tables_1_2_3() {
+        let p = phi();
+        p.validate().unwrap();
+        for (k, op) in OpKind::ALL.into_iter().enumerate() {
+            for (i, nq) in PHI_NQ.into_iter().enumerate() {
+                assert_eq!(p.op_ms(op, nq, 1), PHI_TABLE1[k][i], "{op} n_q={nq}");
+            }
+        }
+        for nq in PHI_NQ {
+            for t in 1..=12 {
+                assert_eq!(p.op_ms(OpKind::Relin, nq, t), PHI_TABLE2[nq - 2][t - 1]);
+                assert_eq!(p.op_ms(OpKind::Rescale, nq, t), PHI_TABLE3[nq - 2][t - 1]);
+            }
+        }
+        // Spot checks against the paper's text.
+        assert_eq!(p.op_ms(OpKind::Relin, 8, 1), 349.0);
+        assert_eq!(p.op_ms(OpKind::Relin, 8, 8), 47.0);
+        assert_eq!(p.op_ms(OpKind::Rescale, 5, 10), 19.0);
+        assert_eq!(p.op_ms(OpKind::Mul, 8, 1), 55.0);
+        assert_eq!(p.op_ms(OpKind::AddPlain, 2, 1), 1.0);
+        // Limb-parallel ops: T1 * ceil(nq / t) / nq.
+        assert_eq!(p.op_ms(OpKind::Mul, 8, 3), 55.0 * 3.0 / 8.0);
+        assert_eq!(p.op_ms(OpKind::Square, 8, 8), 39.0 / 8.0);
+        assert_eq!(p.capacity, 126);
+        assert_eq!((p.n, p.word_bits, p.max_nq), (32768, 64, 8));
+    }
+
+    #[test]
+    fn phi_threads_beyond_table_and_zero() {
+        let p = phi();
+        // threads = 0 counts as 1.
+        assert_eq!(p.op_ms(OpKind::Relin, 8, 0), 349.0);
+        // Relin at n_q = 8: ceil(8 / t) = 1 from t = 8 on, so no gain past column 12.
+        assert_eq!(p.op_ms(OpKind::Relin, 8, 16), 46.0);
+        assert_eq!(p.op_ms(OpKind::Relin, 8, 100), 46.0);
+        // Rescale at n_q = 8: ceil(16 / 12) = 2 -> ceil(16 / 16) = 1 halves.
+        assert_eq!(p.op_ms(OpKind::Rescale, 8, 13), 35.0);
+        assert_eq!(p.op_ms(OpKind::Rescale, 8, 16), 17.5);
+        assert_eq!(p.op_ms(OpKind::Rescale, 8, 64), 17.5);
+    }
+
+    #[test]
+    fn phi_nq_extrapolation() {
+        let p = phi();
+        // Above: quadratic for relin, linear for the rest (one thread).
+        assert!((p.op_ms(OpKind::Relin, 9, 1) - 349.0 * 81.0 / 64.0).abs() < 1e-9);
+        assert!((p.op_ms(OpKind::Mul, 16, 1) - 110.0).abs() < 1e-9);
+        assert!((p.op_ms(OpKind::Rescale, 16, 1) - 324.0).abs() < 1e-9);
+        // Below: proportional.
+        assert!((p.op_ms(OpKind::Relin, 1, 1) - 16.5).abs() < 1e-9);
+        assert!((p.op_ms(OpKind::Rescale, 1, 1) - 15.5).abs() < 1e-9);
+        // Above with threads: relin n_q = 16 at 12 threads: per-limb time 46 * 16 / 8 = 92,
+        // ceil(16 / 12) = 2 rounds.
+        assert!((p.op_ms(OpKind::Relin, 16, 12) - 184.0).abs() < 1e-9);
+        // ... and at 16 threads one round.
+        assert!((p.op_ms(OpKind::Relin, 16, 16) - 92.0).abs() < 1e-9);
+    }
+
+    fn sparse() -> Profile {
+        let mut p = phi();
+        let table = OpTable {
+            nq: vec![2, 4],
+            threads: vec![1, 4],
+            ms: vec![vec![10.0, 4.0], vec![30.0, 9.0]],
+        };
+        for op in OpKind::ALL {
+            p.ops.insert(op, table.clone());
+        }
+        p.contention.insert(
+            ContentionClass::KeySwitch,
+            vec![(1.0, 1.0), (4.0, 1.0), (8.0, 3.0)],
+        );
+        p.contention.remove(&ContentionClass::Other);
+        p
+    }
+
+    #[test]
+    fn interpolation_and_columns() {
+        let p = sparse();
+        p.validate().unwrap();
+        // Between rows: linear.
+        assert_eq!(p.op_ms(OpKind::Mul, 3, 1), 20.0);
+        assert_eq!(p.op_ms(OpKind::Mul, 3, 4), 6.5);
+        // Between columns: nearest lower.
+        assert_eq!(p.op_ms(OpKind::Mul, 3, 2), 20.0);
+        assert_eq!(p.op_ms(OpKind::Mul, 4, 3), 30.0);
+        // Below / above the rows.
+        assert_eq!(p.op_ms(OpKind::Mul, 1, 1), 5.0);
+        assert_eq!(p.op_ms(OpKind::Mul, 8, 1), 60.0);
+        assert_eq!(p.op_ms(OpKind::Relin, 8, 1), 120.0);
+        // Beyond the columns: ceil model from column 4.
+        assert_eq!(p.op_ms(OpKind::Mul, 4, 8), 9.0);
+        // n_q 8 at column 4: 9 per round, 2 rounds = 18; at 8 threads one round.
+        assert_eq!(p.op_ms(OpKind::Mul, 8, 4), 18.0);
+        assert_eq!(p.op_ms(OpKind::Mul, 8, 8), 9.0);
+        // Rescale splits 2 n_q items: at n_q = 4 column 4 has 2 rounds; 8 threads -> 1.
+        assert_eq!(p.op_ms(OpKind::Rescale, 4, 8), 4.5);
+    }
+
+    #[test]
+    fn missing_columns_below() {
+        let mut p = sparse();
+        p.ops.insert(
+            OpKind::Mul,
+            OpTable {
+                nq: vec![4],
+                threads: vec![2],
+                ms: vec![vec![10.0]],
+            },
+        );
+        // 1 thread: 4 rounds instead of 2.
+        assert_eq!(p.op_ms(OpKind::Mul, 4, 1), 20.0);
+    }
+
+    #[test]
+    fn slowdown_curve() {
+        let p = sparse();
+        let c = ContentionClass::KeySwitch;
+        assert_eq!(p.slowdown(c, 0.0), 1.0);
+        assert_eq!(p.slowdown(c, 1.0), 1.0);
+        assert_eq!(p.slowdown(c, 3.0), 1.0);
+        assert_eq!(p.slowdown(c, 6.0), 2.0);
+        assert_eq!(p.slowdown(c, 8.0), 3.0);
+        assert_eq!(p.slowdown(c, 12.0), 5.0);
+        // No curve: no slowdown.
+        assert_eq!(p.slowdown(ContentionClass::Other, 100.0), 1.0);
+    }
+
+    #[test]
+    fn phi_contention_curves() {
+        let p = phi();
+        let ks = &p.contention[&ContentionClass::KeySwitch];
+        assert_eq!(ks[0], (1.0, 1.0));
+        assert_eq!(ks[1], (2.0, 1.0));
+        // busy 4: only t = 1, M = 4 (t = 2, M = 2 is a reference).
+        assert!((ks[2].1 - 344.0 / 348.0).abs() < 1e-12);
+        // busy 128: mean over t = 1, 2, 4, 8.
+        let b128 = (1091.0 / 348.0 + 519.0 / 174.0 + 256.0 / 89.0 + 131.0 / 51.0) / 4.0;
+        let got = p.slowdown(ContentionClass::KeySwitch, 128.0);
+        assert!((got - b128).abs() < 1e-12, "{got} vs {b128}");
+        let b256 = (2787.0 / 348.0 + 1388.0 / 174.0 + 674.0 / 89.0 + 322.0 / 51.0) / 4.0;
+        assert!((p.slowdown(ContentionClass::KeySwitch, 256.0) - b256).abs() < 1e-12);
+        // Between 64 and 128: linear.
+        let b64 = p.slowdown(ContentionClass::KeySwitch, 64.0);
+        let mid = p.slowdown(ContentionClass::KeySwitch, 96.0);
+        assert!((mid - (b64 + b128) / 2.0).abs() < 1e-12);
+        let other = &p.contention[&ContentionClass::Other];
+        assert_eq!(other.last().unwrap().0, 256.0);
+        let o128 = (335.0 / 162.0 + 157.0 / 81.0 + 94.0 / 53.0 + 68.0 / 36.0) / 4.0;
+        assert!((p.slowdown(ContentionClass::Other, 128.0) - o128).abs() < 1e-12);
+        assert!(p.slowdown(ContentionClass::Other, 32.0) < 1.2);
+    }
+
+    #[test]
+    fn json_round_trip() {
+        let p = phi();
+        let q = Profile::from_json(&p.to_json()).unwrap();
+        assert_eq!(q.name, p.name);
+        assert_eq!(q.ops, p.ops);
+        for (class, curve) in &p.contention {
+            let c2 = &q.contention[class];
+            assert_eq!(c2.len(), curve.len());
+            for (a, b) in curve.iter().zip(c2) {
+                assert!((a.0 - b.0).abs() < 1e-12 && (a.1 - b.1).abs() < 1e-12);
+            }
+        }
+        assert!(p.to_json().contains("\"relin\""));
+        assert!(p.to_json().contains("\"key-switch\""));
+        let dir = std::env::temp_dir().join(format!("heloom-profile-{}", std::process::id()));
+        let path = dir.join("sub").join("phi.json");
+        p.save(&path).unwrap();
+        let r = Profile::load(path.to_str().unwrap()).unwrap();
+        assert_eq!(r.ops, p.ops);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn load_errors() {
+        let e = Profile::load("no-such-profile").unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("no-such-profile") && msg.contains(XEON_PHI),
+            "{msg}"
+        );
+        assert!(matches!(Profile::load(XEON_PHI), Ok(p) if p.name == XEON_PHI));
+        assert_eq!(Profile::builtin_names(), &[XEON_PHI]);
+        assert!(Profile::builtin("host").is_none());
+        let e = Profile::from_json("{").unwrap_err();
+        assert!(matches!(e, ProfileError::Json { .. }));
+        // A profile missing an op is rejected.
+        let mut p = phi();
+        p.ops.remove(&OpKind::Square);
+        let e = Profile::from_json(&p.to_json()).unwrap_err();
+        assert!(e.to_string().contains("square"), "{e}");
+        // A ragged table is rejected.
+        let mut p = phi();
+        if let Some(t) = p.ops.get_mut(&OpKind::Add) {
+            t.ms[0].pop();
+        }
+        assert!(matches!(
+            Profile::from_json(&p.to_json()),
+            Err(ProfileError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn merge_rules() {
+        let rows = vec![
+            (1, vec![(1, 10.0), (2, 12.0), (4, 20.0)]),
+            (2, vec![(1, 5.0), (2, 8.0)]),
+        ];
+        let c = merge_contention(&rows);
+        // busy 1: reference; busy 2: t=1 M=2 (1.2), t=2 M=1 is a reference;
+        // busy 4: mean of 2.0 (t=1, M=4) and 1.6 (t=2, M=2).
+        assert_eq!(c, vec![(1.0, 1.0), (2.0, 1.2), (4.0, 1.8)]);
+        assert_eq!(contention_grid(2), vec![(1, vec![1, 2]), (2, vec![1])]);
+        assert_eq!(
+            contention_grid(6),
+            vec![(1, vec![1, 2, 4, 6]), (2, vec![1, 2, 3]), (4, vec![1])]
+        );
+    }
+
+    #[test]
+    fn measure_tiny_host() {
+        let cfg = MeasureConfig {
+            log_n: 12,
+            levels: 2,
+            reps: 1,
+            max_threads: 2,
+            ..MeasureConfig::default()
+        };
+        let mut calls = Vec::new();
+        let p = measure_host(&cfg, &mut |d, t, l| calls.push((d, t, l.to_string()))).unwrap();
+        p.validate().unwrap();
+        assert_eq!(p.name, "host");
+        assert_eq!((p.n, p.max_nq, p.word_bits), (4096, 3, 64));
+        for op in OpKind::ALL {
+            let t = &p.ops[&op];
+            assert_eq!(t.nq, vec![2, 3]);
+            assert_eq!(t.threads, vec![1, 2]);
+            assert!(t.ms.iter().flatten().all(|&v| v > 0.0), "{op}: {:?}", t.ms);
+        }
+        assert!(p.op_ms(OpKind::Relin, 3, 1) > p.op_ms(OpKind::Relin, 2, 1));
+        for class in [ContentionClass::KeySwitch, ContentionClass::Other] {
+            let c = &p.contention[&class];
+            assert_eq!(c[0], (1.0, 1.0));
+            assert!(c.iter().all(|&(b, s)| b >= 1.0 && s > 0.0));
+        }
+        assert!(p.task_overhead_ms > 0.0 && p.task_overhead_ms < 100.0);
+        let (d, t, _) = calls.last().unwrap().clone();
+        assert_eq!(d, t);
+        assert!(calls.windows(2).all(|w| w[0].0 < w[1].0));
+        assert!(Profile::from_json(&p.to_json()).is_ok());
+        let bad = MeasureConfig {
+            reps: 0,
+            ..cfg.clone()
+        };
+        assert!(matches!(
+            measure_host(&bad, &mut |_, _, _| {}),
+            Err(ProfileError::Config(_))
+        ));
+    }
+}
