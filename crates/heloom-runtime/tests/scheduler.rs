@@ -189,9 +189,7 @@ fn a_lone_job_takes_its_critical_path() {
         check_record(&r, &gs);
         let g = &gs[0];
         let cp = g.critical_path_ms(&toy, &|t| {
-            if threads == 1 {
-                1
-            } else if g.tasks()[t].kind == TaskKind::Add {
+            if threads == 1 || g.tasks()[t].kind == TaskKind::Add {
                 1
             } else {
                 g.tasks()[t].nq
