@@ -23,13 +23,51 @@ pub(crate) fn reduce_i128<W: Word>(m: &Modulus<W>, v: i128) -> u64 {
 }
 
 /// Adds the constant `c` (the same residue at every NTT point) to every limb.
-fn add_const_limbs<W: Word>(basis: &RnsBasis<W>, p: &mut RnsPoly<W>, c: i128) {
-    for (i, m) in basis.moduli().iter().enumerate() {
+fn add_const_limbs<W: Word>(
+    basis: &RnsBasis<W>,
+    p: &mut RnsPoly<W>,
+    c: i128,
+    threads: Threads,
+) -> Result<()> {
+    for_each_limb(threads, std::slice::from_mut(p), |_, i, limb| {
+        let m = &basis.moduli()[i];
         let r = W::from_u64(reduce_i128(m, c));
-        for x in p.limb_mut(i) {
+        for x in limb {
             *x = m.add(*x, r);
         }
+        Ok(())
+    })
+}
+
+/// Calls `f(p, i, limb)` for limb `i` of every polynomial `p` of `polys` (all with the same
+/// limb count), split over the (polynomial, limb) pairs with the budget.
+fn for_each_limb<W, F>(threads: Threads, polys: &mut [RnsPoly<W>], f: F) -> Result<()>
+where
+    W: Word,
+    F: Fn(usize, usize, &mut [W]) -> Result<()> + Sync,
+{
+    let Some(first) = polys.first() else {
+        return Ok(());
+    };
+    let (n, limbs) = (first.n(), first.num_limbs());
+    if polys.iter().any(|p| p.num_limbs() != limbs) {
+        return Err(CkksError::ParameterMismatch(
+            "polynomials of one ciphertext have different limb counts (corrupted?)".into(),
+        ));
     }
+    if threads.chunks_for(polys.len() * limbs) <= 1 {
+        for (p, poly) in polys.iter_mut().enumerate() {
+            for (i, limb) in poly.limbs_mut().enumerate() {
+                f(p, i, limb)?;
+            }
+        }
+        return Ok(());
+    }
+    let mut items: Vec<&mut [W]> = polys
+        .iter_mut()
+        .flat_map(|p| p.as_mut_slice().chunks_exact_mut(n))
+        .collect();
+    threads.try_for_each_mut(&mut items, |k, limb| f(k / limbs, k % limbs, limb))
 }
 
 /// `values` zero-padded to `slots` entries (a shorter vector would otherwise be encoded with
@@ -190,36 +228,51 @@ impl<W: Word> Evaluator<W> {
         let basis = self.ctx.q_basis(l)?;
         let lower = self.ctx.q_basis(l - 1)?;
         let n = self.ctx.n();
+        let threads = self.threads;
         let tables = basis.ntt_tables();
         let mods = basis.moduli();
         let elt = basis.eltwise();
         let ql = mods[l];
         let half = ql.value() >> 1;
-        let mut out = Vec::with_capacity(ct.polys.len());
-        let mut last = vec![W::ZERO; n];
-        let mut t = vec![W::ZERO; n];
-        for p in &ct.polys {
-            let mut p = p.clone();
-            // Rounded division: add q_l/2 before flooring, subtract it back per prime.
-            last.copy_from_slice(p.limb(l));
-            tables[l].inverse(&mut last)?;
+        // Rounded division: add q_l/2 to the last limb (coefficient form) before flooring,
+        // subtract it back per prime. One last limb per polynomial, in parallel.
+        let mut last: Vec<W> = ct.polys.iter().flat_map(|p| p.limb(l)).copied().collect();
+        threads.try_for_each_chunk_mut(&mut last, n, |_, v| -> Result<()> {
+            tables[l].inverse(v)?;
             let hw = W::from_u64(half);
-            for x in last.iter_mut() {
+            for x in v.iter_mut() {
                 *x = ql.add(*x, hw);
             }
-            for i in 0..l {
+            Ok(())
+        })?;
+        let mut polys = ct.polys.clone();
+        // Then every (polynomial, limb below l) pair, with one scratch limb per thread.
+        let mut items: Vec<&mut [W]> = polys
+            .iter_mut()
+            .flat_map(|p| p.as_mut_slice().chunks_exact_mut(n).take(l))
+            .collect();
+        threads.try_for_each_init(
+            &mut items,
+            || vec![W::ZERO; n],
+            |t, k, x| -> Result<()> {
+                let (p, i) = (k / l, k % l);
                 let m = &mods[i];
-                elt.reduce(m, &mut t, &last)?;
+                elt.reduce(m, t, &last[p * n..(p + 1) * n])?;
                 // Back to the centered representative of c_l, coefficient by coefficient.
                 let h = m.reduce_u64(half);
-                for x in t.iter_mut() {
-                    *x = m.sub(*x, h);
+                for v in t.iter_mut() {
+                    *v = m.sub(*v, h);
                 }
-                tables[i].forward(&mut t)?;
-                elt.sub_mul_scalar(m, p.limb_mut(i), &t, self.ctx.rescale_inv(l, i))?;
-            }
-            out.push(lower.truncate(p)?);
-        }
+                tables[i].forward(t)?;
+                elt.sub_mul_scalar(m, x, t, self.ctx.rescale_inv(l, i))?;
+                Ok(())
+            },
+        )?;
+        drop(items);
+        let out = polys
+            .into_iter()
+            .map(|p| lower.truncate(p))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(Ciphertext {
             polys: out,
             level: l - 1,
@@ -324,18 +377,23 @@ impl<W: Word> Evaluator<W> {
         };
         let basis = self.ctx.q_basis(a.level)?;
         let mut polys = a.polys.clone();
-        for (i, y) in b.polys.iter().enumerate() {
-            match polys.get_mut(i) {
-                Some(x) if sub => basis.sub_assign(x, y)?,
-                Some(x) => basis.add_assign(x, y)?,
-                None => {
-                    let mut y = y.clone();
-                    if sub {
-                        basis.neg_assign(&mut y)?;
-                    }
-                    polys.push(y);
-                }
+        let common = polys.len().min(b.polys.len());
+        let (elt, mods) = (basis.eltwise(), basis.moduli());
+        for_each_limb(self.threads, &mut polys[..common], |p, i, x| {
+            let y = b.polys[p].limb(i);
+            if sub {
+                elt.sub_assign(&mods[i], x, y)?;
+            } else {
+                elt.add_assign(&mods[i], x, y)?;
             }
+            Ok(())
+        })?;
+        for y in &b.polys[common..] {
+            let mut y = y.clone();
+            if sub {
+                basis.neg_assign_with(&mut y, self.threads)?;
+            }
+            polys.push(y);
         }
         Ok(Ciphertext {
             polys,
@@ -362,9 +420,9 @@ impl<W: Word> Evaluator<W> {
         self.check(a)?;
         let basis = self.ctx.q_basis(a.level)?;
         let mut c = a.clone();
-        for p in &mut c.polys {
-            basis.neg_assign(p)?;
-        }
+        for_each_limb(self.threads, &mut c.polys, |_, i, x| {
+            Ok(basis.eltwise().neg_assign(&basis.moduli()[i], x)?)
+        })?;
         c.seed = None;
         Ok(c)
     }
@@ -409,9 +467,9 @@ impl<W: Word> Evaluator<W> {
         let p = self.plain_at(pt, level)?;
         let basis = self.ctx.q_basis(level)?;
         if sub {
-            basis.sub_assign(&mut c.polys[0], &p)?;
+            basis.sub_assign_with(&mut c.polys[0], &p, self.threads)?;
         } else {
-            basis.add_assign(&mut c.polys[0], &p)?;
+            basis.add_assign_with(&mut c.polys[0], &p, self.threads)?;
         }
         c.slots = c.slots.max(pt.slots);
         c.seed = None;
@@ -445,11 +503,11 @@ impl<W: Word> Evaluator<W> {
         out.seed = None;
         if c.im == 0.0 {
             let v = scaled_int(c.re, ct.scale)?;
-            add_const_limbs(basis, &mut out.polys[0], v);
+            add_const_limbs(basis, &mut out.polys[0], v, self.threads)?;
         } else {
             let mut p = self.ctx.encoder().encode_constant(c, ct.scale, basis)?;
-            basis.forward(&mut p)?;
-            basis.add_assign(&mut out.polys[0], &p)?;
+            basis.forward_with(&mut p, self.threads)?;
+            basis.add_assign_with(&mut out.polys[0], &p, self.threads)?;
         }
         Ok(out)
     }
@@ -482,12 +540,10 @@ impl<W: Word> Evaluator<W> {
         let basis = self.ctx.q_basis(ct.level)?;
         let mut out = ct.clone();
         out.seed = None;
-        for p in &mut out.polys {
-            for (i, m) in basis.moduli().iter().enumerate() {
-                let r = reduce_i128(m, k);
-                basis.eltwise().mul_scalar_assign(m, p.limb_mut(i), r)?;
-            }
-        }
+        for_each_limb(self.threads, &mut out.polys, |_, i, x| {
+            let m = &basis.moduli()[i];
+            Ok(basis.eltwise().mul_scalar_assign(m, x, reduce_i128(m, k))?)
+        })?;
         Ok(out)
     }
 
@@ -513,14 +569,31 @@ impl<W: Word> Evaluator<W> {
         }
         let basis = self.ctx.q_basis(ct.level)?;
         let mut p = self.ctx.encoder().encode_constant(c, s, basis)?;
-        basis.forward(&mut p)?;
+        basis.forward_with(&mut p, self.threads)?;
         let mut out = ct.clone();
         out.seed = None;
-        for x in &mut out.polys {
-            basis.mul_assign(x, &p)?;
-        }
+        self.mul_polys_by(basis, &mut out.polys, &p)?;
         out.scale = ct.scale * s;
         Ok(out)
+    }
+
+    /// `x *= p` for every polynomial `x` of `polys` (NTT form, all over `basis`).
+    fn mul_polys_by(
+        &self,
+        basis: &RnsBasis<W>,
+        polys: &mut [RnsPoly<W>],
+        p: &RnsPoly<W>,
+    ) -> Result<()> {
+        if !basis.owns(p) || polys.iter().any(|x| !basis.owns(x)) {
+            return Err(CkksError::ParameterMismatch(
+                "plaintext factor does not match the ciphertext's level".into(),
+            ));
+        }
+        for_each_limb(self.threads, polys, |_, i, x| {
+            Ok(basis
+                .eltwise()
+                .mul_assign(&basis.moduli()[i], x, p.limb(i))?)
+        })
     }
 
     /// The scale plaintext factors get at `level`: `q_level`, so a rescale restores the
@@ -541,9 +614,7 @@ impl<W: Word> Evaluator<W> {
         let mut c = self.drop_to_level(ct, level)?;
         let p = self.plain_at(pt, level)?;
         let basis = self.ctx.q_basis(level)?;
-        for x in &mut c.polys {
-            basis.mul_assign(x, &p)?;
-        }
+        self.mul_polys_by(basis, &mut c.polys, &p)?;
         c.scale *= pt.scale;
         c.slots = c.slots.max(pt.slots);
         c.seed = None;
@@ -587,12 +658,24 @@ impl<W: Word> Evaluator<W> {
         let a = self.at_level(a, level)?;
         let b = self.at_level(b, level)?;
         let basis = self.ctx.q_basis(level)?;
-        let d0 = basis.mul(&a.polys[0], &b.polys[0])?;
-        let mut d1 = basis.mul(&a.polys[0], &b.polys[1])?;
-        basis.mul_add(&mut d1, &a.polys[1], &b.polys[0])?;
-        let d2 = basis.mul(&a.polys[1], &b.polys[1])?;
+        let (elt, mods) = (basis.eltwise(), basis.moduli());
+        let (a0, a1, b0, b1) = (&a.polys[0], &a.polys[1], &b.polys[0], &b.polys[1]);
+        let mut polys = (0..3).map(|_| basis.zero(Form::Ntt)).collect::<Vec<_>>();
+        // d0 = a0 b0, d1 = a0 b1 + a1 b0, d2 = a1 b1, over (polynomial, limb) pairs.
+        for_each_limb(self.threads, &mut polys, |p, i, o| {
+            let m = &mods[i];
+            match p {
+                0 => elt.mul(m, o, a0.limb(i), b0.limb(i))?,
+                1 => {
+                    elt.mul(m, o, a0.limb(i), b1.limb(i))?;
+                    elt.mul_add(m, o, a1.limb(i), b0.limb(i))?;
+                }
+                _ => elt.mul(m, o, a1.limb(i), b1.limb(i))?,
+            }
+            Ok(())
+        })?;
         Ok(Ciphertext {
-            polys: vec![d0, d1, d2],
+            polys,
             level,
             scale: a.scale * b.scale,
             slots: a.slots.max(b.slots),
@@ -610,13 +693,24 @@ impl<W: Word> Evaluator<W> {
             ));
         }
         let basis = self.ctx.q_basis(a.level)?;
-        let d0 = basis.mul(&a.polys[0], &a.polys[0])?;
-        let mut d1 = basis.mul(&a.polys[0], &a.polys[1])?;
-        let d1c = d1.clone();
-        basis.add_assign(&mut d1, &d1c)?;
-        let d2 = basis.mul(&a.polys[1], &a.polys[1])?;
+        let (elt, mods) = (basis.eltwise(), basis.moduli());
+        let (a0, a1) = (&a.polys[0], &a.polys[1]);
+        let mut polys = (0..3).map(|_| basis.zero(Form::Ntt)).collect::<Vec<_>>();
+        // d0 = a0^2, d1 = 2 a0 a1, d2 = a1^2.
+        for_each_limb(self.threads, &mut polys, |p, i, o| {
+            let m = &mods[i];
+            match p {
+                0 => elt.mul(m, o, a0.limb(i), a0.limb(i))?,
+                1 => {
+                    elt.mul(m, o, a0.limb(i), a1.limb(i))?;
+                    elt.mul_scalar_assign(m, o, 2)?;
+                }
+                _ => elt.mul(m, o, a1.limb(i), a1.limb(i))?,
+            }
+            Ok(())
+        })?;
         Ok(Ciphertext {
-            polys: vec![d0, d1, d2],
+            polys,
             level: a.level,
             scale: a.scale * a.scale,
             slots: a.slots,
@@ -639,13 +733,35 @@ impl<W: Word> Evaluator<W> {
             }
         }
         let key = self.keys()?.relin_key()?;
-        let (k0, k1) = self.ctx.key_switch(&ct.polys[2], ct.level, key)?;
+        let ks = self
+            .ctx
+            .key_switch_with(&ct.polys[2], ct.level, key, self.threads)?;
         let basis = self.ctx.q_basis(ct.level)?;
-        let mut c0 = ct.polys[0].clone();
-        basis.add_assign(&mut c0, &k0)?;
-        let mut c1 = ct.polys[1].clone();
-        basis.add_assign(&mut c1, &k1)?;
-        Ok(ct.with_polys(vec![c0, c1]))
+        let mut polys = ct.polys[..2].to_vec();
+        self.add_switched(basis, &mut polys, &[&ks.0, &ks.1])?;
+        Ok(ct.with_polys(polys))
+    }
+
+    /// `polys[p] += add[p]` for every polynomial of `polys` (key-switching results added in).
+    fn add_switched(
+        &self,
+        basis: &RnsBasis<W>,
+        polys: &mut [RnsPoly<W>],
+        add: &[&RnsPoly<W>],
+    ) -> Result<()> {
+        if add.len() < polys.len()
+            || add.iter().any(|x| !basis.owns(x))
+            || polys.iter().any(|x| !basis.owns(x))
+        {
+            return Err(CkksError::ParameterMismatch(
+                "internal: key-switched polynomial at the wrong level".into(),
+            ));
+        }
+        for_each_limb(self.threads, polys, |p, i, x| {
+            Ok(basis
+                .eltwise()
+                .add_assign(&basis.moduli()[i], x, add[p].limb(i))?)
+        })
     }
 
     /// `a * b`, relinearized and rescaled: what `*` does in Python.
@@ -677,16 +793,22 @@ impl<W: Word> Evaluator<W> {
         dec: &crate::keyswitch::Decomposed<W>,
     ) -> Result<Ciphertext<W>> {
         let perm = self.ctx.permutation(g)?;
-        let (a0, a1) = self.ctx.key_inner_product(dec, key, Some(&perm))?;
-        let k0 = self.ctx.mod_down(a0, ct.level)?;
-        let c1 = self.ctx.mod_down(a1, ct.level)?;
+        let threads = self.threads.effective();
+        let (a0, a1) = self
+            .ctx
+            .key_inner_product_with(dec, key, Some(&perm), threads)?;
+        let (k0, c1) = threads.join(
+            |t| self.ctx.mod_down_with(a0, ct.level, t),
+            |t| self.ctx.mod_down_with(a1, ct.level, t),
+        );
+        let (k0, c1) = (k0?, c1?);
         let basis = self.ctx.q_basis(ct.level)?;
-        let mut c0 = basis.zero(Form::Ntt);
-        for i in 0..basis.len() {
-            perm.apply(ct.polys[0].limb(i), c0.limb_mut(i))?;
-        }
-        basis.add_assign(&mut c0, &k0)?;
-        Ok(ct.with_polys(vec![c0, c1]))
+        let mut c0 = vec![basis.zero(Form::Ntt)];
+        let c = &ct.polys[0];
+        for_each_limb(threads, &mut c0, |_, i, o| Ok(perm.apply(c.limb(i), o)?))?;
+        self.add_switched(basis, &mut c0, &[&k0])?;
+        c0.push(c1);
+        Ok(ct.with_polys(c0))
     }
 
     fn check_two(&self, ct: &Ciphertext<W>, op: &str) -> Result<()> {
@@ -709,15 +831,17 @@ impl<W: Word> Evaluator<W> {
     ) -> Result<Ciphertext<W>> {
         let perm = self.ctx.permutation(g)?;
         let basis = self.ctx.q_basis(ct.level)?;
-        let mut c0 = basis.zero(Form::Ntt);
-        let mut c1 = basis.zero(Form::Ntt);
-        for i in 0..basis.len() {
-            perm.apply(ct.polys[0].limb(i), c0.limb_mut(i))?;
-            perm.apply(ct.polys[1].limb(i), c1.limb_mut(i))?;
-        }
-        let (k0, k1) = self.ctx.key_switch(&c1, ct.level, key)?;
-        basis.add_assign(&mut c0, &k0)?;
-        Ok(ct.with_polys(vec![c0, k1]))
+        let mut polys = (0..2).map(|_| basis.zero(Form::Ntt)).collect::<Vec<_>>();
+        for_each_limb(self.threads, &mut polys, |p, i, o| {
+            Ok(perm.apply(ct.polys[p].limb(i), o)?)
+        })?;
+        let (k0, k1) = self
+            .ctx
+            .key_switch_with(&polys[1], ct.level, key, self.threads)?;
+        polys.truncate(1);
+        self.add_switched(basis, &mut polys, &[&k0])?;
+        polys.push(k1);
+        Ok(ct.with_polys(polys))
     }
 
     /// Rotates the slots left by `step` (right when negative).
@@ -757,7 +881,10 @@ impl<W: Word> Evaluator<W> {
         }
         let need = keys.iter().any(|(_, k)| k.is_some());
         let dec = if need {
-            Some(self.ctx.decompose(&ct.polys[1], ct.level)?)
+            Some(
+                self.ctx
+                    .decompose_with(&ct.polys[1], ct.level, self.threads)?,
+            )
         } else {
             None
         };
