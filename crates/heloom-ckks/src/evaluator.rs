@@ -11,7 +11,10 @@ use crate::ciphertext::{Ciphertext, Plaintext};
 use crate::context::Context;
 use crate::error::{CkksError, Result};
 use crate::keys::{EvaluationKeys, SwitchingKey};
-use heloom_math::automorphism::{galois_element_conjugate, galois_element_for_step};
+use crate::keyswitch::Finish;
+use heloom_math::automorphism::{
+    galois_element_conjugate, galois_element_for_step, NttPermutation,
+};
 use heloom_math::{Form, Modulus, RnsBasis, RnsPoly, Word};
 use heloom_pool::Threads;
 use num_complex::Complex64;
@@ -228,47 +231,85 @@ impl<W: Word> Evaluator<W> {
         let basis = self.ctx.q_basis(l)?;
         let lower = self.ctx.q_basis(l - 1)?;
         let n = self.ctx.n();
-        let threads = self.threads;
+        let threads = self.threads.effective();
         let tables = basis.ntt_tables();
         let mods = basis.moduli();
         let elt = basis.eltwise();
         let ql = mods[l];
         let half = ql.value() >> 1;
-        // Rounded division: add q_l/2 to the last limb (coefficient form) before flooring,
-        // subtract it back per prime. One last limb per polynomial, in parallel.
-        let mut last: Vec<W> = ct.polys.iter().flat_map(|p| p.limb(l)).copied().collect();
-        threads.try_for_each_chunk_mut(&mut last, n, |_, v| -> Result<()> {
-            tables[l].inverse(v)?;
+        // Rounded division: the last limb in coefficient form plus q_l/2 (in place: the limb
+        // is dropped afterwards).
+        let prepare = |p: &RnsPoly<W>| -> Result<RnsPoly<W>> {
+            let mut p = p.clone();
+            let last = p.limb_mut(l);
+            tables[l].inverse(last)?;
             let hw = W::from_u64(half);
-            for x in v.iter_mut() {
+            for x in last.iter_mut() {
                 *x = ql.add(*x, hw);
             }
+            Ok(p)
+        };
+        // Limb i < l: subtract the centered last limb reduced mod q_i, divide by q_l.
+        let limb = |t: &mut [W], i: usize, x: &mut [W], last: &[W]| -> Result<()> {
+            let m = &mods[i];
+            elt.reduce(m, t, last)?;
+            let h = m.reduce_u64(half);
+            for v in t.iter_mut() {
+                *v = m.sub(*v, h);
+            }
+            tables[i].forward(t)?;
+            elt.sub_mul_scalar(m, x, t, self.ctx.rescale_inv(l, i))?;
             Ok(())
-        })?;
-        let mut polys = ct.polys.clone();
-        // Then every (polynomial, limb below l) pair, with one scratch limb per thread.
-        let mut items: Vec<&mut [W]> = polys
-            .iter_mut()
-            .flat_map(|p| p.as_mut_slice().chunks_exact_mut(n).take(l))
-            .collect();
-        threads.try_for_each_init(
-            &mut items,
-            || vec![W::ZERO; n],
-            |t, k, x| -> Result<()> {
-                let (p, i) = (k / l, k % l);
-                let m = &mods[i];
-                elt.reduce(m, t, &last[p * n..(p + 1) * n])?;
-                // Back to the centered representative of c_l, coefficient by coefficient.
-                let h = m.reduce_u64(half);
-                for v in t.iter_mut() {
-                    *v = m.sub(*v, h);
-                }
-                tables[i].forward(t)?;
-                elt.sub_mul_scalar(m, x, t, self.ctx.rescale_inv(l, i))?;
-                Ok(())
-            },
-        )?;
-        drop(items);
+        };
+        let np = ct.polys.len();
+        let c = threads.get();
+        let polys = if np % c == 0 || c % np == 0 {
+            // Whole polynomials per thread (or an even share of threads per polynomial): one
+            // pass, no hand-over between threads.
+            threads
+                .map(np, |p| -> Result<RnsPoly<W>> {
+                    let t = threads.share(np, p);
+                    let mut poly = prepare(&ct.polys[p])?;
+                    let (low, last) = poly.as_mut_slice().split_at_mut(l * n);
+                    let last: &[W] = last;
+                    if t.get() == 1 {
+                        let mut tmp = vec![W::ZERO; n];
+                        for (i, x) in low.chunks_exact_mut(n).enumerate() {
+                            limb(&mut tmp, i, x, last)?;
+                        }
+                    } else {
+                        let mut items: Vec<&mut [W]> = low.chunks_exact_mut(n).collect();
+                        t.try_for_each_init(
+                            &mut items,
+                            || vec![W::ZERO; n],
+                            |tmp, i, x| limb(tmp, i, x, last),
+                        )?;
+                    }
+                    Ok(poly)
+                })
+                .into_iter()
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            // Uneven: last limbs first, then every (polynomial, limb below l) pair.
+            let mut polys = threads
+                .map(np, |p| prepare(&ct.polys[p]))
+                .into_iter()
+                .collect::<Result<Vec<_>>>()?;
+            let mut lasts: Vec<&[W]> = Vec::with_capacity(np);
+            let mut items: Vec<&mut [W]> = Vec::with_capacity(np * l);
+            for poly in &mut polys {
+                let (low, last) = poly.as_mut_slice().split_at_mut(l * n);
+                lasts.push(last);
+                items.extend(low.chunks_exact_mut(n));
+            }
+            threads.try_for_each_init(
+                &mut items,
+                || vec![W::ZERO; n],
+                |tmp, k, x| limb(tmp, k % l, x, lasts[k / l]),
+            )?;
+            drop(items);
+            polys
+        };
         let out = polys
             .into_iter()
             .map(|p| lower.truncate(p))
@@ -733,35 +774,51 @@ impl<W: Word> Evaluator<W> {
             }
         }
         let key = self.keys()?.relin_key()?;
-        let ks = self
-            .ctx
-            .key_switch_with(&ct.polys[2], ct.level, key, self.threads)?;
         let basis = self.ctx.q_basis(ct.level)?;
-        let mut polys = ct.polys[..2].to_vec();
-        self.add_switched(basis, &mut polys, &[&ks.0, &ks.1])?;
-        Ok(ct.with_polys(polys))
+        // (c0, c1) + key switch of c2; each sum made where its half is mod-downed.
+        let add = |i: usize| -> Finish<'_, W> {
+            let c = &ct.polys[i];
+            Box::new(move |mut k, t| {
+                basis.add_assign_with(&mut k, c, t)?;
+                Ok(k)
+            })
+        };
+        let (c0, c1) = self.ctx.key_switch_finish(
+            &ct.polys[2],
+            ct.level,
+            key,
+            self.threads,
+            add(0),
+            add(1),
+        )?;
+        Ok(ct.with_polys(vec![c0, c1]))
     }
 
-    /// `polys[p] += add[p]` for every polynomial of `polys` (key-switching results added in).
-    fn add_switched(
+    /// `x += perm(c)` limb by limb (NTT form), with one scratch limb per thread.
+    fn add_permuted(
         &self,
         basis: &RnsBasis<W>,
-        polys: &mut [RnsPoly<W>],
-        add: &[&RnsPoly<W>],
+        x: &mut RnsPoly<W>,
+        c: &RnsPoly<W>,
+        perm: &NttPermutation,
+        threads: Threads,
     ) -> Result<()> {
-        if add.len() < polys.len()
-            || add.iter().any(|x| !basis.owns(x))
-            || polys.iter().any(|x| !basis.owns(x))
-        {
+        if !basis.owns(x) || !basis.owns(c) {
             return Err(CkksError::ParameterMismatch(
                 "internal: key-switched polynomial at the wrong level".into(),
             ));
         }
-        for_each_limb(self.threads, polys, |p, i, x| {
-            Ok(basis
-                .eltwise()
-                .add_assign(&basis.moduli()[i], x, add[p].limb(i))?)
-        })
+        let n = basis.n();
+        let mut limbs: Vec<&mut [W]> = x.limbs_mut().collect();
+        threads.try_for_each_init(
+            &mut limbs,
+            || vec![W::ZERO; n],
+            |tmp, i, xi| -> Result<()> {
+                perm.apply(c.limb(i), tmp)?;
+                basis.eltwise().add_assign(&basis.moduli()[i], xi, tmp)?;
+                Ok(())
+            },
+        )
     }
 
     /// `a * b`, relinearized and rescaled: what `*` does in Python.
@@ -797,18 +854,16 @@ impl<W: Word> Evaluator<W> {
         let (a0, a1) = self
             .ctx
             .key_inner_product_with(dec, key, Some(&perm), threads)?;
-        let (k0, c1) = threads.join(
-            |t| self.ctx.mod_down_with(a0, ct.level, t),
+        let basis = self.ctx.q_basis(ct.level)?;
+        let (c0, c1) = threads.join(
+            |t| -> Result<RnsPoly<W>> {
+                let mut k0 = self.ctx.mod_down_with(a0, ct.level, t)?;
+                self.add_permuted(basis, &mut k0, &ct.polys[0], &perm, t)?;
+                Ok(k0)
+            },
             |t| self.ctx.mod_down_with(a1, ct.level, t),
         );
-        let (k0, c1) = (k0?, c1?);
-        let basis = self.ctx.q_basis(ct.level)?;
-        let mut c0 = vec![basis.zero(Form::Ntt)];
-        let c = &ct.polys[0];
-        for_each_limb(threads, &mut c0, |_, i, o| Ok(perm.apply(c.limb(i), o)?))?;
-        self.add_switched(basis, &mut c0, &[&k0])?;
-        c0.push(c1);
-        Ok(ct.with_polys(c0))
+        Ok(ct.with_polys(vec![c0?, c1?]))
     }
 
     fn check_two(&self, ct: &Ciphertext<W>, op: &str) -> Result<()> {
@@ -831,17 +886,24 @@ impl<W: Word> Evaluator<W> {
     ) -> Result<Ciphertext<W>> {
         let perm = self.ctx.permutation(g)?;
         let basis = self.ctx.q_basis(ct.level)?;
-        let mut polys = (0..2).map(|_| basis.zero(Form::Ntt)).collect::<Vec<_>>();
-        for_each_limb(self.threads, &mut polys, |p, i, o| {
-            Ok(perm.apply(ct.polys[p].limb(i), o)?)
+        let mut c1 = vec![basis.zero(Form::Ntt)];
+        for_each_limb(self.threads, &mut c1, |_, i, o| {
+            Ok(perm.apply(ct.polys[1].limb(i), o)?)
         })?;
-        let (k0, k1) = self
-            .ctx
-            .key_switch_with(&polys[1], ct.level, key, self.threads)?;
-        polys.truncate(1);
-        self.add_switched(basis, &mut polys, &[&k0])?;
-        polys.push(k1);
-        Ok(ct.with_polys(polys))
+        // perm(c0) is added to the switched half on the thread that mod-downs it.
+        let perm = &perm;
+        let (c0, c1) = self.ctx.key_switch_finish(
+            &c1[0],
+            ct.level,
+            key,
+            self.threads,
+            Box::new(move |mut k0, t| {
+                self.add_permuted(basis, &mut k0, &ct.polys[0], perm, t)?;
+                Ok(k0)
+            }),
+            Box::new(|k1, _| Ok(k1)),
+        )?;
+        Ok(ct.with_polys(vec![c0, c1]))
     }
 
     /// Rotates the slots left by `step` (right when negative).

@@ -45,6 +45,11 @@ struct DigitAcc<W: Word> {
 /// One limb's share of a digit: limb index, raised limb, and the two sums' limbs.
 type LimbWork<'a, W> = (usize, &'a mut [W], &'a mut [W], &'a mut [W]);
 
+/// What key switching does to each half of its result on the thread that mod-downs it (adding
+/// the ciphertext's other polynomial, say), so that no extra pass over the pool is needed.
+pub(crate) type Finish<'a, W> =
+    Box<dyn FnOnce(RnsPoly<W>, Threads) -> Result<RnsPoly<W>> + Send + 'a>;
+
 impl<W: Word> Context<W> {
     /// Primes `lo..hi` of `q_0..q_level` that make up digit `j`.
     fn digit_range(&self, level: usize, j: usize) -> (usize, usize) {
@@ -61,27 +66,44 @@ impl<W: Word> Context<W> {
         }
     }
 
-    /// Writes digit `j` of `dc` (coefficient form at `level`) raised to every other prime of
-    /// `Q_l P` into those limbs of `ext` (coefficient form; the digit's own limbs untouched).
+    /// Mod-up of digit `j` of `d` (NTT form at `level`) into `ext` (over `Q_l P`): the digit's
+    /// own limbs get its coefficient form (the digit's NTT form is `d` itself, so they are free
+    /// as scratch), every other limb the digit raised to that prime, in coefficient form.
     fn raise_digit(
         &self,
-        dc: &RnsPoly<W>,
+        d: &RnsPoly<W>,
         ext: &mut RnsPoly<W>,
         level: usize,
         j: usize,
         threads: Threads,
     ) -> Result<()> {
         let (lo, hi) = self.digit_range(level, j);
-        let inputs: Vec<&[W]> = (lo..hi).map(|i| dc.limb(i)).collect();
-        let mut outs: Vec<&mut [W]> = ext
-            .as_mut_slice()
-            .chunks_exact_mut(self.n())
-            .enumerate()
-            .filter(|(k, _)| *k < lo || *k >= hi)
-            .map(|(_, s)| s)
-            .collect();
+        let n = self.n();
+        let tables = self.qp_basis(level)?.ntt_tables();
+        let own = &mut ext.as_mut_slice()[lo * n..hi * n];
+        own.copy_from_slice(&d.as_slice()[lo * n..hi * n]);
+        threads.try_for_each_chunk_mut(own, n, |i, v| tables[lo + i].inverse(v))?;
+        let mut inputs: Vec<&[W]> = Vec::with_capacity(hi - lo);
+        let mut outs: Vec<&mut [W]> = Vec::with_capacity(tables.len());
+        for (k, limb) in ext.as_mut_slice().chunks_exact_mut(n).enumerate() {
+            if k >= lo && k < hi {
+                inputs.push(limb);
+            } else {
+                outs.push(limb);
+            }
+        }
         self.modup(level, j)
             .convert_centered_with(&inputs, &mut outs, threads)?;
+        Ok(())
+    }
+
+    /// Errors unless `d` is an NTT-form polynomial at `level`.
+    fn check_switch_input(&self, d: &RnsPoly<W>, level: usize) -> Result<()> {
+        if !self.q_basis(level)?.owns(d) || d.form() != Form::Ntt {
+            return Err(CkksError::ParameterMismatch(format!(
+                "key switching input is not an NTT-form polynomial at level {level}"
+            )));
+        }
         Ok(())
     }
 
@@ -91,31 +113,24 @@ impl<W: Word> Context<W> {
     }
 
     /// [`Self::decompose`] with a thread budget: digits run concurrently, each split over
-    /// coefficients (base conversion) and limbs (NTT) with its share of the budget. The result
-    /// does not depend on the budget.
+    /// limbs (NTTs) and coefficients (base conversion) with its share of the budget. The
+    /// result does not depend on the budget.
     pub fn decompose_with(
         &self,
         d: &RnsPoly<W>,
         level: usize,
         threads: Threads,
     ) -> Result<Decomposed<W>> {
-        let q = self.q_basis(level)?;
-        if !q.owns(d) || d.form() != Form::Ntt {
-            return Err(CkksError::ParameterMismatch(format!(
-                "key switching input is not an NTT-form polynomial at level {level}"
-            )));
-        }
+        self.check_switch_input(d, level)?;
         let threads = threads.effective();
         let qp = self.qp_basis(level)?;
         let tables = qp.ntt_tables();
-        let mut dc = d.clone();
-        q.inverse_with(&mut dc, threads)?;
         let num = (level + 1).div_ceil(self.params().alpha());
         let digits = threads.map(num, |j| -> Result<RnsPoly<W>> {
             let t = threads.share(num, j);
             let (lo, hi) = self.digit_range(level, j);
             let mut ext = qp.zero(Form::Ntt);
-            self.raise_digit(&dc, &mut ext, level, j, t)?;
+            self.raise_digit(d, &mut ext, level, j, t)?;
             t.try_for_each_chunk_mut(ext.as_mut_slice(), self.n(), |k, limb| -> Result<()> {
                 if k >= lo && k < hi {
                     limb.copy_from_slice(d.limb(k));
@@ -238,14 +253,12 @@ impl<W: Word> Context<W> {
         Ok(q.truncate(x)?)
     }
 
-    /// Adds digit `j` of `d` times digit `j` of `key` to the sums in `acc`: raises the digit
+    /// Adds digit `j` of `d` times digit `j` of `key` to the sums in `acc`: mod-up of the digit
     /// into `acc.ext`, then per limb of `Q_l P` an NTT (for raised limbs) and the fused
     /// multiply-add with both key halves.
-    #[allow(clippy::too_many_arguments)]
     fn switch_digit(
         &self,
         d: &RnsPoly<W>,
-        dc: &RnsPoly<W>,
         level: usize,
         j: usize,
         key: &SwitchingKey<W>,
@@ -253,7 +266,7 @@ impl<W: Word> Context<W> {
         threads: Threads,
     ) -> Result<()> {
         let qp = self.qp_basis(level)?;
-        self.raise_digit(dc, &mut acc.ext, level, j, threads)?;
+        self.raise_digit(d, &mut acc.ext, level, j, threads)?;
         let (lo, hi) = self.digit_range(level, j);
         let own = |k: usize| k >= lo && k < hi;
         let (bj, aj) = (&key.b[j], &key.a[j]);
@@ -314,7 +327,7 @@ impl<W: Word> Context<W> {
     /// run concurrently, each with its own raised digit and sums (so at most `t` raised digits
     /// are alive); the sums are added at the end, which is exact modular arithmetic, so the
     /// result is bit-identical to the sequential one. Digits left over from whole rounds, and
-    /// groups given more than one thread, split each digit over coefficients and limbs; the
+    /// groups given more than one thread, split each digit over limbs and coefficients; the
     /// two mod-downs run side by side.
     pub fn key_switch_with(
         &self,
@@ -323,13 +336,29 @@ impl<W: Word> Context<W> {
         key: &SwitchingKey<W>,
         threads: Threads,
     ) -> Result<(RnsPoly<W>, RnsPoly<W>)> {
+        self.key_switch_finish(
+            d,
+            level,
+            key,
+            threads,
+            Box::new(|x, _| Ok(x)),
+            Box::new(|x, _| Ok(x)),
+        )
+    }
+
+    /// [`Self::key_switch_with`], then `finish0` / `finish1` on each half, each on the thread
+    /// (and with the share of the budget) that computed it.
+    pub(crate) fn key_switch_finish(
+        &self,
+        d: &RnsPoly<W>,
+        level: usize,
+        key: &SwitchingKey<W>,
+        threads: Threads,
+        finish0: Finish<'_, W>,
+        finish1: Finish<'_, W>,
+    ) -> Result<(RnsPoly<W>, RnsPoly<W>)> {
         self.check_fingerprint(key.fingerprint, "switching key")?;
-        let q = self.q_basis(level)?;
-        if !q.owns(d) || d.form() != Form::Ntt {
-            return Err(CkksError::ParameterMismatch(format!(
-                "key switching input is not an NTT-form polynomial at level {level}"
-            )));
-        }
+        self.check_switch_input(d, level)?;
         if key.b.len() != self.params().dnum() || key.a.len() != key.b.len() {
             return Err(CkksError::ParameterMismatch(
                 "switching key has the wrong number of digits".into(),
@@ -337,56 +366,50 @@ impl<W: Word> Context<W> {
         }
         let threads = threads.effective();
         let qp = self.qp_basis(level)?;
-        let mut dc = d.clone();
-        q.inverse_with(&mut dc, threads)?;
         let digits = (level + 1).div_ceil(self.params().alpha());
         let groups = threads.chunks_for(digits);
-        let mut accs: Vec<DigitAcc<W>> = (0..groups)
-            .map(|_| DigitAcc {
-                ext: qp.zero(Form::Ntt),
-                acc0: qp.zero(Form::Ntt),
-                acc1: qp.zero(Form::Ntt),
-            })
-            .collect();
-        // Whole rounds: group g takes digits g * per .. (g + 1) * per.
-        let per = if groups > 1 { digits / groups } else { 0 };
-        if per > 0 {
-            threads.try_for_each_mut(&mut accs, |g, acc| {
-                let t = threads.share(groups, g);
-                (g * per..(g + 1) * per)
-                    .try_for_each(|j| self.switch_digit(d, &dc, level, j, key, acc, t))
-            })?;
-        }
-        let Some((main, rest)) = accs.split_first_mut() else {
-            return Err(CkksError::InvalidInput(
-                "internal: key switching has no digit group".into(),
-            ));
+        let new_acc = || DigitAcc {
+            ext: qp.zero(Form::Ntt),
+            acc0: qp.zero(Form::Ntt),
+            acc1: qp.zero(Form::Ntt),
         };
-        for j in groups * per..digits {
-            self.switch_digit(d, &dc, level, j, key, main, threads)?;
+        // Whole rounds: group g takes digits g * per .. (g + 1) * per, with working memory
+        // allocated (and zeroed) on the group's own thread.
+        let per = if groups > 1 { digits / groups } else { 0 };
+        let mut accs: Vec<DigitAcc<W>> = if per > 0 {
+            threads
+                .map(groups, |g| -> Result<DigitAcc<W>> {
+                    let t = threads.share(groups, g);
+                    let mut acc = new_acc();
+                    for j in g * per..(g + 1) * per {
+                        self.switch_digit(d, level, j, key, &mut acc, t)?;
+                    }
+                    Ok(acc)
+                })
+                .into_iter()
+                .collect::<Result<_>>()?
+        } else {
+            vec![new_acc()]
+        };
+        // Digits left over: one at a time, each split over the whole budget.
+        if let Some(main) = accs.first_mut() {
+            for j in groups * per..digits {
+                self.switch_digit(d, level, j, key, main, threads)?;
+            }
         }
-        if !rest.is_empty() {
-            let rest: &[DigitAcc<W>] = rest;
-            let (elt, moduli, limbs) = (qp.eltwise(), qp.moduli(), qp.len());
-            let mut sums: Vec<&mut [W]> =
-                main.acc0.limbs_mut().chain(main.acc1.limbs_mut()).collect();
-            threads.try_for_each_mut(&mut sums, |i, x| -> Result<()> {
-                let k = i % limbs;
-                for r in rest {
-                    let y = if i < limbs { &r.acc0 } else { &r.acc1 };
-                    elt.add_assign(&moduli[k], x, y.limb(k))?;
-                }
-                Ok(())
+        let (sums0, sums1): (Vec<_>, Vec<_>) = accs.into_iter().map(|a| (a.acc0, a.acc1)).unzip();
+        // Each half: the groups' sums added up, then mod-down, then the caller's finish.
+        let half = |sums: Vec<RnsPoly<W>>, finish: Finish<'_, W>, t: Threads| {
+            let mut sums = sums.into_iter();
+            let mut x = sums.next().ok_or_else(|| {
+                CkksError::InvalidInput("internal: key switching has no digit group".into())
             })?;
-        }
-        accs.truncate(1);
-        let DigitAcc { acc0, acc1, .. } = accs.pop().ok_or_else(|| {
-            CkksError::InvalidInput("internal: key switching has no digit group".into())
-        })?;
-        let (c0, c1) = threads.join(
-            |t| self.mod_down_with(acc0, level, t),
-            |t| self.mod_down_with(acc1, level, t),
-        );
+            for y in sums {
+                qp.add_assign_with(&mut x, &y, t)?;
+            }
+            finish(self.mod_down_with(x, level, t)?, t)
+        };
+        let (c0, c1) = threads.join(|t| half(sums0, finish0, t), |t| half(sums1, finish1, t));
         Ok((c0?, c1?))
     }
 }
