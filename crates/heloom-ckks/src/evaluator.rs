@@ -263,7 +263,7 @@ impl<W: Word> Evaluator<W> {
         };
         let np = ct.polys.len();
         let c = threads.get();
-        let polys = if np % c == 0 || c % np == 0 {
+        let polys = if np.is_multiple_of(c) || c.is_multiple_of(np) {
             // Whole polynomials per thread (or an even share of threads per polynomial): one
             // pass, no hand-over between threads.
             threads
@@ -886,19 +886,19 @@ impl<W: Word> Evaluator<W> {
     ) -> Result<Ciphertext<W>> {
         let perm = self.ctx.permutation(g)?;
         let basis = self.ctx.q_basis(ct.level)?;
-        let mut c1 = vec![basis.zero(Form::Ntt)];
-        for_each_limb(self.threads, &mut c1, |_, i, o| {
-            Ok(perm.apply(ct.polys[1].limb(i), o)?)
+        let mut p = (0..2).map(|_| basis.zero(Form::Ntt)).collect::<Vec<_>>();
+        for_each_limb(self.threads, &mut p, |j, i, o| {
+            Ok(perm.apply(ct.polys[j].limb(i), o)?)
         })?;
         // perm(c0) is added to the switched half on the thread that mod-downs it.
-        let perm = &perm;
+        let c0 = &p[0];
         let (c0, c1) = self.ctx.key_switch_finish(
-            &c1[0],
+            &p[1],
             ct.level,
             key,
             self.threads,
             Box::new(move |mut k0, t| {
-                self.add_permuted(basis, &mut k0, &ct.polys[0], perm, t)?;
+                basis.add_assign_with(&mut k0, c0, t)?;
                 Ok(k0)
             }),
             Box::new(|k1, _| Ok(k1)),
