@@ -848,9 +848,9 @@ impl<W: Word> Evaluator<W> {
         g: u64,
         key: &SwitchingKey<W>,
         dec: &crate::keyswitch::Decomposed<W>,
+        threads: Threads,
     ) -> Result<Ciphertext<W>> {
         let perm = self.ctx.permutation(g)?;
-        let threads = self.threads.effective();
         let (a0, a1) = self
             .ctx
             .key_inner_product_with(dec, key, Some(&perm), threads)?;
@@ -950,12 +950,18 @@ impl<W: Word> Evaluator<W> {
         } else {
             None
         };
-        keys.into_iter()
-            .map(|(g, key)| match (key, &dec) {
-                (Some(k), Some(d)) => self.apply_galois(ct, g, k, d),
-                _ => Ok(ct.clone()),
-            })
-            .collect()
+        let one = |i: usize, t: Threads| match (keys[i], &dec) {
+            ((g, Some(k)), Some(d)) => self.apply_galois(ct, g, k, d, t),
+            _ => Ok(ct.clone()),
+        };
+        // Whole rounds of steps one per thread (no hand-over inside a step); the steps left
+        // over one at a time, each split over the whole budget.
+        let threads = self.threads.effective();
+        let c = threads.get();
+        let par = if c > 1 { keys.len() / c * c } else { 0 };
+        let mut out = threads.map(par, |i| one(i, Threads::single()));
+        out.extend((par..keys.len()).map(|i| one(i, threads)));
+        out.into_iter().collect()
     }
 
     /// Sum of `n` consecutive slots in every slot: slot `i` gets `x_i + .. + x_{i+n-1}`
