@@ -4,6 +4,11 @@
 //!
 //! The mod-up result can be reused for many Galois keys ("hoisting", Halevi-Shoup 2018): an
 //! automorphism in NTT form is a permutation and commutes with the digit decomposition.
+//!
+//! The `_with` variants take a thread budget: digits run concurrently with their own sums
+//! (added up at the end; modular addition is exact, so results do not depend on the budget),
+//! and each step also splits over limbs (NTTs, inner product, mod-down) and coefficient
+//! ranges (base conversions).
 
 use crate::context::Context;
 use crate::error::{CkksError, Result};

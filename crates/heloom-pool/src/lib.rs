@@ -16,6 +16,11 @@
 //! way that changes a result: items are independent and modular arithmetic is exact, so every
 //! result is bit-identical whatever the budget.
 //!
+//! Budgets nest: a chunk may split its own work again with its share of the budget
+//! ([`Threads::share`]), e.g. key-switching digits in parallel, each over limbs. A chunk that
+//! waits for its sub-chunks on a worker may run other queued chunks meanwhile (rayon's work
+//! stealing); results are unaffected.
+//!
 //! Pool workers are pinned one per core where the OS allows (`HELOOM_PIN=0` turns this off);
 //! the pool size is the number of cores available to the process, or `HELOOM_THREADS`.
 
