@@ -236,6 +236,10 @@ fn check_all<W: Word>(s: &Setup<W>, poly_bound: f64) {
 #[test]
 fn budgets_are_bit_identical_64bit() {
     init();
+    if std::env::var("HELOOM_THREADS").as_deref() == Ok("8") {
+        // The budgets really split that many ways, whatever this machine's core count.
+        assert_eq!(Threads::new(7).chunks_for(1000), 7);
+    }
     // Default decomposition: the digit count changes with the level.
     let p = CkksParameters::builder(1 << 12)
         .levels(5)
