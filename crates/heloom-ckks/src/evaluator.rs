@@ -11,7 +11,10 @@ use crate::ciphertext::{Ciphertext, Plaintext};
 use crate::context::Context;
 use crate::error::{CkksError, Result};
 use crate::keys::{EvaluationKeys, SwitchingKey};
-use heloom_math::automorphism::{galois_element_conjugate, galois_element_for_step};
+use crate::keyswitch::Finish;
+use heloom_math::automorphism::{
+    galois_element_conjugate, galois_element_for_step, NttPermutation,
+};
 use heloom_math::{Form, Modulus, RnsBasis, RnsPoly, Word};
 use heloom_pool::Threads;
 use num_complex::Complex64;
@@ -23,13 +26,51 @@ pub(crate) fn reduce_i128<W: Word>(m: &Modulus<W>, v: i128) -> u64 {
 }
 
 /// Adds the constant `c` (the same residue at every NTT point) to every limb.
-fn add_const_limbs<W: Word>(basis: &RnsBasis<W>, p: &mut RnsPoly<W>, c: i128) {
-    for (i, m) in basis.moduli().iter().enumerate() {
+fn add_const_limbs<W: Word>(
+    basis: &RnsBasis<W>,
+    p: &mut RnsPoly<W>,
+    c: i128,
+    threads: Threads,
+) -> Result<()> {
+    for_each_limb(threads, std::slice::from_mut(p), |_, i, limb| {
+        let m = &basis.moduli()[i];
         let r = W::from_u64(reduce_i128(m, c));
-        for x in p.limb_mut(i) {
+        for x in limb {
             *x = m.add(*x, r);
         }
+        Ok(())
+    })
+}
+
+/// Calls `f(p, i, limb)` for limb `i` of every polynomial `p` of `polys` (all with the same
+/// limb count), split over the (polynomial, limb) pairs with the budget.
+fn for_each_limb<W, F>(threads: Threads, polys: &mut [RnsPoly<W>], f: F) -> Result<()>
+where
+    W: Word,
+    F: Fn(usize, usize, &mut [W]) -> Result<()> + Sync,
+{
+    let Some(first) = polys.first() else {
+        return Ok(());
+    };
+    let (n, limbs) = (first.n(), first.num_limbs());
+    if polys.iter().any(|p| p.num_limbs() != limbs) {
+        return Err(CkksError::ParameterMismatch(
+            "polynomials of one ciphertext have different limb counts (corrupted?)".into(),
+        ));
     }
+    if threads.chunks_for(polys.len() * limbs) <= 1 {
+        for (p, poly) in polys.iter_mut().enumerate() {
+            for (i, limb) in poly.limbs_mut().enumerate() {
+                f(p, i, limb)?;
+            }
+        }
+        return Ok(());
+    }
+    let mut items: Vec<&mut [W]> = polys
+        .iter_mut()
+        .flat_map(|p| p.as_mut_slice().chunks_exact_mut(n))
+        .collect();
+    threads.try_for_each_mut(&mut items, |k, limb| f(k / limbs, k % limbs, limb))
 }
 
 /// `values` zero-padded to `slots` entries (a shorter vector would otherwise be encoded with
@@ -190,36 +231,89 @@ impl<W: Word> Evaluator<W> {
         let basis = self.ctx.q_basis(l)?;
         let lower = self.ctx.q_basis(l - 1)?;
         let n = self.ctx.n();
+        let threads = self.threads.effective();
         let tables = basis.ntt_tables();
         let mods = basis.moduli();
         let elt = basis.eltwise();
         let ql = mods[l];
         let half = ql.value() >> 1;
-        let mut out = Vec::with_capacity(ct.polys.len());
-        let mut last = vec![W::ZERO; n];
-        let mut t = vec![W::ZERO; n];
-        for p in &ct.polys {
+        // Rounded division: the last limb in coefficient form plus q_l/2 (in place: the limb
+        // is dropped afterwards).
+        let prepare = |p: &RnsPoly<W>| -> Result<RnsPoly<W>> {
             let mut p = p.clone();
-            // Rounded division: add q_l/2 before flooring, subtract it back per prime.
-            last.copy_from_slice(p.limb(l));
-            tables[l].inverse(&mut last)?;
+            let last = p.limb_mut(l);
+            tables[l].inverse(last)?;
             let hw = W::from_u64(half);
             for x in last.iter_mut() {
                 *x = ql.add(*x, hw);
             }
-            for i in 0..l {
-                let m = &mods[i];
-                elt.reduce(m, &mut t, &last)?;
-                // Back to the centered representative of c_l, coefficient by coefficient.
-                let h = m.reduce_u64(half);
-                for x in t.iter_mut() {
-                    *x = m.sub(*x, h);
-                }
-                tables[i].forward(&mut t)?;
-                elt.sub_mul_scalar(m, p.limb_mut(i), &t, self.ctx.rescale_inv(l, i))?;
+            Ok(p)
+        };
+        // Limb i < l: subtract the centered last limb reduced mod q_i, divide by q_l.
+        let limb = |t: &mut [W], i: usize, x: &mut [W], last: &[W]| -> Result<()> {
+            let m = &mods[i];
+            elt.reduce(m, t, last)?;
+            let h = m.reduce_u64(half);
+            for v in t.iter_mut() {
+                *v = m.sub(*v, h);
             }
-            out.push(lower.truncate(p)?);
-        }
+            tables[i].forward(t)?;
+            elt.sub_mul_scalar(m, x, t, self.ctx.rescale_inv(l, i))?;
+            Ok(())
+        };
+        let np = ct.polys.len();
+        let c = threads.get();
+        let polys = if np.is_multiple_of(c) || c.is_multiple_of(np) {
+            // Whole polynomials per thread (or an even share of threads per polynomial): one
+            // pass, no hand-over between threads.
+            threads
+                .map(np, |p| -> Result<RnsPoly<W>> {
+                    let t = threads.share(np, p);
+                    let mut poly = prepare(&ct.polys[p])?;
+                    let (low, last) = poly.as_mut_slice().split_at_mut(l * n);
+                    let last: &[W] = last;
+                    if t.get() == 1 {
+                        let mut tmp = vec![W::ZERO; n];
+                        for (i, x) in low.chunks_exact_mut(n).enumerate() {
+                            limb(&mut tmp, i, x, last)?;
+                        }
+                    } else {
+                        let mut items: Vec<&mut [W]> = low.chunks_exact_mut(n).collect();
+                        t.try_for_each_init(
+                            &mut items,
+                            || vec![W::ZERO; n],
+                            |tmp, i, x| limb(tmp, i, x, last),
+                        )?;
+                    }
+                    Ok(poly)
+                })
+                .into_iter()
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            // Uneven: last limbs first, then every (polynomial, limb below l) pair.
+            let mut polys = threads
+                .map(np, |p| prepare(&ct.polys[p]))
+                .into_iter()
+                .collect::<Result<Vec<_>>>()?;
+            let mut lasts: Vec<&[W]> = Vec::with_capacity(np);
+            let mut items: Vec<&mut [W]> = Vec::with_capacity(np * l);
+            for poly in &mut polys {
+                let (low, last) = poly.as_mut_slice().split_at_mut(l * n);
+                lasts.push(last);
+                items.extend(low.chunks_exact_mut(n));
+            }
+            threads.try_for_each_init(
+                &mut items,
+                || vec![W::ZERO; n],
+                |tmp, k, x| limb(tmp, k % l, x, lasts[k / l]),
+            )?;
+            drop(items);
+            polys
+        };
+        let out = polys
+            .into_iter()
+            .map(|p| lower.truncate(p))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(Ciphertext {
             polys: out,
             level: l - 1,
@@ -324,18 +418,23 @@ impl<W: Word> Evaluator<W> {
         };
         let basis = self.ctx.q_basis(a.level)?;
         let mut polys = a.polys.clone();
-        for (i, y) in b.polys.iter().enumerate() {
-            match polys.get_mut(i) {
-                Some(x) if sub => basis.sub_assign(x, y)?,
-                Some(x) => basis.add_assign(x, y)?,
-                None => {
-                    let mut y = y.clone();
-                    if sub {
-                        basis.neg_assign(&mut y)?;
-                    }
-                    polys.push(y);
-                }
+        let common = polys.len().min(b.polys.len());
+        let (elt, mods) = (basis.eltwise(), basis.moduli());
+        for_each_limb(self.threads, &mut polys[..common], |p, i, x| {
+            let y = b.polys[p].limb(i);
+            if sub {
+                elt.sub_assign(&mods[i], x, y)?;
+            } else {
+                elt.add_assign(&mods[i], x, y)?;
             }
+            Ok(())
+        })?;
+        for y in &b.polys[common..] {
+            let mut y = y.clone();
+            if sub {
+                basis.neg_assign_with(&mut y, self.threads)?;
+            }
+            polys.push(y);
         }
         Ok(Ciphertext {
             polys,
@@ -362,9 +461,9 @@ impl<W: Word> Evaluator<W> {
         self.check(a)?;
         let basis = self.ctx.q_basis(a.level)?;
         let mut c = a.clone();
-        for p in &mut c.polys {
-            basis.neg_assign(p)?;
-        }
+        for_each_limb(self.threads, &mut c.polys, |_, i, x| {
+            Ok(basis.eltwise().neg_assign(&basis.moduli()[i], x)?)
+        })?;
         c.seed = None;
         Ok(c)
     }
@@ -409,9 +508,9 @@ impl<W: Word> Evaluator<W> {
         let p = self.plain_at(pt, level)?;
         let basis = self.ctx.q_basis(level)?;
         if sub {
-            basis.sub_assign(&mut c.polys[0], &p)?;
+            basis.sub_assign_with(&mut c.polys[0], &p, self.threads)?;
         } else {
-            basis.add_assign(&mut c.polys[0], &p)?;
+            basis.add_assign_with(&mut c.polys[0], &p, self.threads)?;
         }
         c.slots = c.slots.max(pt.slots);
         c.seed = None;
@@ -445,11 +544,11 @@ impl<W: Word> Evaluator<W> {
         out.seed = None;
         if c.im == 0.0 {
             let v = scaled_int(c.re, ct.scale)?;
-            add_const_limbs(basis, &mut out.polys[0], v);
+            add_const_limbs(basis, &mut out.polys[0], v, self.threads)?;
         } else {
             let mut p = self.ctx.encoder().encode_constant(c, ct.scale, basis)?;
-            basis.forward(&mut p)?;
-            basis.add_assign(&mut out.polys[0], &p)?;
+            basis.forward_with(&mut p, self.threads)?;
+            basis.add_assign_with(&mut out.polys[0], &p, self.threads)?;
         }
         Ok(out)
     }
@@ -482,12 +581,10 @@ impl<W: Word> Evaluator<W> {
         let basis = self.ctx.q_basis(ct.level)?;
         let mut out = ct.clone();
         out.seed = None;
-        for p in &mut out.polys {
-            for (i, m) in basis.moduli().iter().enumerate() {
-                let r = reduce_i128(m, k);
-                basis.eltwise().mul_scalar_assign(m, p.limb_mut(i), r)?;
-            }
-        }
+        for_each_limb(self.threads, &mut out.polys, |_, i, x| {
+            let m = &basis.moduli()[i];
+            Ok(basis.eltwise().mul_scalar_assign(m, x, reduce_i128(m, k))?)
+        })?;
         Ok(out)
     }
 
@@ -513,14 +610,31 @@ impl<W: Word> Evaluator<W> {
         }
         let basis = self.ctx.q_basis(ct.level)?;
         let mut p = self.ctx.encoder().encode_constant(c, s, basis)?;
-        basis.forward(&mut p)?;
+        basis.forward_with(&mut p, self.threads)?;
         let mut out = ct.clone();
         out.seed = None;
-        for x in &mut out.polys {
-            basis.mul_assign(x, &p)?;
-        }
+        self.mul_polys_by(basis, &mut out.polys, &p)?;
         out.scale = ct.scale * s;
         Ok(out)
+    }
+
+    /// `x *= p` for every polynomial `x` of `polys` (NTT form, all over `basis`).
+    fn mul_polys_by(
+        &self,
+        basis: &RnsBasis<W>,
+        polys: &mut [RnsPoly<W>],
+        p: &RnsPoly<W>,
+    ) -> Result<()> {
+        if !basis.owns(p) || polys.iter().any(|x| !basis.owns(x)) {
+            return Err(CkksError::ParameterMismatch(
+                "plaintext factor does not match the ciphertext's level".into(),
+            ));
+        }
+        for_each_limb(self.threads, polys, |_, i, x| {
+            Ok(basis
+                .eltwise()
+                .mul_assign(&basis.moduli()[i], x, p.limb(i))?)
+        })
     }
 
     /// The scale plaintext factors get at `level`: `q_level`, so a rescale restores the
@@ -541,9 +655,7 @@ impl<W: Word> Evaluator<W> {
         let mut c = self.drop_to_level(ct, level)?;
         let p = self.plain_at(pt, level)?;
         let basis = self.ctx.q_basis(level)?;
-        for x in &mut c.polys {
-            basis.mul_assign(x, &p)?;
-        }
+        self.mul_polys_by(basis, &mut c.polys, &p)?;
         c.scale *= pt.scale;
         c.slots = c.slots.max(pt.slots);
         c.seed = None;
@@ -587,12 +699,24 @@ impl<W: Word> Evaluator<W> {
         let a = self.at_level(a, level)?;
         let b = self.at_level(b, level)?;
         let basis = self.ctx.q_basis(level)?;
-        let d0 = basis.mul(&a.polys[0], &b.polys[0])?;
-        let mut d1 = basis.mul(&a.polys[0], &b.polys[1])?;
-        basis.mul_add(&mut d1, &a.polys[1], &b.polys[0])?;
-        let d2 = basis.mul(&a.polys[1], &b.polys[1])?;
+        let (elt, mods) = (basis.eltwise(), basis.moduli());
+        let (a0, a1, b0, b1) = (&a.polys[0], &a.polys[1], &b.polys[0], &b.polys[1]);
+        let mut polys = (0..3).map(|_| basis.zero(Form::Ntt)).collect::<Vec<_>>();
+        // d0 = a0 b0, d1 = a0 b1 + a1 b0, d2 = a1 b1, over (polynomial, limb) pairs.
+        for_each_limb(self.threads, &mut polys, |p, i, o| {
+            let m = &mods[i];
+            match p {
+                0 => elt.mul(m, o, a0.limb(i), b0.limb(i))?,
+                1 => {
+                    elt.mul(m, o, a0.limb(i), b1.limb(i))?;
+                    elt.mul_add(m, o, a1.limb(i), b0.limb(i))?;
+                }
+                _ => elt.mul(m, o, a1.limb(i), b1.limb(i))?,
+            }
+            Ok(())
+        })?;
         Ok(Ciphertext {
-            polys: vec![d0, d1, d2],
+            polys,
             level,
             scale: a.scale * b.scale,
             slots: a.slots.max(b.slots),
@@ -610,13 +734,24 @@ impl<W: Word> Evaluator<W> {
             ));
         }
         let basis = self.ctx.q_basis(a.level)?;
-        let d0 = basis.mul(&a.polys[0], &a.polys[0])?;
-        let mut d1 = basis.mul(&a.polys[0], &a.polys[1])?;
-        let d1c = d1.clone();
-        basis.add_assign(&mut d1, &d1c)?;
-        let d2 = basis.mul(&a.polys[1], &a.polys[1])?;
+        let (elt, mods) = (basis.eltwise(), basis.moduli());
+        let (a0, a1) = (&a.polys[0], &a.polys[1]);
+        let mut polys = (0..3).map(|_| basis.zero(Form::Ntt)).collect::<Vec<_>>();
+        // d0 = a0^2, d1 = 2 a0 a1, d2 = a1^2.
+        for_each_limb(self.threads, &mut polys, |p, i, o| {
+            let m = &mods[i];
+            match p {
+                0 => elt.mul(m, o, a0.limb(i), a0.limb(i))?,
+                1 => {
+                    elt.mul(m, o, a0.limb(i), a1.limb(i))?;
+                    elt.mul_scalar_assign(m, o, 2)?;
+                }
+                _ => elt.mul(m, o, a1.limb(i), a1.limb(i))?,
+            }
+            Ok(())
+        })?;
         Ok(Ciphertext {
-            polys: vec![d0, d1, d2],
+            polys,
             level: a.level,
             scale: a.scale * a.scale,
             slots: a.slots,
@@ -639,13 +774,51 @@ impl<W: Word> Evaluator<W> {
             }
         }
         let key = self.keys()?.relin_key()?;
-        let (k0, k1) = self.ctx.key_switch(&ct.polys[2], ct.level, key)?;
         let basis = self.ctx.q_basis(ct.level)?;
-        let mut c0 = ct.polys[0].clone();
-        basis.add_assign(&mut c0, &k0)?;
-        let mut c1 = ct.polys[1].clone();
-        basis.add_assign(&mut c1, &k1)?;
+        // (c0, c1) + key switch of c2; each sum made where its half is mod-downed.
+        let add = |i: usize| -> Finish<'_, W> {
+            let c = &ct.polys[i];
+            Box::new(move |mut k, t| {
+                basis.add_assign_with(&mut k, c, t)?;
+                Ok(k)
+            })
+        };
+        let (c0, c1) = self.ctx.key_switch_finish(
+            &ct.polys[2],
+            ct.level,
+            key,
+            self.threads,
+            add(0),
+            add(1),
+        )?;
         Ok(ct.with_polys(vec![c0, c1]))
+    }
+
+    /// `x += perm(c)` limb by limb (NTT form), with one scratch limb per thread.
+    fn add_permuted(
+        &self,
+        basis: &RnsBasis<W>,
+        x: &mut RnsPoly<W>,
+        c: &RnsPoly<W>,
+        perm: &NttPermutation,
+        threads: Threads,
+    ) -> Result<()> {
+        if !basis.owns(x) || !basis.owns(c) {
+            return Err(CkksError::ParameterMismatch(
+                "internal: key-switched polynomial at the wrong level".into(),
+            ));
+        }
+        let n = basis.n();
+        let mut limbs: Vec<&mut [W]> = x.limbs_mut().collect();
+        threads.try_for_each_init(
+            &mut limbs,
+            || vec![W::ZERO; n],
+            |tmp, i, xi| -> Result<()> {
+                perm.apply(c.limb(i), tmp)?;
+                basis.eltwise().add_assign(&basis.moduli()[i], xi, tmp)?;
+                Ok(())
+            },
+        )
     }
 
     /// `a * b`, relinearized and rescaled: what `*` does in Python.
@@ -675,18 +848,22 @@ impl<W: Word> Evaluator<W> {
         g: u64,
         key: &SwitchingKey<W>,
         dec: &crate::keyswitch::Decomposed<W>,
+        threads: Threads,
     ) -> Result<Ciphertext<W>> {
         let perm = self.ctx.permutation(g)?;
-        let (a0, a1) = self.ctx.key_inner_product(dec, key, Some(&perm))?;
-        let k0 = self.ctx.mod_down(a0, ct.level)?;
-        let c1 = self.ctx.mod_down(a1, ct.level)?;
+        let (a0, a1) = self
+            .ctx
+            .key_inner_product_with(dec, key, Some(&perm), threads)?;
         let basis = self.ctx.q_basis(ct.level)?;
-        let mut c0 = basis.zero(Form::Ntt);
-        for i in 0..basis.len() {
-            perm.apply(ct.polys[0].limb(i), c0.limb_mut(i))?;
-        }
-        basis.add_assign(&mut c0, &k0)?;
-        Ok(ct.with_polys(vec![c0, c1]))
+        let (c0, c1) = threads.join(
+            |t| -> Result<RnsPoly<W>> {
+                let mut k0 = self.ctx.mod_down_with(a0, ct.level, t)?;
+                self.add_permuted(basis, &mut k0, &ct.polys[0], &perm, t)?;
+                Ok(k0)
+            },
+            |t| self.ctx.mod_down_with(a1, ct.level, t),
+        );
+        Ok(ct.with_polys(vec![c0?, c1?]))
     }
 
     fn check_two(&self, ct: &Ciphertext<W>, op: &str) -> Result<()> {
@@ -709,15 +886,24 @@ impl<W: Word> Evaluator<W> {
     ) -> Result<Ciphertext<W>> {
         let perm = self.ctx.permutation(g)?;
         let basis = self.ctx.q_basis(ct.level)?;
-        let mut c0 = basis.zero(Form::Ntt);
-        let mut c1 = basis.zero(Form::Ntt);
-        for i in 0..basis.len() {
-            perm.apply(ct.polys[0].limb(i), c0.limb_mut(i))?;
-            perm.apply(ct.polys[1].limb(i), c1.limb_mut(i))?;
-        }
-        let (k0, k1) = self.ctx.key_switch(&c1, ct.level, key)?;
-        basis.add_assign(&mut c0, &k0)?;
-        Ok(ct.with_polys(vec![c0, k1]))
+        let mut p = (0..2).map(|_| basis.zero(Form::Ntt)).collect::<Vec<_>>();
+        for_each_limb(self.threads, &mut p, |j, i, o| {
+            Ok(perm.apply(ct.polys[j].limb(i), o)?)
+        })?;
+        // perm(c0) is added to the switched half on the thread that mod-downs it.
+        let c0 = &p[0];
+        let (c0, c1) = self.ctx.key_switch_finish(
+            &p[1],
+            ct.level,
+            key,
+            self.threads,
+            Box::new(move |mut k0, t| {
+                basis.add_assign_with(&mut k0, c0, t)?;
+                Ok(k0)
+            }),
+            Box::new(|k1, _| Ok(k1)),
+        )?;
+        Ok(ct.with_polys(vec![c0, c1]))
     }
 
     /// Rotates the slots left by `step` (right when negative).
@@ -757,16 +943,25 @@ impl<W: Word> Evaluator<W> {
         }
         let need = keys.iter().any(|(_, k)| k.is_some());
         let dec = if need {
-            Some(self.ctx.decompose(&ct.polys[1], ct.level)?)
+            Some(
+                self.ctx
+                    .decompose_with(&ct.polys[1], ct.level, self.threads)?,
+            )
         } else {
             None
         };
-        keys.into_iter()
-            .map(|(g, key)| match (key, &dec) {
-                (Some(k), Some(d)) => self.apply_galois(ct, g, k, d),
-                _ => Ok(ct.clone()),
-            })
-            .collect()
+        let one = |i: usize, t: Threads| match (keys[i], &dec) {
+            ((g, Some(k)), Some(d)) => self.apply_galois(ct, g, k, d, t),
+            _ => Ok(ct.clone()),
+        };
+        // Whole rounds of steps one per thread (no hand-over inside a step); the steps left
+        // over one at a time, each split over the whole budget.
+        let threads = self.threads.effective();
+        let c = threads.get();
+        let par = if c > 1 { keys.len() / c * c } else { 0 };
+        let mut out = threads.map(par, |i| one(i, Threads::single()));
+        out.extend((par..keys.len()).map(|i| one(i, threads)));
+        out.into_iter().collect()
     }
 
     /// Sum of `n` consecutive slots in every slot: slot `i` gets `x_i + .. + x_{i+n-1}`

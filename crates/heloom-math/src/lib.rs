@@ -51,3 +51,6 @@ pub use poly::{Form, RnsBasis, RnsPoly};
 pub use rns::BasisConverter;
 pub use sampler::Seed;
 pub use word::Word;
+
+/// The thread budget the `_with` variants of the heavy operations take.
+pub use heloom_pool::Threads;

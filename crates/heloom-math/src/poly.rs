@@ -8,6 +8,7 @@ use crate::modulus::Modulus;
 use crate::ntt::{AlignedVec, NttTable};
 use crate::primes;
 use crate::word::Word;
+use heloom_pool::Threads;
 use std::sync::Arc;
 
 /// Representation of an RNS polynomial.
@@ -420,101 +421,154 @@ impl<W: Word> RnsBasis<W> {
 
     /// Forward NTT of every limb; the polynomial must be in coefficient form.
     pub fn forward(&self, p: &mut RnsPoly<W>) -> Result<()> {
+        self.forward_with(p, Threads::single())
+    }
+
+    /// [`Self::forward`] split over limbs with a thread budget (same result for any budget).
+    pub fn forward_with(&self, p: &mut RnsPoly<W>, threads: Threads) -> Result<()> {
         self.check(p)?;
         Self::check_form("forward NTT", p, Form::Coeff)?;
-        for (limb, t) in p.data.chunks_exact_mut(self.n).zip(&self.ntt) {
-            t.forward(limb)?;
-        }
+        let ntt = &self.ntt;
+        threads.try_for_each_chunk_mut(&mut p.data, self.n, |i, limb| ntt[i].forward(limb))?;
         p.form = Form::Ntt;
         Ok(())
     }
 
     /// Inverse NTT of every limb; the polynomial must be in NTT form.
     pub fn inverse(&self, p: &mut RnsPoly<W>) -> Result<()> {
+        self.inverse_with(p, Threads::single())
+    }
+
+    /// [`Self::inverse`] split over limbs with a thread budget (same result for any budget).
+    pub fn inverse_with(&self, p: &mut RnsPoly<W>, threads: Threads) -> Result<()> {
         self.check(p)?;
         Self::check_form("inverse NTT", p, Form::Ntt)?;
-        for (limb, t) in p.data.chunks_exact_mut(self.n).zip(&self.ntt) {
-            t.inverse(limb)?;
-        }
+        let ntt = &self.ntt;
+        threads.try_for_each_chunk_mut(&mut p.data, self.n, |i, limb| ntt[i].inverse(limb))?;
         p.form = Form::Coeff;
         Ok(())
     }
 
     /// `a += b` limb by limb (same form).
     pub fn add_assign(&self, a: &mut RnsPoly<W>, b: &RnsPoly<W>) -> Result<()> {
+        self.add_assign_with(a, b, Threads::single())
+    }
+
+    /// [`Self::add_assign`] split over limbs with a thread budget.
+    pub fn add_assign_with(
+        &self,
+        a: &mut RnsPoly<W>,
+        b: &RnsPoly<W>,
+        threads: Threads,
+    ) -> Result<()> {
         self.check_pair("add", a, b)?;
-        for ((x, y), m) in a.limbs_mut().zip(b.limbs()).zip(&self.moduli) {
-            self.elt.add_assign(m, x, y)?;
-        }
-        Ok(())
+        threads.try_for_each_chunk_mut(&mut a.data, self.n, |i, x| {
+            self.elt.add_assign(&self.moduli[i], x, b.limb(i))
+        })
     }
 
     /// `a -= b` limb by limb (same form).
     pub fn sub_assign(&self, a: &mut RnsPoly<W>, b: &RnsPoly<W>) -> Result<()> {
+        self.sub_assign_with(a, b, Threads::single())
+    }
+
+    /// [`Self::sub_assign`] split over limbs with a thread budget.
+    pub fn sub_assign_with(
+        &self,
+        a: &mut RnsPoly<W>,
+        b: &RnsPoly<W>,
+        threads: Threads,
+    ) -> Result<()> {
         self.check_pair("sub", a, b)?;
-        for ((x, y), m) in a.limbs_mut().zip(b.limbs()).zip(&self.moduli) {
-            self.elt.sub_assign(m, x, y)?;
-        }
-        Ok(())
+        threads.try_for_each_chunk_mut(&mut a.data, self.n, |i, x| {
+            self.elt.sub_assign(&self.moduli[i], x, b.limb(i))
+        })
     }
 
     /// `a = -a`.
     pub fn neg_assign(&self, a: &mut RnsPoly<W>) -> Result<()> {
+        self.neg_assign_with(a, Threads::single())
+    }
+
+    /// [`Self::neg_assign`] split over limbs with a thread budget.
+    pub fn neg_assign_with(&self, a: &mut RnsPoly<W>, threads: Threads) -> Result<()> {
         self.check(a)?;
-        for (x, m) in a.limbs_mut().zip(&self.moduli) {
-            self.elt.neg_assign(m, x)?;
-        }
-        Ok(())
+        threads.try_for_each_chunk_mut(&mut a.data, self.n, |i, x| {
+            self.elt.neg_assign(&self.moduli[i], x)
+        })
     }
 
     /// `out = a * b` (ring product); both in NTT form.
     pub fn mul(&self, a: &RnsPoly<W>, b: &RnsPoly<W>) -> Result<RnsPoly<W>> {
+        self.mul_with(a, b, Threads::single())
+    }
+
+    /// [`Self::mul`] split over limbs with a thread budget.
+    pub fn mul_with(&self, a: &RnsPoly<W>, b: &RnsPoly<W>, threads: Threads) -> Result<RnsPoly<W>> {
         self.check_pair("multiply", a, b)?;
         Self::check_form("multiply", a, Form::Ntt)?;
         let mut out = self.zero(Form::Ntt);
-        for (((o, x), y), m) in out
-            .limbs_mut()
-            .zip(a.limbs())
-            .zip(b.limbs())
-            .zip(&self.moduli)
-        {
-            self.elt.mul(m, o, x, y)?;
-        }
+        threads.try_for_each_chunk_mut(&mut out.data, self.n, |i, o| {
+            self.elt.mul(&self.moduli[i], o, a.limb(i), b.limb(i))
+        })?;
         Ok(out)
     }
 
     /// `a *= b` (ring product); both in NTT form.
     pub fn mul_assign(&self, a: &mut RnsPoly<W>, b: &RnsPoly<W>) -> Result<()> {
+        self.mul_assign_with(a, b, Threads::single())
+    }
+
+    /// [`Self::mul_assign`] split over limbs with a thread budget.
+    pub fn mul_assign_with(
+        &self,
+        a: &mut RnsPoly<W>,
+        b: &RnsPoly<W>,
+        threads: Threads,
+    ) -> Result<()> {
         self.check_pair("multiply", a, b)?;
         Self::check_form("multiply", a, Form::Ntt)?;
-        for ((x, y), m) in a.limbs_mut().zip(b.limbs()).zip(&self.moduli) {
-            self.elt.mul_assign(m, x, y)?;
-        }
-        Ok(())
+        threads.try_for_each_chunk_mut(&mut a.data, self.n, |i, x| {
+            self.elt.mul_assign(&self.moduli[i], x, b.limb(i))
+        })
     }
 
     /// `acc += a * b` (ring product); all in NTT form.
     pub fn mul_add(&self, acc: &mut RnsPoly<W>, a: &RnsPoly<W>, b: &RnsPoly<W>) -> Result<()> {
+        self.mul_add_with(acc, a, b, Threads::single())
+    }
+
+    /// [`Self::mul_add`] split over limbs with a thread budget.
+    pub fn mul_add_with(
+        &self,
+        acc: &mut RnsPoly<W>,
+        a: &RnsPoly<W>,
+        b: &RnsPoly<W>,
+        threads: Threads,
+    ) -> Result<()> {
         self.check_pair("multiply-add", a, b)?;
         self.check_pair("multiply-add", acc, a)?;
         Self::check_form("multiply-add", a, Form::Ntt)?;
-        for (((o, x), y), m) in acc
-            .limbs_mut()
-            .zip(a.limbs())
-            .zip(b.limbs())
-            .zip(&self.moduli)
-        {
-            self.elt.mul_add(m, o, x, y)?;
-        }
-        Ok(())
+        threads.try_for_each_chunk_mut(&mut acc.data, self.n, |i, o| {
+            self.elt.mul_add(&self.moduli[i], o, a.limb(i), b.limb(i))
+        })
     }
 
     /// `a *= s` for an integer scalar (reduced modulo each prime).
     pub fn mul_scalar_assign(&self, a: &mut RnsPoly<W>, s: u64) -> Result<()> {
+        self.mul_scalar_assign_with(a, s, Threads::single())
+    }
+
+    /// [`Self::mul_scalar_assign`] split over limbs with a thread budget.
+    pub fn mul_scalar_assign_with(
+        &self,
+        a: &mut RnsPoly<W>,
+        s: u64,
+        threads: Threads,
+    ) -> Result<()> {
         self.check(a)?;
-        for (x, m) in a.limbs_mut().zip(&self.moduli) {
-            self.elt.mul_scalar_assign(m, x, s)?;
-        }
-        Ok(())
+        threads.try_for_each_chunk_mut(&mut a.data, self.n, |i, x| {
+            self.elt.mul_scalar_assign(&self.moduli[i], x, s)
+        })
     }
 }

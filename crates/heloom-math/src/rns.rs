@@ -28,6 +28,7 @@ use crate::eltwise::Eltwise;
 use crate::error::{MathError, Result};
 use crate::modulus::Modulus;
 use crate::word::Word;
+use heloom_pool::Threads;
 
 /// Words per block: each block of the source limbs is scaled into a scratch buffer once and then
 /// accumulated into every target while it is still in cache (`k * BLOCK` words of scratch), and
@@ -149,8 +150,25 @@ impl<W: Word> BasisConverter<W> {
     /// prime this is a plain reduction (`u = 0`). Errors ([`MathError::LengthMismatch`]): `input`
     /// not `from_len()` slices, `output` not `to_len()` slices, or slices of different lengths.
     pub fn convert(&self, input: &[&[W]], output: &mut [&mut [W]]) -> Result<()> {
-        let k = self.from.len();
+        self.convert_with(input, output, Threads::single())
+    }
+
+    /// [`Self::convert`] split over coefficient ranges with a thread budget: every coefficient
+    /// is computed on its own, so the result is the same for any budget.
+    pub fn convert_with(
+        &self,
+        input: &[&[W]],
+        output: &mut [&mut [W]],
+        threads: Threads,
+    ) -> Result<()> {
         let n = self.check_shapes(input, output)?;
+        split_coeffs(input, output, n, threads, |x, y| self.convert_range(x, y))
+    }
+
+    /// [`Self::convert`] on slices already checked to have the right counts and one length.
+    fn convert_range(&self, input: &[&[W]], output: &mut [&mut [W]]) -> Result<()> {
+        let k = self.from.len();
+        let n = input[0].len();
         if k == 1 {
             // qhat_0 = 1: y_j = x mod p_j.
             for (y, p) in output.iter_mut().zip(&self.to) {
@@ -201,8 +219,27 @@ impl<W: Word> BasisConverter<W> {
     /// plain conversion's overflow has mean `k/2`, which after division by `P` adds a biased
     /// term `(k/2) * s` to the noise; the centered one removes it.
     pub fn convert_centered(&self, input: &[&[W]], output: &mut [&mut [W]]) -> Result<()> {
-        let k = self.from.len();
+        self.convert_centered_with(input, output, Threads::single())
+    }
+
+    /// [`Self::convert_centered`] split over coefficient ranges with a thread budget (same
+    /// result for any budget: each coefficient's rounding only looks at that coefficient).
+    pub fn convert_centered_with(
+        &self,
+        input: &[&[W]],
+        output: &mut [&mut [W]],
+        threads: Threads,
+    ) -> Result<()> {
         let n = self.check_shapes(input, output)?;
+        split_coeffs(input, output, n, threads, |x, y| {
+            self.convert_centered_range(x, y)
+        })
+    }
+
+    /// [`Self::convert_centered`] on slices already checked.
+    fn convert_centered_range(&self, input: &[&[W]], output: &mut [&mut [W]]) -> Result<()> {
+        let k = self.from.len();
+        let n = input[0].len();
         if k == 1 {
             return self.convert_centered_one(input[0], output);
         }
@@ -324,6 +361,43 @@ impl<W: Word> BasisConverter<W> {
     pub fn eltwise(&self) -> &Eltwise<W> {
         &self.elt
     }
+}
+
+/// Coefficient ranges a conversion is split into are multiples of this many words, so SIMD
+/// kernels see whole vectors and threads do not share cache lines of an output limb.
+const SPLIT_ALIGN: usize = 64;
+
+/// Runs `f` on contiguous coefficient ranges of every input and output limb (all of length `n`),
+/// at most one range per thread of the budget.
+fn split_coeffs<W, F>(
+    input: &[&[W]],
+    output: &mut [&mut [W]],
+    n: usize,
+    threads: Threads,
+    f: F,
+) -> Result<()>
+where
+    W: Word,
+    F: Fn(&[&[W]], &mut [&mut [W]]) -> Result<()> + Sync,
+{
+    let chunks = threads.chunks_for(n.div_ceil(SPLIT_ALIGN));
+    if chunks <= 1 || n == 0 {
+        return f(input, output);
+    }
+    let per = n.div_ceil(chunks).next_multiple_of(SPLIT_ALIGN);
+    let mut parts: Vec<Vec<&mut [W]>> = (0..n.div_ceil(per))
+        .map(|_| Vec::with_capacity(output.len()))
+        .collect();
+    for y in output.iter_mut() {
+        for (part, range) in parts.iter_mut().zip(y.chunks_mut(per)) {
+            part.push(range);
+        }
+    }
+    threads.try_for_each_mut(&mut parts, |c, outs| {
+        let (start, end) = (c * per, ((c + 1) * per).min(n));
+        let ins: Vec<&[W]> = input.iter().map(|x| &x[start..end]).collect();
+        f(&ins, outs)
+    })
 }
 
 fn check_n(what: &'static str, expected: usize, got: usize) -> Result<()> {

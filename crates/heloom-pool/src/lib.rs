@@ -16,10 +16,15 @@
 //! way that changes a result: items are independent and modular arithmetic is exact, so every
 //! result is bit-identical whatever the budget.
 //!
+//! Budgets nest: a chunk may split its own work again with its share of the budget
+//! ([`Threads::share`]), e.g. key-switching digits in parallel, each over limbs. A chunk that
+//! waits for its sub-chunks on a worker may run other queued chunks meanwhile (rayon's work
+//! stealing); results are unaffected.
+//!
 //! Pool workers are pinned one per core where the OS allows (`HELOOM_PIN=0` turns this off);
 //! the pool size is the number of cores available to the process, or `HELOOM_THREADS`.
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
 
@@ -152,8 +157,108 @@ impl Threads {
         T: Send,
         F: Fn(usize, &mut [T]) + Sync,
     {
-        let mut parts: Vec<&mut [T]> = data.chunks_mut(size.max(1)).collect();
+        let size = size.max(1);
+        if self.chunks_for(data.len().div_ceil(size)) <= 1 {
+            // No list of chunk slices to build on one thread.
+            for (i, x) in data.chunks_mut(size).enumerate() {
+                f(i, x);
+            }
+            return;
+        }
+        let mut parts: Vec<&mut [T]> = data.chunks_mut(size).collect();
         self.for_each_mut(&mut parts, |i, p| f(i, p));
+    }
+
+    /// [`Self::for_each_mut`] for fallible work, with one scratch value per chunk: `init` runs
+    /// once per chunk (on the thread that runs it) and `f(&mut scratch, i, &mut items[i])` for
+    /// each of the chunk's items. A chunk stops at its first error; the error returned is that of
+    /// the lowest-index item that failed, so errors do not depend on timing for a given budget.
+    pub fn try_for_each_init<T, S, E, I, F>(self, items: &mut [T], init: I, f: F) -> Result<(), E>
+    where
+        T: Send,
+        E: Send,
+        I: Fn() -> S + Sync,
+        F: Fn(&mut S, usize, &mut T) -> Result<(), E> + Sync,
+    {
+        let chunks = self.chunks_for(items.len());
+        let Some(pool) = pool().filter(|_| chunks > 1) else {
+            let mut s = init();
+            for (i, x) in items.iter_mut().enumerate() {
+                f(&mut s, i, x)?;
+            }
+            return Ok(());
+        };
+        let per = items.len().div_ceil(chunks);
+        let first_err: Mutex<Option<(usize, E)>> = Mutex::new(None);
+        let run = |offset: usize, part: &mut [T]| {
+            let mut s = init();
+            for (j, x) in part.iter_mut().enumerate() {
+                if let Err(e) = f(&mut s, offset + j, x) {
+                    let mut slot = first_err.lock().unwrap_or_else(|p| p.into_inner());
+                    if slot.as_ref().is_none_or(|(i, _)| offset + j < *i) {
+                        *slot = Some((offset + j, e));
+                    }
+                    return;
+                }
+            }
+        };
+        let run = &run;
+        pool.in_place_scope(|s| {
+            let mut parts = items.chunks_mut(per).enumerate();
+            let first = parts.next();
+            for (c, part) in parts {
+                s.spawn(move |_| run(c * per, part));
+            }
+            if let Some((_, part)) = first {
+                run(0, part);
+            }
+        });
+        match first_err.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some((_, e)) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Self::for_each_mut`] for fallible work (see [`Self::try_for_each_init`] for errors).
+    pub fn try_for_each_mut<T, E, F>(self, items: &mut [T], f: F) -> Result<(), E>
+    where
+        T: Send,
+        E: Send,
+        F: Fn(usize, &mut T) -> Result<(), E> + Sync,
+    {
+        self.try_for_each_init(items, || (), |_, i, x| f(i, x))
+    }
+
+    /// [`Self::for_each_chunk_mut`] for fallible work (see [`Self::try_for_each_init`] for
+    /// errors).
+    pub fn try_for_each_chunk_mut<T, E, F>(self, data: &mut [T], size: usize, f: F) -> Result<(), E>
+    where
+        T: Send,
+        E: Send,
+        F: Fn(usize, &mut [T]) -> Result<(), E> + Sync,
+    {
+        let size = size.max(1);
+        if self.chunks_for(data.len().div_ceil(size)) <= 1 {
+            for (i, x) in data.chunks_mut(size).enumerate() {
+                f(i, x)?;
+            }
+            return Ok(());
+        }
+        let mut parts: Vec<&mut [T]> = data.chunks_mut(size).collect();
+        self.try_for_each_mut(&mut parts, |i, p| f(i, p))
+    }
+
+    /// The budget of part `i` when this budget is shared among `parts` concurrent parts: the
+    /// threads are dealt out as evenly as possible (earlier parts get the extra ones), and
+    /// every part gets at least one.
+    pub fn share(self, parts: usize, i: usize) -> Threads {
+        let parts = parts.max(1);
+        Threads::new(self.0 / parts + usize::from(i < self.0 % parts))
+    }
+
+    /// The budget that can actually run at once: `min(budget, pool workers + 1)`.
+    pub fn effective(self) -> Threads {
+        Threads(self.chunks_for(usize::MAX))
     }
 
     /// `(0..len).map(f)` computed in at most `budget` concurrent chunks, in order.
@@ -234,6 +339,79 @@ mod tests {
         assert_eq!((a, b), (10, 2));
         let (a, b) = Threads::new(1).join(|_| 1, |_| 2);
         assert_eq!((a, b), (1, 2));
+    }
+
+    #[test]
+    fn try_for_each_reports_the_first_failing_item() {
+        for t in 1..=5 {
+            let mut v = vec![0usize; 13];
+            let r = Threads::new(t).try_for_each_mut(&mut v, |i, x| {
+                if i % 5 == 4 {
+                    return Err(i);
+                }
+                *x = i;
+                Ok(())
+            });
+            assert_eq!(r, Err(4), "budget {t}");
+            let r: Result<(), ()> = Threads::new(t).try_for_each_mut(&mut v, |i, x| {
+                *x = i;
+                Ok(())
+            });
+            assert_eq!(r, Ok(()));
+            assert_eq!(v, (0..13).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn try_for_each_init_makes_one_scratch_per_chunk() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        for t in 1..=4 {
+            let inits = AtomicUsize::new(0);
+            let mut v = vec![0u64; 10];
+            Threads::new(t)
+                .try_for_each_init(
+                    &mut v,
+                    || {
+                        inits.fetch_add(1, Ordering::Relaxed);
+                        vec![0u64; 4]
+                    },
+                    |s, i, x| {
+                        s[0] += 1;
+                        *x = i as u64 * 2;
+                        Ok::<(), ()>(())
+                    },
+                )
+                .expect("no error");
+            assert_eq!(v, (0..10).map(|i| i * 2).collect::<Vec<_>>());
+            assert!(inits.load(Ordering::Relaxed) <= Threads::new(t).chunks_for(10));
+        }
+    }
+
+    #[test]
+    fn try_chunks_cover_a_flat_buffer() {
+        for t in 1..=4 {
+            let mut data = vec![0u64; 5 * 8];
+            Threads::new(t)
+                .try_for_each_chunk_mut(&mut data, 8, |i, limb| {
+                    limb.fill(i as u64);
+                    Ok::<(), ()>(())
+                })
+                .expect("no error");
+            for (i, limb) in data.chunks(8).enumerate() {
+                assert!(limb.iter().all(|&x| x == i as u64));
+            }
+        }
+    }
+
+    #[test]
+    fn shares_add_up() {
+        for t in 1..=9 {
+            for parts in 1..=5 {
+                let b = Threads::new(t);
+                let sum: usize = (0..parts).map(|i| b.share(parts, i).get()).sum();
+                assert_eq!(sum, t.max(parts), "t {t} parts {parts}");
+            }
+        }
     }
 
     #[test]
