@@ -14,16 +14,28 @@ Encrypt numpy arrays of real or complex numbers and compute on them encrypted::
 
 Every class and exception lives in the extension module ``heloom._heloom`` and is re-exported
 here. Exceptions: ``HeloomError`` is the base of ``ParameterError``, ``FormatError``,
-``ScaleError``, ``LevelError``, ``MissingKeyError`` and ``InputError`` (also a ``ValueError``).
+``ScaleError``, ``LevelError``, ``MissingKeyError``, ``GraphError`` and ``InputError`` (also a
+``ValueError``).
+
+Threads and task graphs: ``Evaluator(ctx, keys, threads=4)`` (or ``ev.with_threads(4)``) runs
+every heavy operation on a budget of threads, with bit-identical results. ``GraphBuilder``
+records operations on symbolic ``Value`` objects into a ``TaskGraph`` of the paper's fused
+task kinds; ``exp_graph`` and ``polynomial_graph`` build the runtime's graphs;
+``TaskGraph.run`` executes one, ``TaskGraph.work_ms`` prices it, and ``simulate`` runs the
+scheduler's discrete-event simulation of a stream of e^x jobs under a thread policy
+(``POLICIES``) and a cost profile (``profile_names()``).
 """
 
 from heloom._heloom import (
+    POLICIES,
     Ciphertext,
     CkksParameters,
     Context,
     EvaluationKeys,
     Evaluator,
     FormatError,
+    GraphBuilder,
+    GraphError,
     HeloomError,
     InputError,
     KeySet,
@@ -34,16 +46,26 @@ from heloom._heloom import (
     PublicKey,
     ScaleError,
     SecretKey,
+    TaskGraph,
+    Value,
     __version__,
+    cores,
+    exp_graph,
+    polynomial_graph,
+    profile_names,
+    simulate,
 )
 
 __all__ = [
+    "POLICIES",
     "Ciphertext",
     "CkksParameters",
     "Context",
     "EvaluationKeys",
     "Evaluator",
     "FormatError",
+    "GraphBuilder",
+    "GraphError",
     "HeloomError",
     "InputError",
     "KeySet",
@@ -54,5 +76,12 @@ __all__ = [
     "PublicKey",
     "ScaleError",
     "SecretKey",
+    "TaskGraph",
+    "Value",
     "__version__",
+    "cores",
+    "exp_graph",
+    "polynomial_graph",
+    "profile_names",
+    "simulate",
 ]

@@ -1,18 +1,21 @@
 """Type stubs of heloom's extension module (re-exported by ``heloom``)."""
 
 from collections.abc import Sequence
-from typing import Literal, SupportsFloat, SupportsIndex, TypeAlias, final, overload
+from typing import Any, Literal, SupportsFloat, SupportsIndex, TypeAlias, final, overload
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "POLICIES",
     "Ciphertext",
     "CkksParameters",
     "Context",
     "EvaluationKeys",
     "Evaluator",
     "FormatError",
+    "GraphBuilder",
+    "GraphError",
     "HeloomError",
     "InputError",
     "KeySet",
@@ -23,7 +26,14 @@ __all__ = [
     "PublicKey",
     "ScaleError",
     "SecretKey",
+    "TaskGraph",
+    "Value",
     "__version__",
+    "cores",
+    "exp_graph",
+    "polynomial_graph",
+    "profile_names",
+    "simulate",
 ]
 
 __version__: str
@@ -36,6 +46,14 @@ _Values: TypeAlias = npt.ArrayLike
 _Operand: TypeAlias = Ciphertext | Plaintext | _Number | npt.ArrayLike
 #: Polynomial bases of ``Evaluator.evaluate_polynomial``.
 _Basis: TypeAlias = Literal["power", "chebyshev"]
+#: Shapes of the built-in e^x graph (``exp_graph``).
+_ExpVariant: TypeAlias = Literal["paper-fig3", "bsgs", "horner"]
+#: Thread policies of the scheduler (``POLICIES``).
+_Policy: TypeAlias = Literal["fixed-1", "fixed-half", "fixed-full", "paper-dynamic", "heloom"]
+
+#: Names of the scheduler's thread policies, for ``simulate``: ``"fixed-1"``,
+#: ``"fixed-half"``, ``"fixed-full"``, ``"paper-dynamic"`` (seed 000's four) and ``"heloom"``.
+POLICIES: tuple[_Policy, ...]
 
 class HeloomError(Exception):
     """Base class of every error heloom raises."""
@@ -61,6 +79,11 @@ class InputError(HeloomError, ValueError):
     """An input value or argument that cannot be used: NaN or infinite values, too many values
     for the slots, a wrong array shape or type, a constant too large for the scale. Also a
     ValueError."""
+
+class GraphError(HeloomError):
+    """A task graph that cannot be built or run: a GraphBuilder used after finish, a Value of
+    another builder, a graph without outputs, or job inputs that do not fit the graph (their
+    number, level or scale)."""
 
 @final
 class CkksParameters:
@@ -402,15 +425,27 @@ class Evaluator:
     is exact, else ScaleError.
     """
 
-    def __new__(cls, context: Context, keys: EvaluationKeys | None = None) -> Evaluator:
+    def __new__(
+        cls, context: Context, keys: EvaluationKeys | None = None, threads: SupportsIndex = 1
+    ) -> Evaluator:
         """An evaluator for ``context`` with ``keys`` (or without keys); the same as
-        ``context.evaluator(keys)``."""
+        ``context.evaluator(keys)``. ``threads`` is the budget of every heavy operation it
+        runs (split over at most that many threads of heloom's shared pool; at least 1, else
+        InputError). Results are bit-identical whatever the budget."""
     @property
     def has_keys(self) -> bool:
         """Whether it holds evaluation keys (needed by relinearize, rotations, conjugate)."""
     @property
     def context(self) -> Context:
         """The context."""
+    @property
+    def threads(self) -> int:
+        """Thread budget of every heavy operation (1 unless set by ``threads=`` or
+        ``with_threads``)."""
+    def with_threads(self, threads: SupportsIndex) -> Evaluator:
+        """The same evaluator (same context and keys, shared) with a budget of ``threads``
+        threads (at least 1, else InputError; more than ``heloom.cores()`` gains nothing).
+        Results are bit-identical whatever the budget."""
     def add(self, a: Ciphertext, b: _Operand) -> Ciphertext:
         """``a + b``: ``b`` a Ciphertext, a Plaintext, a number (int, float, complex) or a 1-D
         array (encoded at ``a``'s level and scale)."""
@@ -490,3 +525,194 @@ class Evaluator:
         ``basis``."""
     def scales_match(self, a: float, b: float) -> bool:
         """Whether two scales are equal within the tolerance ``add``/``sub`` accept."""
+
+@final
+class Value:
+    """A symbolic ciphertext recorded by a ``GraphBuilder``: what the ciphertext at that point
+    of the graph will look like (level, scale, size). Only usable with the builder that made
+    it."""
+
+    @property
+    def level(self) -> int:
+        """Level of the ciphertext this value stands for."""
+    @property
+    def scale(self) -> float:
+        """Its scale."""
+    @property
+    def size(self) -> int:
+        """Its number of polynomials: 2, or 3 after a multiplication before
+        relinearization."""
+
+@final
+class GraphBuilder:
+    """Records CKKS operations on symbolic values (``Value``) into a ``TaskGraph``, without
+    keys or ciphertexts: every level, scale and size is known while recording, so level and
+    scale errors are raised here (LevelError, ScaleError, InputError), as the evaluator would
+    raise them when running.
+
+    ``GraphBuilder(context, name="job")`` needs only the context's modulus chain. Record
+    inputs with ``input`` or ``input_like``, operations with the methods below, then call
+    ``finish`` with the outputs: consecutive operations are fused into the paper's task kinds
+    (a multiplication with its relinearization and rescale is one task, a multiplication by a
+    constant with its rescale another, additions their own tasks). ``end_task`` forces a
+    value to end its task. After ``finish`` the builder cannot be used again (GraphError).
+    """
+
+    def __new__(cls, context: Context, name: str = "job") -> GraphBuilder:
+        """A builder for ciphertexts of ``context``'s parameters (only the modulus chain is
+        used), recording a graph called ``name``."""
+    @property
+    def name(self) -> str:
+        """The graph's name."""
+    @property
+    def finished(self) -> bool:
+        """Whether ``finish`` was called (the builder is then unusable)."""
+    def input(self, level: SupportsIndex | None = None, scale: float | None = None) -> Value:
+        """The next job input: a fresh (size-2) ciphertext at ``level`` (default: the top
+        level) with ``scale`` (default: the parameters' scale). ``TaskGraph.run`` takes the
+        inputs in the order they were declared."""
+    def input_like(self, ciphertext: Ciphertext) -> Value:
+        """The next job input, at ``ciphertext``'s level and scale (its parameters must have
+        this builder's modulus chain, else ParameterError)."""
+    def add(self, a: Value, b: Value) -> Value:
+        """``a + b`` (levels aligned by dropping; scales that differ are aligned exactly when
+        possible, recorded as explicit operations, else ScaleError)."""
+    def sub(self, a: Value, b: Value) -> Value:
+        """``a - b`` (as ``add``)."""
+    def add_const(self, a: Value, c: float) -> Value:
+        """``a + c`` in every slot for a real constant ``c`` (exact, no level used)."""
+    def add_plain(self, a: Value, c: float) -> Value:
+        """``a + c`` for a real constant ``c``: the paper's plaintext addition (the same as
+        ``add_const``)."""
+    def multiply_int(self, a: Value, k: SupportsIndex) -> Value:
+        """``a * k`` for an integer ``k`` (exact, no level used, scale unchanged)."""
+    def multiply_const(self, a: Value, c: float) -> Value:
+        """``a * c`` for a real constant ``c`` encoded at the scale of ``a``'s last prime, not
+        rescaled (``rescale`` afterwards restores ``a``'s scale). LevelError at level 0."""
+    def multiply(self, a: Value, b: Value) -> Value:
+        """``a * b``: size 3, at the product of the scales (both operands must be size 2)."""
+    def square(self, a: Value) -> Value:
+        """``a * a``: size 3, scale squared."""
+    def relinearize(self, a: Value) -> Value:
+        """Relinearization back to size 2 (running it needs the relinearization key)."""
+    def rescale(self, a: Value) -> Value:
+        """Rescale by the last prime: one level down (LevelError at level 0)."""
+    def drop_to_level(self, a: Value, level: SupportsIndex) -> Value:
+        """Drops to ``level`` (at most ``a.level``, else LevelError; exact, scale
+        unchanged)."""
+    def mul_relin_rescale(self, a: Value, b: Value) -> Value:
+        """``a * b`` relinearized and rescaled: the paper's multiplication task (a squaring
+        when ``a`` and ``b`` are the same value)."""
+    def square_relin_rescale(self, a: Value) -> Value:
+        """``a * a`` relinearized and rescaled: the paper's squaring task (the same as
+        ``mul_relin_rescale(a, a)``)."""
+    def mul_plain_rescale(self, a: Value, c: float) -> Value:
+        """``a * c`` for a real constant ``c``, rescaled, keeping ``a``'s scale: the paper's
+        multiply-plain task (one level used)."""
+    def end_task(self, v: Value) -> None:
+        """Makes ``v`` the output of its own task: it is not fused into the task that reads
+        it."""
+    def finish(self, outputs: Sequence[Value]) -> TaskGraph:
+        """Fuses the recorded operations into tasks and returns the TaskGraph whose results
+        are ``outputs`` (at least one, else GraphError). The builder cannot be used
+        afterwards."""
+
+@final
+class TaskGraph:
+    """A DAG of HE tasks (fused CKKS operations) computing a job's outputs from its inputs.
+    Made by ``GraphBuilder.finish``, ``heloom.exp_graph`` or ``heloom.polynomial_graph``.
+
+    ``len(graph)`` is the number of tasks; ``str(graph)`` lists them. ``run`` executes it
+    with an evaluator of a context with the same modulus chain; ``work_ms`` prices it with a
+    cost profile.
+    """
+
+    @property
+    def name(self) -> str:
+        """The graph's name (the variant for the built-in e^x graphs)."""
+    @property
+    def num_inputs(self) -> int:
+        """Number of input ciphertexts ``run`` takes."""
+    @property
+    def tasks(self) -> list[dict[str, Any]]:
+        """The tasks in topological order, each a dict: ``index``, ``kind`` (one of
+        ``"mul-relin-rescale"``, ``"square-relin-rescale"``, ``"mul-plain-rescale"``,
+        ``"add"``, ``"other"``), ``nq`` (RNS limbs of its main input), ``deps`` (indices of
+        the tasks it reads) and ``ops`` (the fused operations, in order)."""
+    def run(
+        self,
+        evaluator: Evaluator,
+        inputs: Sequence[Ciphertext],
+        threads: SupportsIndex | None = None,
+    ) -> list[Ciphertext]:
+        """Runs the graph on ``inputs`` (as many ciphertexts as ``num_inputs``, at the levels
+        and scales the graph was built for, else GraphError) with ``evaluator``, one task
+        after another, each on ``threads`` threads (default: the evaluator's budget). Returns
+        the outputs in the order given to ``finish``. The evaluator's context must have the
+        graph's modulus chain (else ParameterError); multiplication tasks need its
+        relinearization key. Runs without the GIL."""
+    def work_ms(self, profile: str = "xeon-phi-7230f") -> float:
+        """Total single-thread work of the graph in milliseconds under the cost ``profile``
+        (a built-in name from ``heloom.profile_names()`` or a profile JSON file written by
+        ``heloom profile``), task start overheads included. Ops are priced by their RNS limb
+        count at the profile's ring degree. Unknown profiles raise InputError."""
+    def __len__(self) -> int:
+        """Number of tasks."""
+
+def exp_graph(
+    context: Context,
+    variant: _ExpVariant = "paper-fig3",
+    level: SupportsIndex | None = None,
+    scale: float | None = None,
+) -> TaskGraph:
+    """The built-in degree-6 e^x Maclaurin job (``sum x^k / k!`` for k <= 6) as a task graph
+    on one input at ``level`` (default: the top) with ``scale`` (default: the parameters'
+    scale). ``variant``: ``"paper-fig3"`` (seed 000's Fig. 3: every power, each scaled by
+    1/k! in its own task, then a tree of additions; 4 levels), ``"bsgs"`` (the evaluator's
+    baby-step giant-step; 3 levels) or ``"horner"`` (the fewest products; 4 levels). The
+    result has the input's scale. Too few levels raise LevelError, unknown variants
+    InputError."""
+
+def polynomial_graph(
+    context: Context,
+    coeffs: Sequence[SupportsFloat] | npt.ArrayLike,
+    basis: _Basis = "power",
+    interval: tuple[float, float] | None = None,
+    level: SupportsIndex | None = None,
+    scale: float | None = None,
+) -> TaskGraph:
+    """``Evaluator.evaluate_polynomial`` as a task graph on one input at ``level`` (default:
+    the top) with ``scale`` (default: the parameters' scale): running it gives exactly (bit
+    for bit) what ``evaluate_polynomial(x, coeffs, basis, interval)`` gives. ``coeffs`` are
+    real, lowest degree first; ``basis`` ``"power"`` or ``"chebyshev"`` (``interval``
+    default ``(-1, 1)``, Chebyshev only)."""
+
+def cores() -> int:
+    """Number of cores heloom's thread pool uses (``HELOOM_THREADS`` when set): the most
+    threads a budget can use at once."""
+
+def profile_names() -> list[str]:
+    """Names of the built-in cost profiles (for ``simulate`` and ``TaskGraph.work_ms``)."""
+
+def simulate(
+    policy: _Policy = "heloom",
+    gap_ms: float = 60.0,
+    jobs: SupportsIndex = 2300,
+    profile: str = "xeon-phi-7230f",
+    seed: SupportsIndex = 1,
+) -> dict[str, Any]:
+    """Simulates a stream of ``jobs`` e^x jobs (the runtime's workload: N = 2^14, 8 RNS
+    limbs, the three graph variants) arriving as a Poisson process with mean gap ``gap_ms``
+    (reproducible from ``seed``), list-scheduled under the thread ``policy`` (one of
+    ``heloom.POLICIES``) on the machine described by the cost ``profile`` (a built-in name or
+    a profile JSON file), with the discrete-event simulator of ``heloom schedule
+    --simulate``.
+
+    Returns the run's summary as a dict: ``policy``, ``gap_ms``, ``executor``, ``capacity``,
+    ``jobs``, ``window`` (the measured job ids, first and last: the paper's jobs 301..1900 of
+    2,300, scaled), ``measured``, ``makespan_ms``, ``p50_ms``, ``p95_ms``, ``p99_ms``,
+    ``max_ms``, ``mean_ms`` (latencies of the measured jobs), ``throughput_jobs_per_s``,
+    ``utilisation``, ``tasks``, ``mean_task_ms``, ``sched_overhead_ms``,
+    ``sched_overhead_pct``, ``dispatch_latency_ms`` and ``correct`` (None: nothing is
+    decrypted in a simulation). Unknown policies or profiles and non-positive ``gap_ms`` or
+    ``jobs`` raise InputError. Runs without the GIL."""

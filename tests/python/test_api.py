@@ -23,6 +23,9 @@ CLASSES = [
     "Plaintext",
     "Ciphertext",
     "Evaluator",
+    "GraphBuilder",
+    "Value",
+    "TaskGraph",
 ]
 EXCEPTIONS = [
     "HeloomError",
@@ -32,7 +35,10 @@ EXCEPTIONS = [
     "LevelError",
     "MissingKeyError",
     "InputError",
+    "GraphError",
 ]
+FUNCTIONS = ["cores", "exp_graph", "polynomial_graph", "profile_names", "simulate"]
+CONSTANTS = ["POLICIES"]
 
 
 def public_members(cls: type) -> set[str]:
@@ -49,6 +55,7 @@ def public_members(cls: type) -> set[str]:
             "__truediv__",
             "__neg__",
             "__pos__",
+            "__len__",
             "__array_ufunc__",
         }:
             continue
@@ -75,7 +82,9 @@ def stub_members() -> dict[str, set[str]]:
 
 
 def test_exports() -> None:
-    assert set(heloom.__all__) == set(CLASSES) | set(EXCEPTIONS) | {"__version__"}
+    assert set(heloom.__all__) == (
+        set(CLASSES) | set(EXCEPTIONS) | set(FUNCTIONS) | set(CONSTANTS) | {"__version__"}
+    )
     for name in heloom.__all__:
         assert getattr(heloom, name) is getattr(_heloom, name)
     assert isinstance(heloom.__version__, str)
@@ -91,6 +100,25 @@ def test_docstrings(name: str) -> None:
     for member in public_members(cls) - {"__array_ufunc__"}:
         doc = inspect.getdoc(getattr(cls, member))
         assert doc, f"{name}.{member} has no docstring"
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_function_docstrings_and_stubs(name: str) -> None:
+    assert inspect.getdoc(getattr(heloom, name)), name
+    tree = ast.parse(STUB.read_text())
+    stubbed = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert name in stubbed, f"{name} missing from {STUB.name}"
+
+
+def test_policies_constant() -> None:
+    assert isinstance(heloom.POLICIES, tuple)
+    assert set(heloom.POLICIES) == {
+        "fixed-1",
+        "fixed-half",
+        "fixed-full",
+        "paper-dynamic",
+        "heloom",
+    }
 
 
 @pytest.mark.parametrize("name", CLASSES)

@@ -21,6 +21,7 @@ def test_hierarchy() -> None:
         heloom.LevelError,
         heloom.MissingKeyError,
         heloom.InputError,
+        heloom.GraphError,
     ):
         assert issubclass(cls, heloom.HeloomError)
         assert cls.__module__ == "heloom"
@@ -28,6 +29,7 @@ def test_hierarchy() -> None:
     assert issubclass(heloom.HeloomError, Exception)
     assert issubclass(heloom.InputError, ValueError)
     assert not issubclass(heloom.ParameterError, ValueError)
+    assert not issubclass(heloom.GraphError, ValueError)
     err = heloom.InputError("message")
     assert str(err) == "message"
 

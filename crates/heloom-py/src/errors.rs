@@ -45,6 +45,15 @@ create_exception!(
     "A relinearization or Galois (rotation/conjugation) key needed by the operation was not generated."
 );
 
+create_exception!(
+    heloom,
+    GraphError,
+    HeloomError,
+    "A task graph that cannot be built or run: a GraphBuilder used after finish, a Value of \
+     another builder, a graph without outputs, or job inputs that do not fit the graph (their \
+     number, level or scale)."
+);
+
 const INPUT_ERROR_DOC: &str =
     "An input value or argument that cannot be used: NaN or infinite values, too many values for \
      the slots, a wrong array shape or type, a constant too large for the scale. Also a \
@@ -102,6 +111,26 @@ pub fn to_py(e: CkksError) -> PyErr {
     }
 }
 
+/// The Python exception for a task-graph error: the CKKS layer's errors map as [`to_py`],
+/// malformed graphs and inputs that do not fit to `GraphError`.
+pub fn graph_to_py(e: heloom_runtime::graph::GraphError) -> PyErr {
+    match e {
+        heloom_runtime::graph::GraphError::Ckks(c) => to_py(c),
+        other => GraphError::new_err(other.to_string()),
+    }
+}
+
+/// The Python exception for a cost-profile error: unknown names and unusable profile files
+/// are InputError, files that cannot be read OSError.
+pub fn profile_to_py(e: heloom_runtime::profile::ProfileError) -> PyErr {
+    match e {
+        heloom_runtime::profile::ProfileError::Io { .. } => {
+            pyo3::exceptions::PyOSError::new_err(e.to_string())
+        }
+        other => input_error(other.to_string()),
+    }
+}
+
 /// Registers the exception classes on the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -112,5 +141,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LevelError", py.get_type::<LevelError>())?;
     m.add("MissingKeyError", py.get_type::<MissingKeyError>())?;
     m.add("InputError", input_error_type(py)?)?;
+    m.add("GraphError", py.get_type::<GraphError>())?;
     Ok(())
 }

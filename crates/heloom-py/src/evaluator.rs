@@ -5,7 +5,7 @@ use crate::errors::{input_error, to_py};
 use crate::objects::{nogil, PyCiphertext, PyContext, PyEvaluationKeys, Shared};
 use crate::ops::{self, Mode};
 use crate::words::{words, words_wrap, CtW, EvW};
-use heloom_ckks::{CkksError, Evaluator, PolyBasis};
+use heloom_ckks::{CkksError, Evaluator, PolyBasis, Threads};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use std::sync::Arc;
@@ -35,7 +35,7 @@ impl PyEvaluator {
         Self { ev, shared, keyed }
     }
 
-    fn wrap(&self, ct: CtW) -> PyCiphertext {
+    pub(crate) fn wrap(&self, ct: CtW) -> PyCiphertext {
         PyCiphertext::new(ct, &self.shared, self.keyed.then(|| self.ev.clone()))
     }
 
@@ -76,7 +76,17 @@ impl PyEvaluator {
     }
 }
 
-fn poly_basis(basis: &str, interval: Option<(f64, f64)>) -> PyResult<PolyBasis> {
+/// A thread budget from Python: at least 1, else InputError.
+pub(crate) fn thread_budget(threads: i64) -> PyResult<Threads> {
+    match usize::try_from(threads) {
+        Ok(n) if n >= 1 => Ok(Threads::new(n)),
+        _ => Err(input_error(format!(
+            "threads must be at least 1, got {threads}"
+        ))),
+    }
+}
+
+pub(crate) fn poly_basis(basis: &str, interval: Option<(f64, f64)>) -> PyResult<PolyBasis> {
     match basis.to_ascii_lowercase().as_str() {
         "power" | "monomial" => match interval {
             None => Ok(PolyBasis::Power),
@@ -97,11 +107,21 @@ fn poly_basis(basis: &str, interval: Option<(f64, f64)>) -> PyResult<PolyBasis> 
 #[pymethods]
 impl PyEvaluator {
     /// An evaluator for ``context`` with ``keys`` (or without keys); the same as
-    /// ``context.evaluator(keys)``.
+    /// ``context.evaluator(keys)``. ``threads`` is the budget of every heavy operation it runs
+    /// (split over at most that many threads of heloom's shared pool; at least 1, else
+    /// InputError). Results are bit-identical whatever the budget.
     #[new]
-    #[pyo3(signature = (context, keys = None))]
-    fn py_new(context: &PyContext, keys: Option<&PyEvaluationKeys>) -> PyResult<Self> {
-        let ev = Self::build(&context.shared, keys)?;
+    #[pyo3(signature = (context, keys = None, threads = 1))]
+    fn py_new(
+        context: &PyContext,
+        keys: Option<&PyEvaluationKeys>,
+        threads: i64,
+    ) -> PyResult<Self> {
+        let budget = thread_budget(threads)?;
+        let mut ev = Self::build(&context.shared, keys)?;
+        if budget.get() != 1 {
+            ev.ev = with_threads(&ev.ev, budget);
+        }
         if keys.is_some() {
             context.shared.set_default(ev.ev.clone(), true);
         }
@@ -118,6 +138,25 @@ impl PyEvaluator {
     #[getter]
     fn context(&self) -> PyContext {
         PyContext::from_shared(Arc::clone(&self.shared))
+    }
+
+    /// Thread budget of every heavy operation (1 unless set by ``threads=`` or
+    /// ``with_threads``).
+    #[getter]
+    fn threads(&self) -> usize {
+        budget_of(&self.ev).get()
+    }
+
+    /// The same evaluator (same context and keys, shared) with a budget of ``threads``
+    /// threads (at least 1, else InputError; more than ``heloom.cores()`` gains nothing).
+    /// Results are bit-identical whatever the budget.
+    fn with_threads(&self, threads: i64) -> PyResult<PyEvaluator> {
+        let budget = thread_budget(threads)?;
+        Ok(Self::from_parts(
+            with_threads(&self.ev, budget),
+            Arc::clone(&self.shared),
+            self.keyed,
+        ))
     }
 
     /// ``a + b``: ``b`` a Ciphertext, a Plaintext, a number (int, float, complex) or a 1-D
@@ -438,10 +477,27 @@ impl PyEvaluator {
 
     fn __repr__(&self) -> String {
         format!(
-            "Evaluator(keys={}, word_bits={})",
+            "Evaluator(keys={}, threads={}, word_bits={})",
             if self.keyed { "True" } else { "False" },
+            self.threads(),
             self.ev.word_bits()
         )
+    }
+}
+
+/// `ev` with a thread budget.
+pub(crate) fn with_threads(ev: &EvW, budget: Threads) -> EvW {
+    match ev {
+        crate::words::Words::W32(e) => crate::words::Words::W32(e.with_threads(budget)),
+        crate::words::Words::W64(e) => crate::words::Words::W64(e.with_threads(budget)),
+    }
+}
+
+/// `ev`'s thread budget.
+pub(crate) fn budget_of(ev: &EvW) -> Threads {
+    match ev {
+        crate::words::Words::W32(e) => e.threads(),
+        crate::words::Words::W64(e) => e.threads(),
     }
 }
 

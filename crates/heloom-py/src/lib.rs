@@ -6,10 +6,13 @@
 //! Every heloom object is generic over its word size (`u32` or `u64`); each Python class wraps
 //! a [`words::Words`] enum over both instantiations, so Python sees the word size only as the
 //! `word_bits` parameter. Heavy calls release the GIL. Values go in and out as numpy arrays.
+//! Evaluators carry a thread budget; task graphs and the scheduling simulator of
+//! `heloom-runtime` are exposed by [`graph`].
 
 mod convert;
 mod errors;
 mod evaluator;
+mod graph;
 mod objects;
 mod ops;
 mod params;
@@ -35,6 +38,7 @@ fn _heloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<objects::PyPlaintext>()?;
     m.add_class::<objects::PyCiphertext>()?;
     m.add_class::<evaluator::PyEvaluator>()?;
+    graph::register(m)?;
     errors::register(m)?;
     Ok(())
 }
