@@ -4,6 +4,8 @@
 #   ./run.sh test            every check and test (what CI runs)
 #   ./run.sh bench ntt ...   a benchmark (see `./run.sh bench --help`)
 #   ./run.sh info            the CPU and the backends heloom will use
+#   ./run.sh schedule ...    schedule e^x job streams (see ./run.sh schedule --help)
+#   ./run.sh profile ...     measure this machine's cost profile
 #   ./run.sh python ...      run python (e.g. an example) with the heloom package installed
 # Installs what is missing before it runs: a Rust toolchain >= 1.89 with rustfmt and clippy, and
 # for the Python package a virtual environment in .venv with maturin, numpy, pytest, ruff, mypy
@@ -71,10 +73,14 @@ build_python() {
   VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop --release -q
 }
 
+# HE ops allocate and free multi-megabyte ciphertexts; mimalloc would hand freed pages back
+# to the OS after 10 ms and fault them in again, which slows a job stream by up to 25%.
+export MIMALLOC_PURGE_DELAY="${MIMALLOC_PURGE_DELAY:--1}"
+
 cmd=${1:-demo}
 shift || true
 case "$cmd" in
-  demo | info | bench)
+  demo | info | bench | schedule | profile)
     ensure_rust
     cargo build --release -q -p heloom-cli
     if [ "$cmd" = bench ] && [[ " $* " == *" --vs "* ]]; then
@@ -107,7 +113,7 @@ case "$cmd" in
     echo "all checks passed"
     ;;
   *)
-    echo "usage: ./run.sh demo | test | info | bench ntt|ckks [--json] [--quick] [--vs tenseal] | python FILE" >&2
+    echo "usage: ./run.sh demo | test | info | bench ntt|ckks [--json] [--quick] [--vs tenseal] | schedule ... | profile ... | python FILE" >&2
     exit 2
     ;;
 esac

@@ -71,7 +71,9 @@ pub fn throughput_optimal_busy(model: &dyn CostModel, ks_fraction: f64) -> usize
 
 impl CostModel for crate::profile::Profile {
     fn op_ms(&self, op: OpKind, nq: usize, threads: usize) -> f64 {
-        self.job_factor * crate::profile::Profile::op_ms(self, op, nq, threads)
+        let t = threads.max(1);
+        let per_thread = self.thread_factors.get(t - 1).copied().unwrap_or(1.0);
+        self.job_factor * per_thread * crate::profile::Profile::op_ms(self, op, nq, t)
     }
     fn slowdown(&self, class: ContentionClass, busy: f64) -> f64 {
         crate::profile::Profile::slowdown(self, class, busy)

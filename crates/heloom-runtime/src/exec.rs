@@ -122,10 +122,11 @@ pub fn execute<W: Word>(
         let mut next = 0usize;
         let mut finished = 0usize;
         while finished < n && first_error.is_none() {
-            let busy_start = Instant::now();
-            let now = ms(busy_start);
+            let now = ms(Instant::now());
             while next < n && arrivals[next] <= now {
+                let d0 = Instant::now();
                 let v = sched.release(next, now);
+                sched_time += d0.elapsed();
                 let g = &sched.variants()[v].graph;
                 jobs[next].variant = g.name().to_string();
                 let mut values: Vec<Option<Arc<Ciphertext<W>>>> = vec![None; g.nodes().len()];
@@ -138,7 +139,10 @@ pub fn execute<W: Word>(
                 });
                 next += 1;
             }
-            for d in sched.dispatch(now) {
+            let d0 = Instant::now();
+            let starts = sched.dispatch(now);
+            sched_time += d0.elapsed();
+            for d in starts {
                 let (Some(v), Some(js)) = (sched.job_variant(d.job), state[d.job].as_ref()) else {
                     continue;
                 };
@@ -187,7 +191,6 @@ pub fn execute<W: Word>(
                     first_error = Some(GraphError::Invalid("a lane thread stopped".into()));
                 }
             }
-            sched_time += busy_start.elapsed();
             // Wait for a completion, or until the next arrival.
             let wait = arrivals
                 .get(next)
@@ -204,7 +207,6 @@ pub fn execute<W: Word>(
                     Err(_) => break,
                 },
             };
-            let busy_start = Instant::now();
             let mut pending = vec![msg];
             while let Ok(m) = done_rx.try_recv() {
                 pending.push(m);
@@ -220,7 +222,9 @@ pub fn execute<W: Word>(
                         continue;
                     }
                 };
+                let d0 = Instant::now();
                 let job_done = sched.complete(m.job, m.task, m.threads);
+                sched_time += d0.elapsed();
                 handle(
                     &mut state,
                     &mut results,
@@ -237,7 +241,6 @@ pub fn execute<W: Word>(
                     progress(finished, n);
                 }
             }
-            sched_time += busy_start.elapsed();
         }
         drop(lane_tx);
     });

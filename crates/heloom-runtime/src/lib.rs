@@ -9,8 +9,12 @@
 //!   e^x job and any polynomial of the CKKS evaluator as a graph.
 //! - [`record`]: what a scheduling run records.
 //! - [`metrics`]: latency percentiles, makespan, utilisation and reports of a run.
-//! - [`profile`]: cost profiles (seed 000's Xeon Phi tables, or measured on the host).
+//! - [`profile`]: cost profiles (seed 000's Xeon Phi tables, or measured on the host);
+//!   [`calibrate`]: the host profile checked against real job streams.
+//! - [`policy`], [`scheduler`]: thread policies and the list scheduler; [`load`]: arrivals.
+//! - [`sim`], [`exec`]: the two executors (simulated, real); [`workload`]: the e^x workload.
 
+pub mod calibrate;
 pub mod cost;
 pub mod exec;
 pub mod graph;

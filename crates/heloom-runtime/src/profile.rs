@@ -190,6 +190,10 @@ pub struct Profile {
     /// the host, where the profile is measured the way tasks run. See [`XEON_PHI_JOB_FACTOR`].
     #[serde(default = "one")]
     pub job_factor: f64,
+    /// Further factor per thread budget (entry `t - 1`; 1 where absent): real tasks with `t`
+    /// threads in a loaded job stream against the op tables, from [`crate::calibrate`].
+    #[serde(default)]
+    pub thread_factors: Vec<f64>,
     /// Where each number comes from.
     pub notes: Vec<String>,
 }
@@ -542,6 +546,7 @@ fn xeon_phi() -> Profile {
         contention,
         task_overhead_ms: XEON_PHI_TASK_OVERHEAD_MS,
         job_factor: XEON_PHI_JOB_FACTOR,
+        thread_factors: Vec::new(),
         notes: vec![
             "Seed 000 (Suzuki, Ishimaki, Yamana): SEAL 3.2 CKKS, N = 32768, 60-bit primes, Xeon Phi 7230F, GCC 6.3.1 -O3, OpenMP.".into(),
             "1-thread column of every op: Table 1 (ms, n_q = 2..8).".into(),
@@ -595,6 +600,8 @@ impl Default for MeasureConfig {
 const MIN_SAMPLE_MS: f64 = 20.0;
 /// Shortest contention run per (M, t) point and round.
 const MIN_CONTENTION_MS: f64 = 100.0;
+/// Jobs in each calibration stream ([`crate::calibrate`]).
+const CALIBRATION_JOBS: usize = 12;
 /// Round trips timed for the task overhead.
 const OVERHEAD_TRIPS: usize = 200;
 
@@ -666,7 +673,20 @@ pub fn measure_host(
         )));
     }
     match cfg.word_bits {
-        64 => measure::<u64>(cfg, progress),
+        64 => {
+            let mut p = measure::<u64>(cfg, progress)?;
+            // Real e^x streams need 4 levels (the executor runs 64-bit words).
+            if cfg.levels >= 4 {
+                let params = build_params(cfg, SecurityLevel::Bits128)
+                    .or_else(|_| build_params(cfg, SecurityLevel::None))?;
+                crate::calibrate::calibrate(&mut p, params, CALIBRATION_JOBS, progress)
+                    .map_err(|e| ProfileError::Config(format!("calibration: {e}")))?;
+            } else {
+                p.notes
+                    .push("not calibrated with job streams (fewer than 4 levels)".into());
+            }
+            Ok(p)
+        }
         32 => measure::<u32>(cfg, progress),
         w => Err(ProfileError::Config(format!(
             "word_bits must be 32 or 64, got {w}"
@@ -1099,6 +1119,7 @@ fn measure<W: Word>(
         contention,
         task_overhead_ms,
         job_factor: 1.0,
+        thread_factors: Vec::new(),
         notes,
     })
 }

@@ -66,6 +66,9 @@ pub struct RunRecord {
     pub jobs: Vec<JobRecord>,
     /// Every task, in start order.
     pub tasks: Vec<TaskRecord>,
-    /// Mean CPU time the scheduler itself spent per task (decisions and bookkeeping).
+    /// Mean time the scheduler itself spent per task deciding: releasing jobs (variant
+    /// choice), completion bookkeeping and dispatch decisions (policy calls, ready queue).
+    /// Handing a task to its thread is not included: it shows as the task's dispatch latency
+    /// (`start_ms - dispatch_ms`).
     pub sched_overhead_ms: f64,
 }
