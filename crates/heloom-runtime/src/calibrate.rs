@@ -57,17 +57,22 @@ fn ratio(run: &RunRecord, model: &Profile, w: &ExpWorkload<u64>) -> f64 {
 }
 
 /// Calibrates `profile` (measured at `params`) with one real stream of `jobs` jobs per thread
-/// budget that divides the capacity. Sets `thread_factors` and adds a note; returns them.
+/// budget that divides the capacity, then one stream of `backlog_jobs` single-thread jobs: a
+/// deep backlog, whose extra slowdown becomes `backlog_factors` (1 at a mean backlog of
+/// `jobs / 2`, the measured ratio at `backlog_jobs / 2`). Sets `thread_factors` and
+/// `backlog_factors`, adds a note, and returns the thread factors.
 pub fn calibrate(
     profile: &mut Profile,
     params: CkksParameters,
     jobs: usize,
+    backlog_jobs: usize,
     progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<Vec<f64>, GraphError> {
     let w = ExpWorkload::<u64>::new(params, 4, 11)?;
     let jobs = jobs.max(2);
     let arrivals = vec![0.0; jobs];
     profile.thread_factors.clear();
+    profile.backlog_factors.clear();
     let base = Arc::new(profile.clone());
     let cap = base.capacity.max(1);
     let mut factors = Vec::with_capacity(cap);
@@ -97,6 +102,30 @@ pub fn calibrate(
         "calibrated with real e^x streams ({jobs} jobs at once per thread budget, every core busy): real over predicted task time by budget 1..={cap} = [{}] (thread_factors)",
         shown.join(", ")
     ));
+    if backlog_jobs > jobs {
+        let with_threads = Arc::new(profile.clone());
+        let deep = vec![0.0; backlog_jobs];
+        let mut s = Scheduler::new(
+            Box::new(Uniform(1)),
+            with_threads.as_ref(),
+            w.variants().to_vec(),
+            cap,
+        );
+        let label = format!("calibration stream, backlog of {backlog_jobs} jobs");
+        let run = execute(
+            &mut s,
+            &w,
+            &deep,
+            0.0,
+            (0, backlog_jobs - 1),
+            &mut |d, n| progress(d, n, &label),
+        )?;
+        let r = ratio(&run, &with_threads, &w).max(1.0);
+        profile.backlog_factors = vec![(jobs as f64 / 2.0, 1.0), (backlog_jobs as f64 / 2.0, r)];
+        profile.notes.push(format!(
+            "backlog: a stream of {backlog_jobs} jobs at once runs {r:.3}x slower per task than the {jobs}-job streams (backlog_factors, by mean jobs in the system)"
+        ));
+    }
     Ok(factors)
 }
 
@@ -121,7 +150,7 @@ mod tests {
             ..crate::profile::MeasureConfig::default()
         };
         let mut p = crate::profile::measure_host(&cfg, &mut |_, _, _| {}).expect("profile");
-        let f = calibrate(&mut p, params, 3, &mut |_, _, _| {}).expect("calibration");
+        let f = calibrate(&mut p, params, 3, 6, &mut |_, _, _| {}).expect("calibration");
         assert_eq!(f.len(), 2);
         assert!(f.iter().all(|&x| x > 0.3 && x < 10.0), "{f:?}");
         assert_eq!(p.thread_factors, f);
@@ -132,5 +161,13 @@ mod tests {
         let raw = crate::profile::Profile::op_ms(&p, crate::ops::OpKind::Relin, 8, 2);
         let scaled = m.op_ms(crate::ops::OpKind::Relin, 8, 2);
         assert!((scaled - raw * f[1]).abs() < 1e-9);
+        assert_eq!(p.backlog_factors.len(), 2);
+        assert_eq!(p.backlog_factors[0], (1.5, 1.0));
+        assert!(p.backlog_factors[1].1 >= 1.0);
+        // Interpolated between the points, constant outside.
+        let mid = m.backlog_slowdown(2.25);
+        assert!((mid - (1.0 + p.backlog_factors[1].1) / 2.0).abs() < 1e-9);
+        assert_eq!(m.backlog_slowdown(100.0), p.backlog_factors[1].1);
+        assert_eq!(m.backlog_slowdown(0.0), 1.0);
     }
 }

@@ -11,6 +11,12 @@ pub trait CostModel: Send + Sync {
     fn slowdown(&self, class: ContentionClass, busy: f64) -> f64;
     /// Fixed cost of starting one task (dispatch and wake-up), paid once per task.
     fn task_overhead_ms(&self) -> f64;
+    /// Factor by which every task slows down while `jobs` jobs are in the system: a growing
+    /// backlog means each task's inputs were written long ago by another job's task (cold in
+    /// cache) and the working set grows. 1 unless calibrated.
+    fn backlog_slowdown(&self, _jobs: f64) -> f64 {
+        1.0
+    }
     /// Threads available to HE tasks.
     fn capacity(&self) -> usize;
 }
@@ -80,6 +86,23 @@ impl CostModel for crate::profile::Profile {
     }
     fn task_overhead_ms(&self) -> f64 {
         self.task_overhead_ms
+    }
+    fn backlog_slowdown(&self, jobs: f64) -> f64 {
+        let c = &self.backlog_factors;
+        match (c.first(), c.last()) {
+            (Some(&(j0, f0)), Some(&(j1, f1))) => {
+                if jobs <= j0 {
+                    f0
+                } else if jobs >= j1 {
+                    f1
+                } else {
+                    let i = c.partition_point(|p| p.0 <= jobs).clamp(1, c.len() - 1);
+                    let (a, b) = (c[i - 1], c[i]);
+                    a.1 + (b.1 - a.1) * (jobs - a.0) / (b.0 - a.0)
+                }
+            }
+            _ => 1.0,
+        }
     }
     fn capacity(&self) -> usize {
         self.capacity

@@ -194,6 +194,10 @@ pub struct Profile {
     /// threads in a loaded job stream against the op tables, from [`crate::calibrate`].
     #[serde(default)]
     pub thread_factors: Vec<f64>,
+    /// Slowdown with a backlog: `(jobs in the system, factor)`, increasing in jobs, 1 where
+    /// absent; from [`crate::calibrate`] (a deep backlog leaves every task's inputs cold).
+    #[serde(default)]
+    pub backlog_factors: Vec<(f64, f64)>,
     /// Where each number comes from.
     pub notes: Vec<String>,
 }
@@ -547,6 +551,7 @@ fn xeon_phi() -> Profile {
         task_overhead_ms: XEON_PHI_TASK_OVERHEAD_MS,
         job_factor: XEON_PHI_JOB_FACTOR,
         thread_factors: Vec::new(),
+        backlog_factors: Vec::new(),
         notes: vec![
             "Seed 000 (Suzuki, Ishimaki, Yamana): SEAL 3.2 CKKS, N = 32768, 60-bit primes, Xeon Phi 7230F, GCC 6.3.1 -O3, OpenMP.".into(),
             "1-thread column of every op: Table 1 (ms, n_q = 2..8).".into(),
@@ -601,7 +606,9 @@ const MIN_SAMPLE_MS: f64 = 20.0;
 /// Shortest contention run per (M, t) point and round.
 const MIN_CONTENTION_MS: f64 = 100.0;
 /// Jobs in each calibration stream ([`crate::calibrate`]).
-const CALIBRATION_JOBS: usize = 12;
+const CALIBRATION_JOBS: usize = 24;
+/// Jobs in the deep-backlog calibration stream.
+const CALIBRATION_BACKLOG_JOBS: usize = 96;
 /// Round trips timed for the task overhead.
 const OVERHEAD_TRIPS: usize = 200;
 
@@ -679,8 +686,14 @@ pub fn measure_host(
             if cfg.levels >= 4 {
                 let params = build_params(cfg, SecurityLevel::Bits128)
                     .or_else(|_| build_params(cfg, SecurityLevel::None))?;
-                crate::calibrate::calibrate(&mut p, params, CALIBRATION_JOBS, progress)
-                    .map_err(|e| ProfileError::Config(format!("calibration: {e}")))?;
+                crate::calibrate::calibrate(
+                    &mut p,
+                    params,
+                    CALIBRATION_JOBS,
+                    CALIBRATION_BACKLOG_JOBS,
+                    progress,
+                )
+                .map_err(|e| ProfileError::Config(format!("calibration: {e}")))?;
             } else {
                 p.notes
                     .push("not calibrated with job streams (fewer than 4 levels)".into());
@@ -1120,6 +1133,7 @@ fn measure<W: Word>(
         task_overhead_ms,
         job_factor: 1.0,
         thread_factors: Vec::new(),
+        backlog_factors: Vec::new(),
         notes,
     })
 }

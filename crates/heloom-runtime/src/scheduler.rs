@@ -95,6 +95,11 @@ impl Scheduler {
         self.capacity
     }
 
+    /// Jobs released and not finished.
+    pub fn jobs_in_system(&self) -> usize {
+        self.jobs_in_system
+    }
+
     /// Whether nothing is ready or running.
     pub fn idle(&self) -> bool {
         self.ready.is_empty() && self.running == 0

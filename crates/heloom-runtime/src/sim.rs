@@ -4,7 +4,8 @@
 //! with the machine otherwise idle, plus the start overhead). While `B` threads are busy in
 //! total, it progresses at rate `1 / s(B)`, where `s` is the task's mix of the profile's
 //! contention curves (seed 000, Tables 4-5); rates are recomputed at every event, so a task
-//! slows down when others start and speeds up when they finish.
+//! slows down when others start and speeds up when they finish. A calibrated profile also slows
+//! every task while a backlog of jobs is in the system ([`CostModel::backlog_slowdown`]).
 
 use crate::cost::{CostModel, SplitCost};
 use crate::record::{JobRecord, RunRecord, TaskRecord};
@@ -54,7 +55,8 @@ pub fn simulate(
     while finished < n {
         // Rates at the current load.
         let busy: usize = running.iter().map(|r| r.threads).sum();
-        let rate = |r: &Running| 1.0 / r.split.slowdown(model, busy as f64).max(1e-9);
+        let backlog = model.backlog_slowdown(sched.jobs_in_system() as f64);
+        let rate = |r: &Running| 1.0 / (backlog * r.split.slowdown(model, busy as f64)).max(1e-9);
         let next_done = running
             .iter()
             .map(|r| r.remaining / rate(r))
@@ -65,7 +67,7 @@ pub fn simulate(
             break; // nothing can happen: the scheduler refuses to start anything
         }
         for r in running.iter_mut() {
-            let k = 1.0 / r.split.slowdown(model, busy as f64).max(1e-9);
+            let k = 1.0 / (backlog * r.split.slowdown(model, busy as f64)).max(1e-9);
             r.remaining -= dt * k;
         }
         now += dt;
