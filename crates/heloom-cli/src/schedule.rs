@@ -312,6 +312,7 @@ pub fn target_checks(
     min_latency_ms: f64,
 ) -> serde_json::Value {
     let mut shortest = true;
+    let mut shortest_or_tied = true;
     let mut margin_ok = true;
     let mut p99_ok = true;
     let mut details = Vec::new();
@@ -351,6 +352,9 @@ pub fn target_checks(
         });
         let bound = span + min_latency_ms;
         shortest &= h.makespan_ms <= best_other;
+        // A real run's makespan carries about a millisecond of timing noise; where every policy
+        // sits on the lower bound, within 0.05% of the best is a tie.
+        shortest_or_tied &= h.makespan_ms <= best_other * 1.0005;
         if g <= strict_gap {
             margin_ok &= gain >= 0.10;
             p99_ok &= h.p99_ms < best_p99;
@@ -371,6 +375,7 @@ pub fn target_checks(
     }
     serde_json::json!({
         "heloom_shortest_makespan_every_gap": shortest,
+        "heloom_shortest_or_tied_within_0_05pct_every_gap": shortest_or_tied,
         "heloom_10pct_below_best_fixed_at_small_gaps": margin_ok,
         "heloom_lowest_p99": p99_ok,
         "strict_gap_ms": strict_gap,
@@ -583,8 +588,9 @@ pub fn report(
             }
         }
         text.push_str(&format!(
-            "  shortest makespan at every gap: {}; lowest p99: {}; >= 10% below the best fixed policy at gaps <= {strict}: {}\n",
+            "  shortest makespan at every gap: {} (within 0.05%: {}); lowest p99: {}; >= 10% below the best fixed policy at gaps <= {strict}: {}\n",
             checks["heloom_shortest_makespan_every_gap"],
+            checks["heloom_shortest_or_tied_within_0_05pct_every_gap"],
             checks["heloom_lowest_p99"],
             checks["heloom_10pct_below_best_fixed_at_small_gaps"],
         ));
