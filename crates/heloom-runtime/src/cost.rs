@@ -9,6 +9,11 @@ pub trait CostModel: Send + Sync {
     fn op_ms(&self, op: OpKind, nq: usize, threads: usize) -> f64;
     /// Factor by which ops of `class` slow down while `busy` threads compute in total.
     fn slowdown(&self, class: ContentionClass, busy: f64) -> f64;
+    /// [`Self::slowdown`] for an op on `threads` threads (a profile may know that wider ops
+    /// suffer less at the same busy count); the same by default.
+    fn slowdown_for(&self, class: ContentionClass, busy: f64, _threads: usize) -> f64 {
+        self.slowdown(class, busy)
+    }
     /// Fixed cost of starting one task (dispatch and wake-up), paid once per task.
     fn task_overhead_ms(&self) -> f64;
     /// Factor by which every task slows down while `jobs` jobs are in the system: a growing
@@ -42,6 +47,17 @@ impl SplitCost {
             ContentionClass::KeySwitch => self.keyswitch_ms += ms,
             ContentionClass::Other => self.other_ms += ms,
         }
+    }
+
+    /// Mean slowdown of this mix, run on `threads` threads, while `busy` threads compute.
+    pub fn slowdown_for(&self, model: &dyn CostModel, busy: f64, threads: usize) -> f64 {
+        let t = self.total();
+        if t <= 0.0 {
+            return 1.0;
+        }
+        (self.keyswitch_ms * model.slowdown_for(ContentionClass::KeySwitch, busy, threads)
+            + self.other_ms * model.slowdown_for(ContentionClass::Other, busy, threads))
+            / t
     }
 
     /// Mean slowdown of this mix while `busy` threads compute.
@@ -83,6 +99,9 @@ impl CostModel for crate::profile::Profile {
     }
     fn slowdown(&self, class: ContentionClass, busy: f64) -> f64 {
         crate::profile::Profile::slowdown(self, class, busy)
+    }
+    fn slowdown_for(&self, class: ContentionClass, busy: f64, threads: usize) -> f64 {
+        crate::profile::Profile::slowdown_for(self, class, busy, threads)
     }
     fn task_overhead_ms(&self) -> f64 {
         self.task_overhead_ms

@@ -198,6 +198,12 @@ pub struct Profile {
     /// absent; from [`crate::calibrate`] (a deep backlog leaves every task's inputs cold).
     #[serde(default)]
     pub backlog_factors: Vec<(f64, f64)>,
+    /// The contention curves per thread budget, where the source has them (the Xeon Phi's
+    /// Tables 4-5: one row per `t` in 1, 2, 4, 8): `(t, curve)` rows, increasing in `t`. At the
+    /// same busy count, ops on more threads each slow down less there (at 128 busy threads a
+    /// relinearization is 3.13x slower on 1 thread each, 2.57x on 8). Empty: the merged curve.
+    #[serde(default)]
+    pub contention_by_threads: BTreeMap<ContentionClass, Vec<(usize, Vec<(f64, f64)>)>>,
     /// Where each number comes from.
     pub notes: Vec<String>,
 }
@@ -292,9 +298,42 @@ impl Profile {
     /// curve's first point (and for a class without a curve), extrapolated linearly from the
     /// last two points beyond the last (a one-point curve is a step to its factor).
     pub fn slowdown(&self, class: ContentionClass, busy: f64) -> f64 {
-        let Some(curve) = self.contention.get(&class) else {
-            return 1.0;
+        match self.contention.get(&class) {
+            Some(curve) => curve_at(curve, busy),
+            None => 1.0,
+        }
+    }
+
+    /// [`Self::slowdown`] for an op running on `threads` threads: interpolated (in log2 t)
+    /// between the per-budget rows of `contention_by_threads` when the profile has them,
+    /// clamped to the first and last row; the merged curve otherwise.
+    pub fn slowdown_for(&self, class: ContentionClass, busy: f64, threads: usize) -> f64 {
+        let Some(rows) = self
+            .contention_by_threads
+            .get(&class)
+            .filter(|r| !r.is_empty())
+        else {
+            return self.slowdown(class, busy);
         };
+        let t = threads.max(1);
+        let i = rows.partition_point(|r| r.0 <= t);
+        if i == 0 {
+            return curve_at(&rows[0].1, busy);
+        }
+        if i == rows.len() || rows[i - 1].0 == t {
+            return curve_at(&rows[i - 1].1, busy);
+        }
+        let (lo, hi) = (&rows[i - 1], &rows[i]);
+        let f = ((t as f64).log2() - (lo.0 as f64).log2())
+            / ((hi.0 as f64).log2() - (lo.0 as f64).log2());
+        let (a, b) = (curve_at(&lo.1, busy), curve_at(&hi.1, busy));
+        a + f * (b - a)
+    }
+}
+
+/// A contention curve at `busy` (see [`Profile::slowdown`]).
+fn curve_at(curve: &[(f64, f64)], busy: f64) -> f64 {
+    {
         match curve.len() {
             0 => return 1.0,
             1 => return if busy <= curve[0].0 { 1.0 } else { curve[0].1 },
@@ -313,7 +352,9 @@ impl Profile {
         }
         s0 + (busy - b0) * (s1 - s0) / (b1 - b0)
     }
+}
 
+impl Profile {
     /// A built-in profile by name (see [`Profile::builtin_names`]).
     pub fn builtin(name: &str) -> Option<Profile> {
         match name {
@@ -529,6 +570,17 @@ fn xeon_phi() -> Profile {
         };
         ops.insert(op, table);
     }
+    let mut by_threads = BTreeMap::new();
+    for (class, table) in [
+        (ContentionClass::KeySwitch, &PHI_TABLE4),
+        (ContentionClass::Other, &PHI_TABLE5),
+    ] {
+        let rows: Vec<(usize, Vec<(f64, f64)>)> = phi_rows(table)
+            .into_iter()
+            .map(|(t, pts)| (t, merge_contention(&[(t, pts)])))
+            .collect();
+        by_threads.insert(class, rows);
+    }
     let mut contention = BTreeMap::new();
     contention.insert(
         ContentionClass::KeySwitch,
@@ -552,6 +604,7 @@ fn xeon_phi() -> Profile {
         job_factor: XEON_PHI_JOB_FACTOR,
         thread_factors: Vec::new(),
         backlog_factors: Vec::new(),
+        contention_by_threads: by_threads,
         notes: vec![
             "Seed 000 (Suzuki, Ishimaki, Yamana): SEAL 3.2 CKKS, N = 32768, 60-bit primes, Xeon Phi 7230F, GCC 6.3.1 -O3, OpenMP.".into(),
             "1-thread column of every op: Table 1 (ms, n_q = 2..8).".into(),
@@ -1134,6 +1187,7 @@ fn measure<W: Word>(
         job_factor: 1.0,
         thread_factors: Vec::new(),
         backlog_factors: Vec::new(),
+        contention_by_threads: BTreeMap::new(),
         notes,
     })
 }

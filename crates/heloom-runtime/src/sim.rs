@@ -56,7 +56,9 @@ pub fn simulate(
         // Rates at the current load.
         let busy: usize = running.iter().map(|r| r.threads).sum();
         let backlog = model.backlog_slowdown(sched.jobs_in_system() as f64);
-        let rate = |r: &Running| 1.0 / (backlog * r.split.slowdown(model, busy as f64)).max(1e-9);
+        let rate = |r: &Running| {
+            1.0 / (backlog * r.split.slowdown_for(model, busy as f64, r.threads)).max(1e-9)
+        };
         let next_done = running
             .iter()
             .map(|r| r.remaining / rate(r))
@@ -67,7 +69,7 @@ pub fn simulate(
             break; // nothing can happen: the scheduler refuses to start anything
         }
         for r in running.iter_mut() {
-            let k = 1.0 / (backlog * r.split.slowdown(model, busy as f64)).max(1e-9);
+            let k = 1.0 / (backlog * r.split.slowdown_for(model, busy as f64, r.threads)).max(1e-9);
             r.remaining -= dt * k;
         }
         now += dt;
