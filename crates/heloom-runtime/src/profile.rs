@@ -163,6 +163,9 @@ impl OpTable {
     }
 }
 
+/// A contention curve: `(busy threads, latency factor)` points, increasing in busy threads.
+pub type Curve = Vec<(f64, f64)>;
+
 /// A cost model of one machine for the scheduler and the simulator.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
@@ -203,7 +206,7 @@ pub struct Profile {
     /// same busy count, ops on more threads each slow down less there (at 128 busy threads a
     /// relinearization is 3.13x slower on 1 thread each, 2.57x on 8). Empty: the merged curve.
     #[serde(default)]
-    pub contention_by_threads: BTreeMap<ContentionClass, Vec<(usize, Vec<(f64, f64)>)>>,
+    pub contention_by_threads: BTreeMap<ContentionClass, Vec<(usize, Curve)>>,
     /// Where each number comes from.
     pub notes: Vec<String>,
 }
@@ -575,7 +578,7 @@ fn xeon_phi() -> Profile {
         (ContentionClass::KeySwitch, &PHI_TABLE4),
         (ContentionClass::Other, &PHI_TABLE5),
     ] {
-        let rows: Vec<(usize, Vec<(f64, f64)>)> = phi_rows(table)
+        let rows: Vec<(usize, Curve)> = phi_rows(table)
             .into_iter()
             .map(|(t, pts)| (t, merge_contention(&[(t, pts)])))
             .collect();
