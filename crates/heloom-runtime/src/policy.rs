@@ -233,9 +233,12 @@ impl Policy for PaperDynamic {
 /// - **A throughput ceiling**: the busy-thread count is capped at `B*`, the count that
 ///   maximises `B / slowdown(B)` on the profile's contention curves (Tables 4-5: about 64 of
 ///   the Xeon Phi's threads; all cores on a machine without that contention).
-/// - **Threads from the queue**: the free threads are shared among the ready tasks; the head
-///   gets its share, at most its latency-best count, snapped down to the count that is
-///   fastest per thread spent (the divisors of `n_q` of the paper's Table 2).
+/// - **Threads from the queue**: when the arrival rate leaves room (estimated utilisation at
+///   most 55%) and the free threads cover this task at its latency-best count plus every other
+///   ready task's nominal need, the task gets its latency-best count. Otherwise it gets, within
+///   its work-weighted share of the free threads, the count with the least time x threads
+///   unless a larger one is 10% faster for at most 15% more thread-time (which lands on the
+///   divisors of `n_q` of the paper's Table 2).
 /// - **Graph variant from the load**: an arriving job gets the variant with the shortest
 ///   estimated completion when the machine has room (critical path), and the one with the
 ///   least work when the backlog or the arrival rate would otherwise build a queue.
