@@ -249,9 +249,10 @@ class Context:
     ) -> npt.NDArray[np.complex128] | npt.NDArray[np.float64]:
         """Decodes a Plaintext: a numpy array of ``plaintext.slots`` values, complex128, or
         float64 with ``real=True``."""
-    def evaluator(self, keys: EvaluationKeys | None = None) -> Evaluator:
+    def evaluator(self, keys: EvaluationKeys | None = None, threads: int = 1) -> Evaluator:
         """An Evaluator with ``keys`` (the key set's ``evaluation_keys``), or without keys (no
-        relinearization or rotations) when None. It becomes the evaluator the ciphertext
+        relinearization or rotations) when None, running every heavy op on at most ``threads``
+        threads (at least 1, else InputError). It becomes the evaluator the ciphertext
         operators use for ciphertexts no evaluator has produced."""
 
 @final

@@ -61,7 +61,13 @@ def test_thread_budgets(g64: Setup) -> None:
     assert ev2.threads == 2  # with_threads returns a new evaluator
     assert ev2.has_keys
     assert "threads=2" in repr(ev2)
+    ev4 = g64.ctx.evaluator(g64.keys.evaluation_keys, threads=4)
+    assert ev4.threads == 4
+    assert ev4.has_keys
+    assert g64.ctx.evaluator(g64.keys.evaluation_keys).threads == 1
     for bad in (0, -1):
+        with pytest.raises(heloom.InputError, match="threads must be at least 1"):
+            g64.ctx.evaluator(g64.keys.evaluation_keys, threads=bad)
         with pytest.raises(heloom.InputError, match="threads must be at least 1"):
             heloom.Evaluator(g64.ctx, g64.keys.evaluation_keys, threads=bad)
         with pytest.raises(ValueError, match="threads must be at least 1"):

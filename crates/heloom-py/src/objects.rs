@@ -308,11 +308,16 @@ impl PyContext {
     }
 
     /// An Evaluator with ``keys`` (the key set's ``evaluation_keys``), or without keys (no
-    /// relinearization or rotations) when None. It becomes the evaluator the ciphertext
+    /// relinearization or rotations) when None, running every heavy op on at most ``threads``
+    /// threads (at least 1, else InputError). It becomes the evaluator the ciphertext
     /// operators use for ciphertexts no evaluator has produced.
-    #[pyo3(signature = (keys = None))]
-    fn evaluator(&self, keys: Option<&PyEvaluationKeys>) -> PyResult<PyEvaluator> {
-        let ev = PyEvaluator::build(&self.shared, keys)?;
+    #[pyo3(signature = (keys = None, threads = 1))]
+    fn evaluator(&self, keys: Option<&PyEvaluationKeys>, threads: i64) -> PyResult<PyEvaluator> {
+        let budget = crate::evaluator::thread_budget(threads)?;
+        let mut ev = PyEvaluator::build(&self.shared, keys)?;
+        if budget.get() != 1 {
+            ev.ev = crate::evaluator::with_threads(&ev.ev, budget);
+        }
         if keys.is_some() {
             self.shared.set_default(ev.ev.clone(), true);
         }
