@@ -38,8 +38,10 @@ struct Done<W: Word> {
     out: Result<Ciphertext<W>, GraphError>,
 }
 
-/// Per-job values while the job runs: task outputs still needed by a later task.
+/// Per-job values while the job runs: its graph and the task outputs a later task still
+/// needs.
 struct JobValues<W: Word> {
+    graph: Arc<TaskGraph>,
     values: Vec<Option<Arc<Ciphertext<W>>>>,
     uses_left: Vec<usize>,
 }
@@ -134,6 +136,7 @@ pub fn execute<W: Word>(
                     values[input] = Some(Arc::clone(workload.input(next)));
                 }
                 state[next] = Some(JobValues {
+                    graph: Arc::clone(g),
                     values,
                     uses_left: g.tasks().iter().map(|t| t.succs.len()).collect(),
                 });
@@ -225,16 +228,7 @@ pub fn execute<W: Word>(
                 let d0 = Instant::now();
                 let job_done = sched.complete(m.job, m.task, m.threads);
                 sched_time += d0.elapsed();
-                handle(
-                    &mut state,
-                    &mut results,
-                    sched,
-                    &jobs,
-                    m.job,
-                    m.task,
-                    out,
-                    job_done,
-                );
+                handle(&mut state, &mut results, m.job, m.task, out, job_done);
                 if job_done {
                     jobs[m.job].finish_ms = ms(m.end);
                     finished += 1;
@@ -267,26 +261,16 @@ pub fn execute<W: Word>(
     })
 }
 
-/// Stores a finished task's output where later tasks (or the result list) need it.
-#[allow(clippy::too_many_arguments)]
+/// Stores a finished task's output where later tasks (or the result list) need it, and drops
+/// the outputs no task will read again.
 fn handle<W: Word>(
     state: &mut [Option<JobValues<W>>],
     results: &mut [Option<Ciphertext<W>>],
-    sched: &Scheduler,
-    jobs: &[JobRecord],
     job: usize,
     task: usize,
     out: Ciphertext<W>,
     job_done: bool,
 ) {
-    let Some(graph) = sched
-        .variants()
-        .iter()
-        .find(|v| v.graph.name() == jobs[job].variant)
-        .map(|v| Arc::clone(&v.graph))
-    else {
-        return;
-    };
     if job_done {
         results[job] = Some(out);
         state[job] = None;
@@ -295,6 +279,7 @@ fn handle<W: Word>(
     let Some(js) = state[job].as_mut() else {
         return;
     };
+    let graph = Arc::clone(&js.graph);
     let t = &graph.tasks()[task];
     js.values[t.output] = Some(Arc::new(out));
     for &d in &t.deps {

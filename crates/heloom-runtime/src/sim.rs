@@ -56,20 +56,23 @@ pub fn simulate(
         // Rates at the current load.
         let busy: usize = running.iter().map(|r| r.threads).sum();
         let backlog = model.backlog_slowdown(sched.jobs_in_system() as f64);
-        let rate = |r: &Running| {
-            1.0 / (backlog * r.split.slowdown_for(model, busy as f64, r.threads)).max(1e-9)
-        };
+        let rates: Vec<f64> = running
+            .iter()
+            .map(|r| {
+                1.0 / (backlog * r.split.slowdown_for(model, busy as f64, r.threads)).max(1e-9)
+            })
+            .collect();
         let next_done = running
             .iter()
-            .map(|r| r.remaining / rate(r))
+            .zip(&rates)
+            .map(|(r, k)| r.remaining / k)
             .fold(f64::INFINITY, f64::min);
         let next_arrival = arrivals.get(next).map_or(f64::INFINITY, |&a| a - now);
         let dt = next_done.min(next_arrival).max(0.0);
         if !dt.is_finite() {
             break; // nothing can happen: the scheduler refuses to start anything
         }
-        for r in running.iter_mut() {
-            let k = 1.0 / (backlog * r.split.slowdown_for(model, busy as f64, r.threads)).max(1e-9);
+        for (r, k) in running.iter_mut().zip(&rates) {
             r.remaining -= dt * k;
         }
         now += dt;
