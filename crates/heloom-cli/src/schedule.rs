@@ -3,7 +3,7 @@
 
 use crate::schedule_plot::{compare_plot, latency_plot, utilisation_plot};
 use anyhow::{bail, Context, Result};
-use heloom_runtime::cost::CostModel;
+use heloom_runtime::cost::{effective_threads, CostModel};
 use heloom_runtime::exec::execute;
 use heloom_runtime::load::{default_window, poisson_arrivals};
 use heloom_runtime::metrics::{compare_json, jobs_csv, summarize, summary_csv, summary_table};
@@ -114,11 +114,7 @@ fn graphs(log_n: u32) -> Result<Vec<Arc<TaskGraph>>> {
 /// Effective throughput at full occupancy in single-thread equivalents: capacity over the
 /// slowdown there, for the paper graph's work mix.
 fn effective_capacity(model: &dyn CostModel, v: &Variant) -> f64 {
-    let c = model.capacity() as f64;
-    let ks = v.keyswitch_fraction;
-    let s = ks * model.slowdown(heloom_runtime::ContentionClass::KeySwitch, c)
-        + (1.0 - ks) * model.slowdown(heloom_runtime::ContentionClass::Other, c);
-    c / s.max(1e-9)
+    effective_threads(model, v.keyswitch_fraction, model.capacity())
 }
 
 /// The paper's gaps moved to `model`'s machine at the same load: a gap `D` offers the Xeon

@@ -72,6 +72,15 @@ impl SplitCost {
     }
 }
 
+/// Throughput with `busy` threads computing, in single-thread equivalents: `busy` over the
+/// slowdown there of a work mix with key-switching fraction `ks_fraction`.
+pub fn effective_threads(model: &dyn CostModel, ks_fraction: f64, busy: usize) -> f64 {
+    let b = busy as f64;
+    let s = ks_fraction * model.slowdown(ContentionClass::KeySwitch, b)
+        + (1.0 - ks_fraction) * model.slowdown(ContentionClass::Other, b);
+    b / s.max(1e-9)
+}
+
 /// Busy-thread count (at most the capacity) that maximises throughput for a work mix with
 /// key-switching fraction `ks_fraction`: `argmax_B B / slowdown(B)`. Seed 000's Tables 4-5 put
 /// it near 64 of the Xeon Phi's 256 hardware threads for relinearization; on a machine without
@@ -80,9 +89,7 @@ pub fn throughput_optimal_busy(model: &dyn CostModel, ks_fraction: f64) -> usize
     let cap = model.capacity().max(1);
     let mut best = (cap, 0.0);
     for b in 1..=cap {
-        let s = ks_fraction * model.slowdown(ContentionClass::KeySwitch, b as f64)
-            + (1.0 - ks_fraction) * model.slowdown(ContentionClass::Other, b as f64);
-        let x = b as f64 / s.max(1e-9);
+        let x = effective_threads(model, ks_fraction, b);
         // Prefer fewer threads unless more buys at least 0.5% throughput.
         if x > best.1 * 1.005 {
             best = (b, x);

@@ -58,18 +58,7 @@ pub fn execute<W: Word>(
 ) -> Result<RunRecord, GraphError> {
     let n = arrivals.len();
     let lanes = sched.capacity();
-    let mut jobs: Vec<JobRecord> = arrivals
-        .iter()
-        .enumerate()
-        .map(|(id, &a)| JobRecord {
-            id,
-            arrival_ms: a,
-            start_ms: f64::NAN,
-            finish_ms: f64::NAN,
-            variant: String::new(),
-            correct: None,
-        })
-        .collect();
+    let mut jobs = JobRecord::pending(arrivals);
     let mut tasks: Vec<TaskRecord> = Vec::new();
     let mut results: Vec<Option<Ciphertext<W>>> = (0..n).map(|_| None).collect();
     let mut state: Vec<Option<JobValues<W>>> = (0..n).map(|_| None).collect();

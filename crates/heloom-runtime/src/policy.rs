@@ -5,7 +5,7 @@
 //! (`ceil(n_q/2)`), `fixed-full` (`n_q`) and `paper-dynamic` (its four conditions). Additions
 //! always get one thread, as in the paper. `heloom` is ours; see [`HeloomPolicy`].
 
-use crate::cost::{throughput_optimal_busy, CostModel, SplitCost};
+use crate::cost::{effective_threads, throughput_optimal_busy, CostModel, SplitCost};
 use crate::graph::{TaskGraph, TaskKind};
 use std::sync::Arc;
 
@@ -272,10 +272,7 @@ impl HeloomPolicy {
     /// Effective parallel capacity at the ceiling, in single-thread equivalents.
     fn effective_capacity(&mut self, ks_fraction: f64) -> f64 {
         let b = self.ceiling(ks_fraction);
-        let m = self.model.as_ref();
-        let s = ks_fraction * m.slowdown(crate::ops::ContentionClass::KeySwitch, b as f64)
-            + (1.0 - ks_fraction) * m.slowdown(crate::ops::ContentionClass::Other, b as f64);
-        b as f64 / s.max(1e-9)
+        effective_threads(self.model.as_ref(), ks_fraction, b)
     }
 }
 

@@ -22,6 +22,23 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
+    /// Records for jobs arriving at `arrivals` (ms), not yet started: ids in arrival order,
+    /// times to be filled in by an executor.
+    pub fn pending(arrivals: &[f64]) -> Vec<JobRecord> {
+        arrivals
+            .iter()
+            .enumerate()
+            .map(|(id, &a)| JobRecord {
+                id,
+                arrival_ms: a,
+                start_ms: f64::NAN,
+                finish_ms: f64::NAN,
+                variant: String::new(),
+                correct: None,
+            })
+            .collect()
+    }
+
     /// Latency: arrival to finish.
     pub fn latency_ms(&self) -> f64 {
         self.finish_ms - self.arrival_ms

@@ -32,18 +32,7 @@ pub fn simulate(
     progress: &mut dyn FnMut(usize, usize),
 ) -> RunRecord {
     let n = arrivals.len();
-    let mut jobs: Vec<JobRecord> = arrivals
-        .iter()
-        .enumerate()
-        .map(|(id, &a)| JobRecord {
-            id,
-            arrival_ms: a,
-            start_ms: f64::NAN,
-            finish_ms: f64::NAN,
-            variant: String::new(),
-            correct: None,
-        })
-        .collect();
+    let mut jobs = JobRecord::pending(arrivals);
     let mut tasks: Vec<TaskRecord> = Vec::new();
     let mut running: Vec<Running> = Vec::new();
     let mut next = 0usize;
