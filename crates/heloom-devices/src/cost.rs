@@ -1,0 +1,4 @@
+//! (in progress)
+/// Cost curves per device.
+#[derive(Default)]
+pub struct CostBook;
