@@ -3,13 +3,15 @@
 //! Every balancer hands each item to exactly one worker; [`Balancer::run`] checks that after the run and refuses
 //! the results otherwise. Outputs come back in item order whatever the order of completion.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::cost::CostBook;
-use crate::device::{Device, Workload};
-use crate::error::Result;
+use crate::cost::{CostBook, CostCurve};
+use crate::device::{Device, Worker, Workload};
+use crate::error::{DeviceError, Result};
 
 /// A way of sharing one queue of items among devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -57,6 +59,51 @@ pub struct Outcome<O> {
     pub report: RunReport,
 }
 
+impl Method {
+    /// Name as printed in tables and JSON; `Single` takes the device's name.
+    pub fn name(&self, device_names: &[String]) -> String {
+        match self {
+            Method::Single(d) => device_names
+                .get(*d)
+                .cloned()
+                .unwrap_or_else(|| format!("device {d}")),
+            Method::RoundRobin => "round-robin".into(),
+            Method::Polling => "polling".into(),
+            Method::Pull => "pull".into(),
+            Method::Heloom => "heloom".into(),
+        }
+    }
+
+    /// Parses `round-robin`, `polling`, `pull` or `heloom`.
+    pub fn parse(s: &str) -> Result<Method> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "round-robin" | "roundrobin" | "rr" => Ok(Method::RoundRobin),
+            "polling" => Ok(Method::Polling),
+            "pull" => Ok(Method::Pull),
+            "heloom" => Ok(Method::Heloom),
+            other => Err(DeviceError::InvalidParameter(format!(
+                "unknown balancer `{other}`; choose round-robin, polling, pull or heloom"
+            ))),
+        }
+    }
+
+    /// The combined methods, in table order.
+    pub const COMBINED: [Method; 4] = [
+        Method::RoundRobin,
+        Method::Polling,
+        Method::Pull,
+        Method::Heloom,
+    ];
+}
+
+/// Smallest chunk heloom claims, in predicted time: keeps claims (one shared cache line) a small part of the work.
+const GRAIN_MIN_NS: f64 = 20_000.0;
+/// Largest chunk, so a device slowed by outside load is noticed within a few milliseconds.
+const GRAIN_MAX_NS: f64 = 2_000_000.0;
+/// Polling slot states.
+const SLOT_EMPTY: usize = 0;
+const SLOT_STOP: usize = usize::MAX;
+
 /// A balancer with its learned state (heloom's cost curves persist across runs).
 pub struct Balancer {
     method: Method,
@@ -64,10 +111,58 @@ pub struct Balancer {
     pin: bool,
 }
 
+struct Shared {
+    go: AtomicBool,
+    ready: AtomicUsize,
+    abort: AtomicBool,
+    t0: OnceLock<Instant>,
+    next: AtomicUsize,
+    range: AtomicU64,
+    claims: AtomicU64,
+    slots: Vec<AtomicUsize>,
+    threads: Vec<OnceLock<std::thread::Thread>>,
+    busy_until: Vec<AtomicU64>,
+    alive: Vec<AtomicBool>,
+    active: AtomicUsize,
+    curves: Vec<Mutex<CostCurve>>,
+}
+
+struct WorkerOut<O> {
+    outputs: Vec<(u32, O)>,
+    finish_ns: u64,
+    busy_ns: u64,
+}
+
+/// Static facts about the run every worker reads.
+struct Plan<'a, W: Workload> {
+    work: &'a W,
+    method: Method,
+    n: usize,
+    /// Device of each worker.
+    device_of: Vec<usize>,
+    /// Round robin: the items of each worker.
+    lists: Vec<Vec<u32>>,
+    /// heloom: items sorted by weight, and prefix sums of their weights.
+    order: Vec<u32>,
+    prefix: Vec<u64>,
+}
+
+fn pack(lo: usize, hi: usize) -> u64 {
+    ((lo as u64) << 32) | hi as u64
+}
+
+fn unpack(v: u64) -> (usize, usize) {
+    ((v >> 32) as usize, (v & 0xffff_ffff) as usize)
+}
+
 impl Balancer {
     /// A balancer using `method`.
     pub fn new(method: Method) -> Self {
-        Balancer { method, book: CostBook::default(), pin: true }
+        Balancer {
+            method,
+            book: CostBook::default(),
+            pin: true,
+        }
     }
 
     /// Whether workers are pinned to cores when there are no more workers than cores (default: yes).
@@ -81,9 +176,534 @@ impl Balancer {
         self.method
     }
 
-    /// Runs `work` over `devices`; outputs in item order.
-    pub fn run<W: Workload>(&mut self, devices: &[&dyn Device<W>], work: &W) -> Result<Outcome<W::Output>> {
-        let _ = (devices, work, &mut self.book, Duration::ZERO);
-        unimplemented!("in progress")
+    /// The cost curves learned so far.
+    pub fn book(&self) -> &CostBook {
+        &self.book
     }
+
+    /// Runs `work` over `devices`; outputs come back in item order, each item processed exactly once.
+    pub fn run<W: Workload>(
+        &mut self,
+        devices: &[&dyn Device<W>],
+        work: &W,
+    ) -> Result<Outcome<W::Output>> {
+        let n = work.len();
+        let names: Vec<String> = devices.iter().map(|d| d.info().name.clone()).collect();
+        let method_name = self.method.name(&names);
+        if devices.is_empty() {
+            return Err(DeviceError::InvalidParameter("no devices to run on".into()));
+        }
+        if n >= u32::MAX as usize {
+            return Err(DeviceError::InvalidParameter(format!(
+                "{n} items; at most {} per run",
+                u32::MAX - 1
+            )));
+        }
+        if let Method::Single(d) = self.method {
+            if d >= devices.len() {
+                return Err(DeviceError::InvalidParameter(format!(
+                    "device {d} of {}",
+                    devices.len()
+                )));
+            }
+        }
+        let mut workers: Vec<(usize, Box<dyn Worker<W::Output> + '_>)> = Vec::new();
+        for (d, dev) in devices.iter().enumerate() {
+            if matches!(self.method, Method::Single(s) if s != d) {
+                continue;
+            }
+            for w in dev.open(work)? {
+                workers.push((d, w));
+            }
+        }
+        if workers.is_empty() {
+            return Err(DeviceError::InvalidParameter(
+                "the devices opened no workers".into(),
+            ));
+        }
+        let plan = self.plan(work, &workers, devices.len());
+        let nw = workers.len();
+        let shared = Shared {
+            go: AtomicBool::new(false),
+            ready: AtomicUsize::new(0),
+            abort: AtomicBool::new(false),
+            t0: OnceLock::new(),
+            next: AtomicUsize::new(0),
+            range: AtomicU64::new(pack(0, n)),
+            claims: AtomicU64::new(0),
+            slots: (0..nw).map(|_| AtomicUsize::new(SLOT_EMPTY)).collect(),
+            threads: (0..nw).map(|_| OnceLock::new()).collect(),
+            busy_until: (0..nw).map(|_| AtomicU64::new(0)).collect(),
+            alive: (0..nw).map(|_| AtomicBool::new(true)).collect(),
+            active: AtomicUsize::new(nw),
+            curves: names
+                .iter()
+                .map(|name| Mutex::new(self.book.curve(name)))
+                .collect(),
+        };
+        let cores = heloom_pool::cores();
+        let core_ids = core_affinity::get_core_ids().unwrap_or_default();
+        let pin = self.pin && nw <= cores && core_ids.len() >= nw;
+        let results: Vec<std::thread::Result<Result<WorkerOut<W::Output>>>> =
+            std::thread::scope(|s| {
+                let handles: Vec<_> = workers
+                    .into_iter()
+                    .enumerate()
+                    .map(|(wi, (_, worker))| {
+                        let core = if pin { core_ids.get(wi).copied() } else { None };
+                        let (shared, plan) = (&shared, &plan);
+                        s.spawn(move || {
+                            if let Some(c) = core {
+                                core_affinity::set_for_current(c);
+                            }
+                            let out = worker_main(wi, worker, shared, plan);
+                            if out.is_err() {
+                                shared.abort.store(true, Ordering::Release);
+                            }
+                            out
+                        })
+                    })
+                    .collect();
+                let dispatcher =
+                    (self.method == Method::Polling).then(|| s.spawn(|| dispatch(&shared, n)));
+                while shared.ready.load(Ordering::Acquire) < nw {
+                    std::thread::yield_now();
+                }
+                let _ = shared.t0.set(Instant::now());
+                shared.go.store(true, Ordering::Release);
+                let r = handles.into_iter().map(|h| h.join()).collect();
+                if let Some(d) = dispatcher {
+                    let _ = d.join();
+                }
+                r
+            });
+        // Collect, refusing anything but exactly-once delivery.
+        let mut slots: Vec<Option<W::Output>> = (0..n).map(|_| None).collect();
+        let mut producer = vec![u16::MAX; n];
+        let nd = devices.len();
+        let mut report = RunReport {
+            method: method_name.clone(),
+            ms: 0.0,
+            items_per_device: vec![0; nd],
+            weight_per_device: vec![0; nd],
+            busy_ms_per_device: vec![0.0; nd],
+            finish_ms_per_device: vec![0.0; nd],
+            claims: shared.claims.load(Ordering::Relaxed),
+            producer: Vec::new(),
+        };
+        let mut first_err = None;
+        for (wi, r) in results.into_iter().enumerate() {
+            let d = plan.device_of[wi];
+            let out = match r {
+                Ok(Ok(o)) => o,
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                    continue;
+                }
+                Err(_) => {
+                    first_err.get_or_insert(DeviceError::WorkerPanicked(names[d].clone()));
+                    continue;
+                }
+            };
+            let fin = out.finish_ns as f64 / 1e6;
+            report.finish_ms_per_device[d] = report.finish_ms_per_device[d].max(fin);
+            report.busy_ms_per_device[d] += out.busy_ns as f64 / 1e6;
+            report.ms = report.ms.max(fin);
+            for (i, o) in out.outputs {
+                let i = i as usize;
+                if i >= n || slots[i].is_some() {
+                    return Err(DeviceError::Accounting {
+                        method: method_name,
+                        what: "duplicated",
+                        item: i,
+                        items: n,
+                    });
+                }
+                slots[i] = Some(o);
+                producer[i] = d as u16;
+                report.items_per_device[d] += 1;
+                report.weight_per_device[d] += work.weight(i);
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        let mut outputs = Vec::with_capacity(n);
+        for (i, o) in slots.into_iter().enumerate() {
+            match o {
+                Some(o) => outputs.push(o),
+                None => {
+                    return Err(DeviceError::Accounting {
+                        method: method_name,
+                        what: "lost",
+                        item: i,
+                        items: n,
+                    })
+                }
+            }
+        }
+        report.producer = producer;
+        if self.method == Method::Heloom {
+            for (name, c) in names.iter().zip(&shared.curves) {
+                if let Ok(c) = c.lock() {
+                    self.book.set(name, c.clone());
+                }
+            }
+        }
+        Ok(Outcome { outputs, report })
+    }
+
+    fn plan<'a, W: Workload, O>(
+        &self,
+        work: &'a W,
+        workers: &[(usize, O)],
+        nd: usize,
+    ) -> Plan<'a, W> {
+        let n = work.len();
+        let device_of: Vec<usize> = workers.iter().map(|(d, _)| *d).collect();
+        let mut lists = Vec::new();
+        if self.method == Method::RoundRobin {
+            // Item i to device i mod D; within a device, its items dealt to its workers in turn.
+            lists = vec![Vec::new(); workers.len()];
+            let mut per_dev: Vec<Vec<usize>> = vec![Vec::new(); nd];
+            for (wi, &d) in device_of.iter().enumerate() {
+                per_dev[d].push(wi);
+            }
+            let mut turn = vec![0usize; nd];
+            for i in 0..n {
+                let d = i % nd;
+                let ws = &per_dev[d];
+                if ws.is_empty() {
+                    continue;
+                }
+                lists[ws[turn[d] % ws.len()]].push(i as u32);
+                turn[d] += 1;
+            }
+        }
+        let (mut order, mut prefix) = (Vec::new(), Vec::new());
+        if self.method == Method::Heloom {
+            order = (0..n as u32).collect();
+            order.sort_by_key(|&i| work.weight(i as usize));
+            prefix = Vec::with_capacity(n + 1);
+            prefix.push(0);
+            for &i in &order {
+                prefix.push(prefix[prefix.len() - 1] + work.weight(i as usize));
+            }
+        }
+        Plan {
+            work,
+            method: self.method,
+            n,
+            device_of,
+            lists,
+            order,
+            prefix,
+        }
+    }
+}
+
+fn worker_main<W: Workload>(
+    wi: usize,
+    mut worker: Box<dyn Worker<W::Output> + '_>,
+    shared: &Shared,
+    plan: &Plan<'_, W>,
+) -> Result<WorkerOut<W::Output>> {
+    let _ = shared.threads[wi].set(std::thread::current());
+    shared.ready.fetch_add(1, Ordering::AcqRel);
+    let mut spins = 0u32;
+    while !shared.go.load(Ordering::Acquire) {
+        spins += 1;
+        if spins < 10_000 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    let t0 = shared.t0.get().copied().unwrap_or_else(Instant::now);
+    let mut out = WorkerOut {
+        outputs: Vec::new(),
+        finish_ns: 0,
+        busy_ns: 0,
+    };
+    let mut idle_ns = 0u64;
+    match plan.method {
+        Method::Single(_) | Method::Pull => loop {
+            // The paper's proposal: take the next item whenever free.
+            if shared.abort.load(Ordering::Relaxed) {
+                break;
+            }
+            let i = shared.next.fetch_add(1, Ordering::Relaxed);
+            if i >= plan.n {
+                break;
+            }
+            shared.claims.fetch_add(1, Ordering::Relaxed);
+            out.outputs.push((i as u32, worker.run(i)?));
+        },
+        Method::RoundRobin => {
+            for &i in &plan.lists[wi] {
+                if shared.abort.load(Ordering::Relaxed) {
+                    break;
+                }
+                out.outputs.push((i, worker.run(i as usize)?));
+            }
+        }
+        Method::Polling => {
+            let slot = &shared.slots[wi];
+            loop {
+                let v = slot.load(Ordering::Acquire);
+                if v == SLOT_EMPTY {
+                    let wait = Instant::now();
+                    let mut spins = 0u32;
+                    // Spin briefly, then sleep until the dispatcher wakes this worker.
+                    while slot.load(Ordering::Acquire) == SLOT_EMPTY {
+                        spins += 1;
+                        if spins < 2000 {
+                            std::hint::spin_loop();
+                        } else {
+                            std::thread::park_timeout(std::time::Duration::from_micros(200));
+                        }
+                    }
+                    idle_ns += wait.elapsed().as_nanos() as u64;
+                    continue;
+                }
+                if v == SLOT_STOP {
+                    break;
+                }
+                let r = worker.run(v - 1);
+                match r {
+                    Ok(o) => out.outputs.push(((v - 1) as u32, o)),
+                    Err(e) => {
+                        slot.store(SLOT_STOP, Ordering::Release);
+                        return Err(e);
+                    }
+                }
+                slot.store(SLOT_EMPTY, Ordering::Release);
+            }
+        }
+        Method::Heloom => heloom_loop(wi, worker.as_mut(), shared, plan, t0, &mut out)?,
+    }
+    let fin = t0.elapsed().as_nanos() as u64;
+    out.finish_ns = fin;
+    out.busy_ns = fin.saturating_sub(idle_ns);
+    Ok(out)
+}
+
+/// The paper's polling dispatcher: a loop that watches every worker's slot and fills empty ones.
+fn dispatch(shared: &Shared, n: usize) {
+    while !shared.go.load(Ordering::Acquire) {
+        std::thread::yield_now();
+    }
+    let mut next = 0;
+    loop {
+        if shared.abort.load(Ordering::Relaxed) {
+            break;
+        }
+        let mut busy = false;
+        let mut gave = false;
+        for (slot, thread) in shared.slots.iter().zip(&shared.threads) {
+            match slot.load(Ordering::Acquire) {
+                SLOT_EMPTY if next < n => {
+                    slot.store(next + 1, Ordering::Release);
+                    if let Some(t) = thread.get() {
+                        t.unpark();
+                    }
+                    shared.claims.fetch_add(1, Ordering::Relaxed);
+                    next += 1;
+                    busy = true;
+                    gave = true;
+                }
+                SLOT_EMPTY | SLOT_STOP => {}
+                _ => busy = true,
+            }
+        }
+        if next >= n && !busy {
+            break;
+        }
+        if !gave {
+            std::thread::yield_now();
+        }
+    }
+    for (slot, thread) in shared.slots.iter().zip(&shared.threads) {
+        slot.store(SLOT_STOP, Ordering::Release);
+        if let Some(t) = thread.get() {
+            t.unpark();
+        }
+    }
+}
+
+/// Predicted time (ns) for one worker with `curve` to do `items` items of total weight `weight` alone.
+fn total_ns(curve: &CostCurve, items: usize, weight: u64) -> Option<f64> {
+    if items == 0 {
+        return Some(0.0);
+    }
+    curve
+        .predict(weight / items as u64)
+        .map(|per| per * items as f64)
+}
+
+/// Largest k >= 1 whose predicted cost, for the k items at the chosen end of the sorted queue, fits `target_ns`.
+fn chunk_for<W: Workload>(
+    curve: &CostCurve,
+    plan: &Plan<'_, W>,
+    lo: usize,
+    hi: usize,
+    small: bool,
+    target_ns: f64,
+) -> usize {
+    let cost = |k: usize| {
+        let w = if small {
+            plan.prefix[lo + k] - plan.prefix[lo]
+        } else {
+            plan.prefix[hi] - plan.prefix[hi - k]
+        };
+        total_ns(curve, k, w).unwrap_or(f64::INFINITY)
+    };
+    let (mut a, mut b) = (1usize, hi - lo);
+    if cost(b) <= target_ns {
+        return b;
+    }
+    // Costs grow with k: binary search for the last k that fits.
+    while a < b {
+        let mid = (a + b).div_ceil(2);
+        if cost(mid) <= target_ns {
+            a = mid;
+        } else {
+            b = mid - 1;
+        }
+    }
+    a.max(1)
+}
+
+/// heloom's pull: guided chunks sized by learned costs, each device at the end of the size-sorted queue it is
+/// relatively best at, and an end-game in which a worker stops when the others would finish everything before
+/// it finishes one more item.
+fn heloom_loop<W: Workload>(
+    wi: usize,
+    worker: &mut (dyn Worker<W::Output> + '_),
+    shared: &Shared,
+    plan: &Plan<'_, W>,
+    t0: Instant,
+    out: &mut WorkerOut<W::Output>,
+) -> Result<()> {
+    let me = plan.device_of[wi];
+    let nw = plan.device_of.len();
+    let mut probe = 1usize;
+    loop {
+        if shared.abort.load(Ordering::Relaxed) {
+            break;
+        }
+        let cur = shared.range.load(Ordering::Acquire);
+        let (lo, hi) = unpack(cur);
+        if lo >= hi {
+            break;
+        }
+        let now = t0.elapsed().as_nanos() as f64;
+        let curves: Vec<CostCurve> = shared
+            .curves
+            .iter()
+            .map(|c| c.lock().map(|g| g.clone()).unwrap_or_default())
+            .collect();
+        let (w_lo, w_hi) = (
+            plan.work.weight(plan.order[lo] as usize),
+            plan.work.weight(plan.order[hi - 1] as usize),
+        );
+        let (rem_n, rem_w) = (hi - lo, plan.prefix[hi] - plan.prefix[lo]);
+        // Size-aware end: a device whose small items cost least relative to its large ones takes the small end.
+        let ratio = |c: &CostCurve| match (c.predict(w_lo), c.predict(w_hi)) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        let mine = ratio(&curves[me]);
+        let mut small = true;
+        if let Some(r) = mine {
+            let mut others: Vec<f64> = (0..nw)
+                .filter(|&o| o != wi && shared.alive[o].load(Ordering::Relaxed))
+                .filter_map(|o| ratio(&curves[plan.device_of[o]]))
+                .collect();
+            if !others.is_empty() && w_lo != w_hi {
+                others.push(r);
+                others.sort_by(f64::total_cmp);
+                let median = others[(others.len() - 1) / 2];
+                small = r <= median;
+            }
+        }
+        let end_w = if small { w_lo } else { w_hi };
+        let k = match (
+            curves[me].predict(end_w),
+            total_ns(&curves[me], rem_n, rem_w),
+        ) {
+            (Some(item_ns), Some(my_all)) if my_all > 0.0 => {
+                // Rates in "whole remaining queue per ns"; backlog as a fraction of the queue.
+                let (mut rate_others, mut backlog_others) = (0.0, 0.0);
+                for o in (0..nw).filter(|&o| o != wi && shared.alive[o].load(Ordering::Relaxed)) {
+                    if let Some(t) = total_ns(&curves[plan.device_of[o]], rem_n, rem_w) {
+                        if t > 0.0 {
+                            rate_others += 1.0 / t;
+                            let until = shared.busy_until[o].load(Ordering::Relaxed) as f64;
+                            backlog_others += (until - now).max(0.0) / t;
+                        }
+                    }
+                }
+                let t_all = (1.0 + backlog_others) / (rate_others + 1.0 / my_all);
+                let t_others = if rate_others > 0.0 {
+                    (1.0 + backlog_others) / rate_others
+                } else {
+                    f64::INFINITY
+                };
+                if item_ns > t_others
+                    && shared
+                        .active
+                        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |a| {
+                            (a > 1).then(|| a - 1)
+                        })
+                        .is_ok()
+                {
+                    // End-game: the others finish everything before this worker would finish one more item.
+                    shared.alive[wi].store(false, Ordering::Release);
+                    return Ok(());
+                }
+                let target = (t_all / 4.0)
+                    .clamp(GRAIN_MIN_NS, GRAIN_MAX_NS)
+                    .min(t_all.max(item_ns));
+                chunk_for(&curves[me], plan, lo, hi, small, target)
+            }
+            _ => {
+                // Nothing learned yet: probe with 1, 2, 4, ... items.
+                let k = probe;
+                probe *= 2;
+                k
+            }
+        };
+        let k = k.min(hi - lo);
+        let (new, items) = if small {
+            (pack(lo + k, hi), lo..lo + k)
+        } else {
+            (pack(lo, hi - k), hi - k..hi)
+        };
+        if shared
+            .range
+            .compare_exchange(cur, new, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            continue;
+        }
+        shared.claims.fetch_add(1, Ordering::Relaxed);
+        let chunk_w = plan.prefix[items.end] - plan.prefix[items.start];
+        let predicted = total_ns(&curves[me], k, chunk_w).unwrap_or(0.0);
+        shared.busy_until[wi].store((now + predicted) as u64, Ordering::Relaxed);
+        let start = Instant::now();
+        for p in items {
+            let i = plan.order[p];
+            out.outputs.push((i, worker.run(i as usize)?));
+        }
+        let ns = start.elapsed().as_nanos() as f64;
+        if let Ok(mut c) = shared.curves[me].lock() {
+            c.observe(k, chunk_w, ns);
+        }
+        shared.busy_until[wi].store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+    // Leaving with the queue empty: no longer counts as active.
+    shared.alive[wi].store(false, Ordering::Release);
+    shared.active.fetch_sub(1, Ordering::AcqRel);
+    Ok(())
 }

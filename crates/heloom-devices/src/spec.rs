@@ -18,12 +18,17 @@ pub struct DeviceSpec {
 impl DeviceSpec {
     /// Parses a comma-separated list like `cpu:2,soft,kernel:1`.
     pub fn parse_list(spec: &str) -> Result<Vec<DeviceSpec>> {
-        let bad = |reason: String| DeviceError::BadSpec { spec: spec.to_string(), reason };
+        let bad = |reason: String| DeviceError::BadSpec {
+            spec: spec.to_string(),
+            reason,
+        };
         let mut out = Vec::new();
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, workers) = match part.split_once(':') {
                 Some((n, w)) => {
-                    let w: usize = w.parse().map_err(|_| bad(format!("`{w}` is not a thread count")))?;
+                    let w: usize = w
+                        .parse()
+                        .map_err(|_| bad(format!("`{w}` is not a thread count")))?;
                     if w == 0 || w > 1024 {
                         return Err(bad(format!("{w} workers for `{n}`; use 1..=1024")));
                     }
@@ -51,7 +56,11 @@ impl DeviceSpec {
 /// one worker (its calls run on the caller's core when no hardware module exists).
 fn default_workers(specs: &[DeviceSpec], kind: DeviceKind) -> usize {
     let cores = heloom_pool::cores().max(1);
-    let cpu_bound = specs.iter().filter(|s| s.workers.is_none() && s.kind != DeviceKind::Gpu).count().max(1);
+    let cpu_bound = specs
+        .iter()
+        .filter(|s| s.workers.is_none() && s.kind != DeviceKind::Gpu)
+        .count()
+        .max(1);
     let fixed: usize = specs.iter().filter_map(|s| s.workers).sum();
     match kind {
         DeviceKind::Gpu => 1,
@@ -63,7 +72,13 @@ fn default_workers(specs: &[DeviceSpec], kind: DeviceKind) -> usize {
 pub fn device_names(specs: &[DeviceSpec]) -> Vec<String> {
     let base: Vec<String> = specs
         .iter()
-        .map(|s| format!("{}:{}", s.kind.name(), s.workers.unwrap_or_else(|| default_workers(specs, s.kind))))
+        .map(|s| {
+            format!(
+                "{}:{}",
+                s.kind.name(),
+                s.workers.unwrap_or_else(|| default_workers(specs, s.kind))
+            )
+        })
         .collect();
     base.iter()
         .enumerate()
@@ -103,7 +118,9 @@ pub fn open_aes_devices(specs: &[DeviceSpec]) -> Result<Vec<Box<dyn Device<AesWo
 
 #[cfg(target_os = "linux")]
 fn open_kernel(workers: usize, name: String) -> Result<Box<dyn Device<AesWorkload>>> {
-    Ok(Box::new(crate::aes::kernel::KernelDevice::new(workers)?.with_name(name)))
+    Ok(Box::new(
+        crate::aes::kernel::KernelDevice::new(workers)?.with_name(name),
+    ))
 }
 
 #[cfg(not(target_os = "linux"))]

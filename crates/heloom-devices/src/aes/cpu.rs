@@ -5,7 +5,8 @@
 
 use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
 use aws_lc_rs::cipher::{
-    DecryptingKey, DecryptionContext, EncryptingKey, EncryptionContext, UnboundCipherKey, AES_128, AES_192, AES_256,
+    DecryptingKey, DecryptionContext, EncryptingKey, EncryptionContext, UnboundCipherKey, AES_128,
+    AES_192, AES_256,
 };
 use aws_lc_rs::iv::FixedLength;
 
@@ -14,7 +15,10 @@ use crate::device::{Device, DeviceInfo, DeviceKind, Worker};
 use crate::error::{DeviceError, Result};
 
 enum Keys {
-    Cbc { enc: EncryptingKey, dec: DecryptingKey },
+    Cbc {
+        enc: EncryptingKey,
+        dec: DecryptingKey,
+    },
     Gcm(LessSafeKey),
 }
 
@@ -26,20 +30,30 @@ pub struct CpuEngine {
 impl CpuEngine {
     /// Expands `key` for `cipher`.
     pub fn new(cipher: Cipher, key: &[u8]) -> Result<Self> {
-        let bad = || DeviceError::InvalidParameter(format!("{} needs a {}-byte key", cipher.name(), cipher.key_len()));
+        let bad = || {
+            DeviceError::InvalidParameter(format!(
+                "{} needs a {}-byte key",
+                cipher.name(),
+                cipher.key_len()
+            ))
+        };
         if key.len() != cipher.key_len() {
             return Err(bad());
         }
         let keys = match cipher {
-            Cipher::Aes256Gcm => Keys::Gcm(LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).map_err(|_| bad())?)),
+            Cipher::Aes256Gcm => Keys::Gcm(LessSafeKey::new(
+                UnboundKey::new(&AES_256_GCM, key).map_err(|_| bad())?,
+            )),
             _ => {
                 let alg = match cipher {
                     Cipher::Aes128Cbc => &AES_128,
                     Cipher::Aes192Cbc => &AES_192,
                     _ => &AES_256,
                 };
-                let enc = EncryptingKey::cbc(UnboundCipherKey::new(alg, key).map_err(|_| bad())?).map_err(|_| bad())?;
-                let dec = DecryptingKey::cbc(UnboundCipherKey::new(alg, key).map_err(|_| bad())?).map_err(|_| bad())?;
+                let enc = EncryptingKey::cbc(UnboundCipherKey::new(alg, key).map_err(|_| bad())?)
+                    .map_err(|_| bad())?;
+                let dec = DecryptingKey::cbc(UnboundCipherKey::new(alg, key).map_err(|_| bad())?)
+                    .map_err(|_| bad())?;
                 Keys::Cbc { enc, dec }
             }
         };
@@ -57,7 +71,8 @@ impl CpuEngine {
                     .map_err(|_| "AES-CBC encryption failed".to_string())?;
             }
             Keys::Gcm(key) => {
-                let nonce = Nonce::try_assume_unique_for_key(&iv[..NONCE]).map_err(|_| "bad GCM nonce".to_string())?;
+                let nonce = Nonce::try_assume_unique_for_key(&iv[..NONCE])
+                    .map_err(|_| "bad GCM nonce".to_string())?;
                 let tag = key
                     .seal_in_place_separate_tag(nonce, Aad::empty(), &mut out)
                     .map_err(|_| "AES-GCM encryption failed".to_string())?;
@@ -73,17 +88,23 @@ impl CpuEngine {
         match &self.keys {
             Keys::Cbc { dec, .. } => {
                 if out.is_empty() || out.len() % BLOCK != 0 {
-                    return Err(format!("CBC ciphertext of {} bytes is not a positive multiple of 16", out.len()));
+                    return Err(format!(
+                        "CBC ciphertext of {} bytes is not a positive multiple of 16",
+                        out.len()
+                    ));
                 }
                 dec.decrypt(&mut out, DecryptionContext::Iv128(FixedLength::from(*iv)))
                     .map_err(|_| "AES-CBC decryption failed".to_string())?;
                 pkcs7_unpad(&mut out)?;
             }
             Keys::Gcm(key) => {
-                let nonce = Nonce::try_assume_unique_for_key(&iv[..NONCE]).map_err(|_| "bad GCM nonce".to_string())?;
+                let nonce = Nonce::try_assume_unique_for_key(&iv[..NONCE])
+                    .map_err(|_| "bad GCM nonce".to_string())?;
                 let n = key
                     .open_in_place(nonce, Aad::empty(), &mut out)
-                    .map_err(|_| "GCM tag mismatch (wrong key or nonce, or corrupted ciphertext)".to_string())?
+                    .map_err(|_| {
+                        "GCM tag mismatch (wrong key or nonce, or corrupted ciphertext)".to_string()
+                    })?
                     .len();
                 out.truncate(n);
             }
@@ -101,7 +122,9 @@ impl CpuDevice {
     /// A `cpu` device with `threads` workers.
     pub fn new(threads: usize) -> Result<Self> {
         if threads == 0 {
-            return Err(DeviceError::InvalidParameter("the cpu device needs at least one thread".into()));
+            return Err(DeviceError::InvalidParameter(
+                "the cpu device needs at least one thread".into(),
+            ));
         }
         Ok(CpuDevice {
             info: DeviceInfo {
@@ -126,7 +149,8 @@ pub fn hardware_name() -> &'static str {
     #[cfg(target_arch = "x86_64")]
     {
         let aes = std::arch::is_x86_feature_detected!("aes");
-        let vaes = std::arch::is_x86_feature_detected!("vaes") && std::arch::is_x86_feature_detected!("avx512f");
+        let vaes = std::arch::is_x86_feature_detected!("vaes")
+            && std::arch::is_x86_feature_detected!("avx512f");
         match (aes, vaes) {
             (true, true) => "AES-NI + VAES/AVX-512",
             (true, false) => "AES-NI",
@@ -157,7 +181,11 @@ impl Worker<Vec<u8>> for CpuWorker<'_> {
             Direction::Encrypt => self.engine.encrypt(iv, input),
             Direction::Decrypt => self.engine.decrypt(iv, input),
         }
-        .map_err(|what| DeviceError::Crypto { device: self.name.to_string(), item, what })
+        .map_err(|what| DeviceError::Crypto {
+            device: self.name.to_string(),
+            item,
+            what,
+        })
     }
 }
 
@@ -170,7 +198,11 @@ impl Device<AesWorkload> for CpuDevice {
         (0..self.info.workers)
             .map(|_| {
                 let engine = CpuEngine::new(work.cipher(), work.key())?;
-                Ok(Box::new(CpuWorker { work, engine, name: &self.info.name }) as Box<dyn Worker<Vec<u8>> + 'w>)
+                Ok(Box::new(CpuWorker {
+                    work,
+                    engine,
+                    name: &self.info.name,
+                }) as Box<dyn Worker<Vec<u8>> + 'w>)
             })
             .collect()
     }

@@ -5,7 +5,8 @@ use crate::error::DeviceError;
 
 /// Whether an NVIDIA driver is loaded on this machine.
 pub fn driver_present() -> bool {
-    std::path::Path::new("/proc/driver/nvidia/version").exists() || std::path::Path::new("/dev/nvidia0").exists()
+    std::path::Path::new("/proc/driver/nvidia/version").exists()
+        || std::path::Path::new("/dev/nvidia0").exists()
 }
 
 /// Explains why the `gpu` AES device cannot be opened here.
@@ -13,8 +14,11 @@ pub fn unavailable() -> DeviceError {
     if driver_present() {
         DeviceError::Unavailable {
             device: "gpu".into(),
-            reason: "an NVIDIA driver is present, but this build of heloom has no CUDA AES kernels yet".into(),
-            hint: "they land with the CUDA backend; use --devices cpu,soft (or kernel) meanwhile".into(),
+            reason:
+                "an NVIDIA driver is present, but this build of heloom has no CUDA AES kernels yet"
+                    .into(),
+            hint: "they land with the CUDA backend; use --devices cpu,soft (or kernel) meanwhile"
+                .into(),
         }
     } else {
         DeviceError::Unavailable {

@@ -41,7 +41,12 @@ pub enum Cipher {
 
 impl Cipher {
     /// Every cipher, in the order tables show them.
-    pub const ALL: [Cipher; 4] = [Cipher::Aes128Cbc, Cipher::Aes192Cbc, Cipher::Aes256Cbc, Cipher::Aes256Gcm];
+    pub const ALL: [Cipher; 4] = [
+        Cipher::Aes128Cbc,
+        Cipher::Aes192Cbc,
+        Cipher::Aes256Cbc,
+        Cipher::Aes256Gcm,
+    ];
 
     /// OpenSSL-style name, e.g. `aes-128-cbc`.
     pub fn name(self) -> &'static str {
@@ -138,13 +143,28 @@ pub const MAX_ITEM: usize = 1 << 30;
 
 impl AesWorkload {
     /// `count` items of `size` bytes each (the paper's workload for one size).
-    pub fn uniform(cipher: Cipher, direction: Direction, size: usize, count: usize, seed: u64) -> Result<Self> {
+    pub fn uniform(
+        cipher: Cipher,
+        direction: Direction,
+        size: usize,
+        count: usize,
+        seed: u64,
+    ) -> Result<Self> {
         Self::generate(cipher, direction, &vec![size; count], seed)
     }
 
     /// `count_per_size` items of each size, shuffled (a mixed queue, where size-aware placement matters).
-    pub fn mixed(cipher: Cipher, direction: Direction, sizes: &[usize], count_per_size: usize, seed: u64) -> Result<Self> {
-        let mut all: Vec<usize> = sizes.iter().flat_map(|&s| std::iter::repeat_n(s, count_per_size)).collect();
+    pub fn mixed(
+        cipher: Cipher,
+        direction: Direction,
+        sizes: &[usize],
+        count_per_size: usize,
+        seed: u64,
+    ) -> Result<Self> {
+        let mut all: Vec<usize> = sizes
+            .iter()
+            .flat_map(|&s| std::iter::repeat_n(s, count_per_size))
+            .collect();
         let mut rng = ChaCha20Rng::seed_from_u64(seed ^ 0x5eed_0001);
         for i in (1..all.len()).rev() {
             let j = rng.gen_range(0..=i);
@@ -155,9 +175,16 @@ impl AesWorkload {
 
     /// Items of the given plaintext sizes: a fresh key and fresh IVs from the OS CSPRNG, payloads from a
     /// ChaCha20 stream seeded by `seed`, expected outputs from the reference engine.
-    pub fn generate(cipher: Cipher, direction: Direction, sizes: &[usize], seed: u64) -> Result<Self> {
+    pub fn generate(
+        cipher: Cipher,
+        direction: Direction,
+        sizes: &[usize],
+        seed: u64,
+    ) -> Result<Self> {
         if sizes.is_empty() {
-            return Err(DeviceError::InvalidParameter("a workload needs at least one item".into()));
+            return Err(DeviceError::InvalidParameter(
+                "a workload needs at least one item".into(),
+            ));
         }
         if let Some(&s) = sizes.iter().find(|&&s| s > MAX_ITEM) {
             return Err(DeviceError::InvalidParameter(format!(
@@ -184,13 +211,18 @@ impl AesWorkload {
             plain_at.push(plain_at[plain_at.len() - 1] + s);
         }
         let engine = cpu::CpuEngine::new(cipher, &key)?;
-        let mut cipher_bytes = Vec::with_capacity(sizes.iter().map(|&s| cipher.ciphertext_len(s)).sum());
+        let mut cipher_bytes =
+            Vec::with_capacity(sizes.iter().map(|&s| cipher.ciphertext_len(s)).sum());
         let mut cipher_at = Vec::with_capacity(sizes.len() + 1);
         cipher_at.push(0);
         for (i, iv) in ivs.iter().enumerate() {
             let ct = engine
                 .encrypt(iv, &plain[plain_at[i]..plain_at[i + 1]])
-                .map_err(|what| DeviceError::Crypto { device: "reference".into(), item: i, what })?;
+                .map_err(|what| DeviceError::Crypto {
+                    device: "reference".into(),
+                    item: i,
+                    what,
+                })?;
             cipher_bytes.extend_from_slice(&ct);
             cipher_at.push(cipher_bytes.len());
         }
@@ -198,12 +230,27 @@ impl AesWorkload {
             Direction::Encrypt => (plain, plain_at, cipher_bytes, cipher_at),
             Direction::Decrypt => (cipher_bytes, cipher_at, plain, plain_at),
         };
-        Ok(AesWorkload { cipher, direction, key, ivs, input, input_at, expected, expected_at })
+        Ok(AesWorkload {
+            cipher,
+            direction,
+            key,
+            ivs,
+            input,
+            input_at,
+            expected,
+            expected_at,
+        })
     }
 
     /// Builds a workload from caller-supplied items (plaintexts for encryption, ciphertexts for decryption);
     /// expected outputs come from the reference engine.
-    pub fn from_items(cipher: Cipher, direction: Direction, key: &[u8], ivs: Vec<[u8; BLOCK]>, items: &[&[u8]]) -> Result<Self> {
+    pub fn from_items(
+        cipher: Cipher,
+        direction: Direction,
+        key: &[u8],
+        ivs: Vec<[u8; BLOCK]>,
+        items: &[&[u8]],
+    ) -> Result<Self> {
         if key.len() != cipher.key_len() {
             return Err(DeviceError::InvalidParameter(format!(
                 "{} needs a {}-byte key, got {} bytes",
@@ -213,7 +260,11 @@ impl AesWorkload {
             )));
         }
         if ivs.len() != items.len() {
-            return Err(DeviceError::InvalidParameter(format!("{} IVs for {} items; give one IV per item", ivs.len(), items.len())));
+            return Err(DeviceError::InvalidParameter(format!(
+                "{} IVs for {} items; give one IV per item",
+                ivs.len(),
+                items.len()
+            )));
         }
         let engine = cpu::CpuEngine::new(cipher, key)?;
         let mut input = Vec::new();
@@ -222,19 +273,34 @@ impl AesWorkload {
         let mut expected_at = vec![0];
         for (i, (item, iv)) in items.iter().zip(&ivs).enumerate() {
             if item.len() > MAX_ITEM {
-                return Err(DeviceError::InvalidParameter(format!("item {i} is larger than {MAX_ITEM} bytes")));
+                return Err(DeviceError::InvalidParameter(format!(
+                    "item {i} is larger than {MAX_ITEM} bytes"
+                )));
             }
             let out = match direction {
                 Direction::Encrypt => engine.encrypt(iv, item),
                 Direction::Decrypt => engine.decrypt(iv, item),
             }
-            .map_err(|what| DeviceError::Crypto { device: "reference".into(), item: i, what })?;
+            .map_err(|what| DeviceError::Crypto {
+                device: "reference".into(),
+                item: i,
+                what,
+            })?;
             input.extend_from_slice(item);
             input_at.push(input.len());
             expected.extend_from_slice(&out);
             expected_at.push(expected.len());
         }
-        Ok(AesWorkload { cipher, direction, key: Zeroizing::new(key.to_vec()), ivs, input, input_at, expected, expected_at })
+        Ok(AesWorkload {
+            cipher,
+            direction,
+            key: Zeroizing::new(key.to_vec()),
+            ivs,
+            input,
+            input_at,
+            expected,
+            expected_at,
+        })
     }
 
     /// The cipher.
@@ -275,7 +341,11 @@ impl AesWorkload {
     /// Checks every output against the reference, naming the first item that differs.
     pub fn verify(&self, outputs: &[Vec<u8>], producer: &dyn Fn(usize) -> String) -> Result<()> {
         if outputs.len() != self.len() {
-            return Err(DeviceError::InvalidParameter(format!("{} outputs for {} items", outputs.len(), self.len())));
+            return Err(DeviceError::InvalidParameter(format!(
+                "{} outputs for {} items",
+                outputs.len(),
+                self.len()
+            )));
         }
         for (i, out) in outputs.iter().enumerate() {
             let want = self.expected(i);
@@ -286,7 +356,11 @@ impl AesWorkload {
                     let at = out.iter().zip(want).position(|(a, b)| a != b).unwrap_or(0);
                     format!("first difference at byte {at}")
                 };
-                return Err(DeviceError::Mismatch { device: producer(i), item: i, what });
+                return Err(DeviceError::Mismatch {
+                    device: producer(i),
+                    item: i,
+                    what,
+                });
             }
         }
         Ok(())
@@ -319,7 +393,9 @@ pub(crate) fn pkcs7_unpad(out: &mut Vec<u8>) -> std::result::Result<(), String> 
         return Err("bad PKCS#7 padding (wrong key, IV or corrupted ciphertext)".into());
     }
     // Check every pad byte without an early exit.
-    let bad = out[n - pad..].iter().fold(0u8, |acc, &b| acc | (b ^ pad as u8));
+    let bad = out[n - pad..]
+        .iter()
+        .fold(0u8, |acc, &b| acc | (b ^ pad as u8));
     if bad != 0 {
         return Err("bad PKCS#7 padding (wrong key, IV or corrupted ciphertext)".into());
     }

@@ -11,8 +11,8 @@
 
 use aes_gcm_soft::aead::{AeadInPlace, NewAead};
 use aes_gcm_soft::{Aes256Gcm, Nonce, Tag};
-use aes_soft::cipher::generic_array::GenericArray;
 use aes_soft::cipher::consts::U16;
+use aes_soft::cipher::generic_array::GenericArray;
 use aes_soft::cipher::{BlockCipher, BlockDecrypt, BlockEncrypt, NewBlockCipher};
 use aes_soft::{Aes128, Aes192, Aes256, Block};
 
@@ -39,7 +39,11 @@ impl SoftEngine {
     /// Expands `key` for `cipher`.
     pub fn new(cipher: Cipher, key: &[u8]) -> Result<Self> {
         if key.len() != cipher.key_len() {
-            return Err(DeviceError::InvalidParameter(format!("{} needs a {}-byte key", cipher.name(), cipher.key_len())));
+            return Err(DeviceError::InvalidParameter(format!(
+                "{} needs a {}-byte key",
+                cipher.name(),
+                cipher.key_len()
+            )));
         }
         let keys = match cipher {
             Cipher::Aes128Cbc => Keys::A128(Box::new(Aes128::new(GenericArray::from_slice(key)))),
@@ -73,17 +77,30 @@ impl SoftEngine {
         match &self.keys {
             Keys::Gcm(g) => {
                 if input.len() < TAG {
-                    return Err(format!("GCM ciphertext of {} bytes is shorter than its tag", input.len()));
+                    return Err(format!(
+                        "GCM ciphertext of {} bytes is shorter than its tag",
+                        input.len()
+                    ));
                 }
                 let (ct, tag) = input.split_at(input.len() - TAG);
                 let mut out = ct.to_vec();
-                g.decrypt_in_place_detached(Nonce::from_slice(&iv[..NONCE]), b"", &mut out, Tag::from_slice(tag))
-                    .map_err(|_| "GCM tag mismatch (wrong key or nonce, or corrupted ciphertext)".to_string())?;
+                g.decrypt_in_place_detached(
+                    Nonce::from_slice(&iv[..NONCE]),
+                    b"",
+                    &mut out,
+                    Tag::from_slice(tag),
+                )
+                .map_err(|_| {
+                    "GCM tag mismatch (wrong key or nonce, or corrupted ciphertext)".to_string()
+                })?;
                 Ok(out)
             }
             keys => {
                 if input.is_empty() || input.len() % BLOCK != 0 {
-                    return Err(format!("CBC ciphertext of {} bytes is not a positive multiple of 16", input.len()));
+                    return Err(format!(
+                        "CBC ciphertext of {} bytes is not a positive multiple of 16",
+                        input.len()
+                    ));
                 }
                 let mut out = input.to_vec();
                 match keys {
@@ -100,7 +117,11 @@ impl SoftEngine {
 }
 
 /// CBC encryption in place with PKCS#7 padding: C_i = E(P_i xor C_{i-1}), C_0 = IV (SP 800-38A 6.2).
-fn cbc_encrypt<C: BlockEncrypt + BlockCipher<BlockSize = U16>>(c: &C, iv: &[u8; BLOCK], buf: &mut Vec<u8>) {
+fn cbc_encrypt<C: BlockEncrypt + BlockCipher<BlockSize = U16>>(
+    c: &C,
+    iv: &[u8; BLOCK],
+    buf: &mut Vec<u8>,
+) {
     pkcs7_pad(buf);
     let mut prev = Block::clone_from_slice(iv);
     for chunk in buf.chunks_exact_mut(BLOCK) {
@@ -113,7 +134,11 @@ fn cbc_encrypt<C: BlockEncrypt + BlockCipher<BlockSize = U16>>(c: &C, iv: &[u8; 
 }
 
 /// CBC decryption in place: P_i = D(C_i) xor C_{i-1}, decrypting up to [`BATCH`] blocks at once.
-fn cbc_decrypt<C: BlockDecrypt + BlockCipher<BlockSize = U16>>(c: &C, iv: &[u8; BLOCK], buf: &mut [u8]) {
+fn cbc_decrypt<C: BlockDecrypt + BlockCipher<BlockSize = U16>>(
+    c: &C,
+    iv: &[u8; BLOCK],
+    buf: &mut [u8],
+) {
     let mut prev = *iv;
     let mut blocks = [Block::default(); BATCH];
     for chunk in buf.chunks_mut(BLOCK * BATCH) {
@@ -142,7 +167,9 @@ impl SoftDevice {
     /// A `soft` device with `threads` workers.
     pub fn new(threads: usize) -> Result<Self> {
         if threads == 0 {
-            return Err(DeviceError::InvalidParameter("the soft device needs at least one thread".into()));
+            return Err(DeviceError::InvalidParameter(
+                "the soft device needs at least one thread".into(),
+            ));
         }
         Ok(SoftDevice {
             info: DeviceInfo {
@@ -176,7 +203,11 @@ impl Worker<Vec<u8>> for SoftWorker<'_> {
             Direction::Encrypt => self.engine.encrypt(iv, input),
             Direction::Decrypt => self.engine.decrypt(iv, input),
         }
-        .map_err(|what| DeviceError::Crypto { device: self.name.to_string(), item, what })
+        .map_err(|what| DeviceError::Crypto {
+            device: self.name.to_string(),
+            item,
+            what,
+        })
     }
 }
 
@@ -189,7 +220,11 @@ impl Device<AesWorkload> for SoftDevice {
         (0..self.info.workers)
             .map(|_| {
                 let engine = SoftEngine::new(work.cipher(), work.key())?;
-                Ok(Box::new(SoftWorker { work, engine, name: &self.info.name }) as Box<dyn Worker<Vec<u8>> + 'w>)
+                Ok(Box::new(SoftWorker {
+                    work,
+                    engine,
+                    name: &self.info.name,
+                }) as Box<dyn Worker<Vec<u8>> + 'w>)
             })
             .collect()
     }
