@@ -16,6 +16,7 @@ pub mod device;
 pub mod error;
 pub mod he;
 pub mod spec;
+pub mod speed;
 
 pub use balance::{Method, RunReport};
 pub use device::{Device, DeviceInfo, DeviceKind, Worker, Workload};
