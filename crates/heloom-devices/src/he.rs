@@ -1,1 +1,318 @@
-//! (in progress)
+//! HE task graphs as a device workload: the runtime's e^x jobs, each one task graph applied to one input
+//! ciphertext, carried by the same [`Device`]s and balancers as AES items.
+//!
+//! A device runs a whole job: the ciphertext stays on the device from the job's input to its result, the
+//! granularity a GPU wants too (one upload, one download). Inside the job, [`CpuPoolDevice`] runs every op on a
+//! thread budget of heloom's shared pool (intra-op parallelism, as the runtime's executor does per task).
+//!
+//! Client and server share the process, as in the runtime: [`HeJobs`] holds the secret key only to check results
+//! after a run ([`HeJobs::verify`]); devices see the evaluator and the ciphertexts.
+
+use std::sync::Arc;
+
+use heloom_ckks::{Ciphertext, Evaluator, Threads};
+use heloom_runtime::profile::XEON_PHI;
+use heloom_runtime::workload::{default_params, ExpWorkload, EXP_TOLERANCE};
+use heloom_runtime::{ExpVariant, Profile, TaskGraph};
+
+use crate::aes::gpu::driver_present;
+use crate::device::{Device, DeviceInfo, DeviceKind, Worker, Workload};
+use crate::error::{DeviceError, Result};
+
+/// The ciphertext type HE jobs take and produce (64-bit RNS limbs, as everywhere in the runtime).
+pub type HeCiphertext = Ciphertext<u64>;
+
+/// Distinct encrypted inputs at most; jobs reuse them round robin (encryption is set-up, not the measured work).
+const MAX_DISTINCT_INPUTS: usize = 8;
+
+/// Ring degrees accepted: 2^10 to 2^16, the range the runtime's default parameters were checked at (and `1 << log_n`
+/// cannot overflow).
+const LOG_N_RANGE: std::ops::RangeInclusive<u32> = 10..=16;
+
+/// Reads a graph variant name: `paper-fig3` (or `paper`), `bsgs`, `horner`, or `mixed` (every variant in turn,
+/// returned as `None`).
+pub fn parse_variant(name: &str) -> Result<Option<ExpVariant>> {
+    let n = name.trim().to_ascii_lowercase();
+    if n == "mixed" {
+        return Ok(None);
+    }
+    ExpVariant::ALL
+        .iter()
+        .copied()
+        .find(|v| v.name() == n || (n == "paper" && *v == ExpVariant::Paper))
+        .map(Some)
+        .ok_or_else(|| {
+            DeviceError::InvalidParameter(format!(
+                "unknown e^x graph variant `{name}` (expected paper-fig3, bsgs, horner or mixed)"
+            ))
+        })
+}
+
+/// A stream of e^x jobs from the runtime: job `i` runs one task graph variant on its input ciphertext.
+pub struct HeJobs {
+    work: ExpWorkload<u64>,
+    log_n: u32,
+    /// Variant of each job, as an index into `ExpVariant::ALL` (the order of `ExpWorkload::variants`).
+    job_variant: Vec<usize>,
+    /// Estimated work of each variant, µs (see `weight` in the `Workload` impl).
+    variant_weight: Vec<u64>,
+}
+
+impl HeJobs {
+    /// `jobs` jobs of `variant` at ring degree `2^log_n` with the runtime's default parameters (8 limbs, 40-bit
+    /// scale), keys and inputs drawn from `seed`. Inputs differ between jobs up to 8 jobs, then repeat.
+    pub fn new(log_n: u32, jobs: usize, variant: ExpVariant, seed: u64) -> Result<Self> {
+        Self::build(log_n, jobs, Some(variant), seed)
+    }
+
+    /// Like [`HeJobs::new`], with the variants taking turns (job `i` runs variant `i mod 3`), so jobs differ in
+    /// weight as items of a real queue do.
+    pub fn mixed(log_n: u32, jobs: usize, seed: u64) -> Result<Self> {
+        Self::build(log_n, jobs, None, seed)
+    }
+
+    fn build(log_n: u32, jobs: usize, variant: Option<ExpVariant>, seed: u64) -> Result<Self> {
+        if !LOG_N_RANGE.contains(&log_n) {
+            return Err(DeviceError::InvalidParameter(format!(
+                "log_n {log_n} is outside {}..={} for HE jobs",
+                LOG_N_RANGE.start(),
+                LOG_N_RANGE.end()
+            )));
+        }
+        if jobs == 0 {
+            return Err(DeviceError::InvalidParameter(
+                "an HE workload needs at least one job".into(),
+            ));
+        }
+        let params = default_params(log_n)
+            .map_err(|e| he_error(format!("parameters for log_n {log_n}: {e}")))?;
+        let work = ExpWorkload::<u64>::new(params, jobs.min(MAX_DISTINCT_INPUTS), seed)
+            .map_err(|e| he_error(format!("setting up the e^x workload: {e}")))?;
+        let job_variant = match variant {
+            Some(v) => {
+                let i = variant_index(v)?;
+                vec![i; jobs]
+            }
+            None => (0..jobs).map(|j| j % ExpVariant::ALL.len()).collect(),
+        };
+        // Seed 000's Xeon Phi tables price every op; only the ratios between jobs matter to a balancer, and they
+        // hold across machines far better than absolute times.
+        let profile = Profile::builtin(XEON_PHI)
+            .ok_or_else(|| he_error(format!("built-in profile {XEON_PHI} missing")))?;
+        let n_ratio = (1u64 << log_n) as f64 / profile.n as f64;
+        let variant_weight = work
+            .variants()
+            .iter()
+            .map(|g| ((g.work_ms(&profile) * 1e3 * n_ratio).round() as u64).max(1))
+            .collect();
+        Ok(HeJobs {
+            work,
+            log_n,
+            job_variant,
+            variant_weight,
+        })
+    }
+
+    /// Ring degree exponent: `N = 2^log_n`.
+    pub fn log_n(&self) -> u32 {
+        self.log_n
+    }
+
+    /// The runtime's workload underneath (context, evaluator, inputs, graph variants).
+    pub fn workload(&self) -> &ExpWorkload<u64> {
+        &self.work
+    }
+
+    /// Graph variant of job `job`, or `None` past the last job.
+    pub fn variant(&self, job: usize) -> Option<ExpVariant> {
+        self.job_variant
+            .get(job)
+            .and_then(|&i| ExpVariant::ALL.get(i).copied())
+    }
+
+    /// Task graph of job `job`, or `None` past the last job.
+    pub fn graph(&self, job: usize) -> Option<&Arc<TaskGraph>> {
+        self.job_variant
+            .get(job)
+            .and_then(|&i| self.work.variants().get(i))
+    }
+
+    /// Input ciphertext of job `job`, or `None` past the last job.
+    pub fn input(&self, job: usize) -> Option<&Arc<HeCiphertext>> {
+        (job < self.len()).then(|| self.work.input(job))
+    }
+
+    /// Largest error of job `job`'s decrypted result `out` against e^x's degree-6 polynomial of its input.
+    pub fn error(&self, job: usize, out: &HeCiphertext) -> Result<f64> {
+        if job >= self.len() {
+            return Err(DeviceError::InvalidParameter(format!(
+                "no job {job}: the workload has {} jobs",
+                self.len()
+            )));
+        }
+        self.work
+            .error(job, out)
+            .map_err(|e| he_error(format!("job {job}: cannot decrypt its result: {e}")))
+    }
+
+    /// Decrypts every output (output `i` is job `i`'s) and checks its error against the runtime's
+    /// [`EXP_TOLERANCE`]; returns the largest error, or names the first job that fails.
+    pub fn verify(&self, outputs: &[HeCiphertext]) -> Result<f64> {
+        if outputs.len() != self.len() {
+            return Err(DeviceError::InvalidParameter(format!(
+                "{} outputs for {} HE jobs",
+                outputs.len(),
+                self.len()
+            )));
+        }
+        let mut worst = 0.0f64;
+        for (job, out) in outputs.iter().enumerate() {
+            let err = self.error(job, out)?;
+            // A NaN error (garbage decryption) fails too.
+            if err.is_nan() || err > EXP_TOLERANCE {
+                let variant = self.variant(job).map_or("?", ExpVariant::name);
+                return Err(he_error(format!(
+                    "job {job} ({variant}) decrypts with error {err:.3e}, above the tolerance {EXP_TOLERANCE:.0e}"
+                )));
+            }
+            worst = worst.max(err);
+        }
+        Ok(worst)
+    }
+}
+
+impl Workload for HeJobs {
+    type Output = HeCiphertext;
+
+    fn len(&self) -> usize {
+        self.job_variant.len()
+    }
+
+    /// Estimated single-thread work of the job's graph in µs: seed 000's Xeon Phi op tables scaled linearly to
+    /// this ring degree (at least 1).
+    fn weight(&self, i: usize) -> u64 {
+        self.job_variant
+            .get(i)
+            .and_then(|&v| self.variant_weight.get(v))
+            .copied()
+            .unwrap_or(1)
+    }
+}
+
+fn variant_index(v: ExpVariant) -> Result<usize> {
+    ExpVariant::ALL
+        .iter()
+        .position(|&w| w == v)
+        .ok_or_else(|| he_error(format!("variant {} has no graph", v.name())))
+}
+
+fn he_error(what: String) -> DeviceError {
+    DeviceError::He(what)
+}
+
+/// A share of heloom's CPU worker pool: runs one HE job at a time, every op of its graph split over `threads`
+/// threads of the shared pool.
+pub struct CpuPoolDevice {
+    info: DeviceInfo,
+    threads: usize,
+}
+
+impl CpuPoolDevice {
+    /// A `cpu-pool` device whose jobs each get a budget of `threads` pool threads (more than
+    /// [`heloom_pool::cores`] is allowed but gains nothing).
+    pub fn new(threads: usize) -> Result<Self> {
+        if threads == 0 {
+            return Err(DeviceError::InvalidParameter(
+                "the cpu-pool device needs at least one thread".into(),
+            ));
+        }
+        Ok(CpuPoolDevice {
+            info: DeviceInfo {
+                name: format!("cpu-pool:{threads}"),
+                kind: DeviceKind::CpuPool,
+                workers: 1,
+                engine: format!(
+                    "heloom CKKS on {threads} of {} pool threads per job",
+                    heloom_pool::cores()
+                ),
+                uses_cpu: true,
+            },
+            threads,
+        })
+    }
+
+    /// Renames the device (to tell two devices of one kind apart in a run).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.info.name = name.into();
+        self
+    }
+
+    /// Thread budget of each job.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+}
+
+struct CpuPoolWorker<'w> {
+    work: &'w HeJobs,
+    ev: Evaluator<u64>,
+    name: &'w str,
+}
+
+impl Worker<HeCiphertext> for CpuPoolWorker<'_> {
+    fn run(&mut self, item: usize) -> Result<HeCiphertext> {
+        let fail = |what: String| he_error(format!("device `{}`, job {item}: {what}", self.name));
+        let (Some(graph), Some(input)) = (self.work.graph(item), self.work.input(item)) else {
+            return Err(DeviceError::InvalidParameter(format!(
+                "no job {item}: the workload has {} jobs",
+                self.work.len()
+            )));
+        };
+        let out = graph
+            .run(&self.ev, std::slice::from_ref(input.as_ref()))
+            .map_err(|e| fail(format!("graph {}: {e}", graph.name())))?
+            .into_iter()
+            .next()
+            .ok_or_else(|| fail(format!("graph {} has no output", graph.name())))?;
+        // Only the lowest limb is needed to decrypt: the result leaves the device small, as the executor's does.
+        self.ev
+            .drop_to_level(&out, 0)
+            .map_err(|e| fail(format!("dropping the result to level 0: {e}")))
+    }
+}
+
+impl Device<HeJobs> for CpuPoolDevice {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn open<'w>(&'w self, work: &'w HeJobs) -> Result<Vec<Box<dyn Worker<HeCiphertext> + 'w>>> {
+        let ev = work
+            .workload()
+            .evaluator()
+            .with_threads(Threads::new(self.threads));
+        Ok(vec![Box::new(CpuPoolWorker {
+            work,
+            ev,
+            name: &self.info.name,
+        })])
+    }
+}
+
+/// Explains why HE jobs cannot run on the `gpu` device here: they need heloom's CUDA backend, not built yet.
+pub fn gpu_unavailable() -> DeviceError {
+    if driver_present() {
+        DeviceError::Unavailable {
+            device: "gpu".into(),
+            reason: "an NVIDIA driver is present, but this build of heloom has no CUDA backend for HE task graphs yet"
+                .into(),
+            hint: "it lands with the CUDA backend; run HE jobs on cpu-pool devices meanwhile".into(),
+        }
+    } else {
+        DeviceError::Unavailable {
+            device: "gpu".into(),
+            reason: "no NVIDIA GPU driver found (/proc/driver/nvidia/version and /dev/nvidia0 are missing)".into(),
+            hint: "run on a machine with an NVIDIA GPU and driver, or run HE jobs on cpu-pool devices".into(),
+        }
+    }
+}
