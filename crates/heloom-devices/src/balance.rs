@@ -96,6 +96,9 @@ impl Method {
     ];
 }
 
+/// A device's worker together with the workload's lifetime.
+type BoxedWorker<'w, O> = Box<dyn Worker<O> + 'w>;
+
 /// Smallest chunk heloom claims, in predicted time: keeps claims (one shared cache line) a small part of the work.
 const GRAIN_MIN_NS: f64 = 20_000.0;
 /// Largest chunk, so a device slowed by outside load is noticed within a few milliseconds.
@@ -120,7 +123,6 @@ struct Shared {
     range: AtomicU64,
     claims: AtomicU64,
     slots: Vec<AtomicUsize>,
-    threads: Vec<OnceLock<std::thread::Thread>>,
     busy_until: Vec<AtomicU64>,
     alive: Vec<AtomicBool>,
     active: AtomicUsize,
@@ -207,7 +209,7 @@ impl Balancer {
                 )));
             }
         }
-        let mut workers: Vec<(usize, Box<dyn Worker<W::Output> + '_>)> = Vec::new();
+        let mut workers: Vec<(usize, BoxedWorker<'_, W::Output>)> = Vec::new();
         for (d, dev) in devices.iter().enumerate() {
             if matches!(self.method, Method::Single(s) if s != d) {
                 continue;
@@ -232,7 +234,6 @@ impl Balancer {
             range: AtomicU64::new(pack(0, n)),
             claims: AtomicU64::new(0),
             slots: (0..nw).map(|_| AtomicUsize::new(SLOT_EMPTY)).collect(),
-            threads: (0..nw).map(|_| OnceLock::new()).collect(),
             busy_until: (0..nw).map(|_| AtomicU64::new(0)).collect(),
             alive: (0..nw).map(|_| AtomicBool::new(true)).collect(),
             active: AtomicUsize::new(nw),
@@ -408,7 +409,6 @@ fn worker_main<W: Workload>(
     shared: &Shared,
     plan: &Plan<'_, W>,
 ) -> Result<WorkerOut<W::Output>> {
-    let _ = shared.threads[wi].set(std::thread::current());
     shared.ready.fetch_add(1, Ordering::AcqRel);
     let mut spins = 0u32;
     while !shared.go.load(Ordering::Acquire) {
@@ -454,13 +454,13 @@ fn worker_main<W: Workload>(
                 if v == SLOT_EMPTY {
                     let wait = Instant::now();
                     let mut spins = 0u32;
-                    // Spin briefly, then sleep until the dispatcher wakes this worker.
+                    // Spin, yielding the core now and then so the dispatcher can run where cores are short.
                     while slot.load(Ordering::Acquire) == SLOT_EMPTY {
                         spins += 1;
-                        if spins < 2000 {
-                            std::hint::spin_loop();
+                        if spins.is_multiple_of(256) {
+                            std::thread::yield_now();
                         } else {
-                            std::thread::park_timeout(std::time::Duration::from_micros(200));
+                            std::hint::spin_loop();
                         }
                     }
                     idle_ns += wait.elapsed().as_nanos() as u64;
@@ -500,13 +500,10 @@ fn dispatch(shared: &Shared, n: usize) {
         }
         let mut busy = false;
         let mut gave = false;
-        for (slot, thread) in shared.slots.iter().zip(&shared.threads) {
+        for slot in &shared.slots {
             match slot.load(Ordering::Acquire) {
                 SLOT_EMPTY if next < n => {
                     slot.store(next + 1, Ordering::Release);
-                    if let Some(t) = thread.get() {
-                        t.unpark();
-                    }
                     shared.claims.fetch_add(1, Ordering::Relaxed);
                     next += 1;
                     busy = true;
@@ -523,11 +520,8 @@ fn dispatch(shared: &Shared, n: usize) {
             std::thread::yield_now();
         }
     }
-    for (slot, thread) in shared.slots.iter().zip(&shared.threads) {
+    for slot in &shared.slots {
         slot.store(SLOT_STOP, Ordering::Release);
-        if let Some(t) = thread.get() {
-            t.unpark();
-        }
     }
 }
 

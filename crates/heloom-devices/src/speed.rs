@@ -148,7 +148,7 @@ pub fn heloom_speed(
             "speed needs size, threads and seconds above zero".into(),
         ));
     }
-    if !cipher.is_gcm() && size % 16 != 0 {
+    if !cipher.is_gcm() && !size.is_multiple_of(16) {
         return Err(DeviceError::InvalidParameter(format!(
             "CBC speed needs a multiple of 16 bytes, got {size}"
         )));

@@ -4,11 +4,14 @@
 use heloom_devices::aes::cpu::CpuEngine;
 use heloom_devices::aes::soft::SoftEngine;
 use heloom_devices::aes::{random_ivs, AesWorkload, Cipher, Direction};
-use heloom_devices::{open_aes_devices, Device, DeviceError, DeviceSpec, Workload};
+use heloom_devices::{open_aes_devices, DeviceError, DeviceSpec, Workload};
 
 fn hex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
 }
 
 fn iv16(v: &[u8]) -> [u8; 16] {
@@ -45,10 +48,22 @@ fn cbc_vectors() -> Vec<(Cipher, &'static str, &'static str)> {
 }
 
 /// McGrew-Viega GCM test cases 13, 14 and 15 (AES-256, no AAD).
-fn gcm_vectors() -> Vec<(&'static str, &'static str, &'static str, &'static str, &'static str)> {
+fn gcm_vectors() -> Vec<(
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+)> {
     let k0 = "0000000000000000000000000000000000000000000000000000000000000000";
     vec![
-        (k0, "000000000000000000000000", "", "", "530f8afbc74536b9a963b4f1c4cb738b"),
+        (
+            k0,
+            "000000000000000000000000",
+            "",
+            "",
+            "530f8afbc74536b9a963b4f1c4cb738b",
+        ),
         (
             k0,
             "000000000000000000000000",
@@ -74,15 +89,27 @@ fn cbc_known_answers_on_both_engines() {
     let plain = hex(SP800_38A_PLAIN);
     for (cipher, key, ct) in cbc_vectors() {
         let (key, ct) = (hex(key), hex(ct));
-        let cpu = CpuEngine::new(cipher, &key).expect("cpu key").encrypt(&iv, &plain).expect("cpu");
-        let soft = SoftEngine::new(cipher, &key).expect("soft key").encrypt(&iv, &plain).expect("soft");
+        let cpu = CpuEngine::new(cipher, &key)
+            .expect("cpu key")
+            .encrypt(&iv, &plain)
+            .expect("cpu");
+        let soft = SoftEngine::new(cipher, &key)
+            .expect("soft key")
+            .encrypt(&iv, &plain)
+            .expect("soft");
         // 64 bytes of vector, then one block of PKCS#7 padding (16 x 0x10).
         assert_eq!(cpu.len(), 80, "{cipher:?}");
         assert_eq!(&cpu[..64], ct.as_slice(), "cpu {cipher:?}");
         assert_eq!(cpu, soft, "soft {cipher:?}");
         for dec in [
-            CpuEngine::new(cipher, &key).expect("k").decrypt(&iv, &cpu).expect("cpu dec"),
-            SoftEngine::new(cipher, &key).expect("k").decrypt(&iv, &cpu).expect("soft dec"),
+            CpuEngine::new(cipher, &key)
+                .expect("k")
+                .decrypt(&iv, &cpu)
+                .expect("cpu dec"),
+            SoftEngine::new(cipher, &key)
+                .expect("k")
+                .decrypt(&iv, &cpu)
+                .expect("soft dec"),
         ] {
             assert_eq!(dec, plain, "{cipher:?}");
         }
@@ -95,12 +122,30 @@ fn gcm_known_answers_on_both_engines() {
         let (key, iv, pt) = (hex(key), iv16(&hex(iv)), hex(pt));
         let mut want = hex(ct);
         want.extend(hex(tag));
-        let cpu = CpuEngine::new(Cipher::Aes256Gcm, &key).expect("k").encrypt(&iv, &pt).expect("cpu");
-        let soft = SoftEngine::new(Cipher::Aes256Gcm, &key).expect("k").encrypt(&iv, &pt).expect("soft");
+        let cpu = CpuEngine::new(Cipher::Aes256Gcm, &key)
+            .expect("k")
+            .encrypt(&iv, &pt)
+            .expect("cpu");
+        let soft = SoftEngine::new(Cipher::Aes256Gcm, &key)
+            .expect("k")
+            .encrypt(&iv, &pt)
+            .expect("soft");
         assert_eq!(cpu, want);
         assert_eq!(soft, want);
-        assert_eq!(SoftEngine::new(Cipher::Aes256Gcm, &key).expect("k").decrypt(&iv, &want).expect("dec"), pt);
-        assert_eq!(CpuEngine::new(Cipher::Aes256Gcm, &key).expect("k").decrypt(&iv, &want).expect("dec"), pt);
+        assert_eq!(
+            SoftEngine::new(Cipher::Aes256Gcm, &key)
+                .expect("k")
+                .decrypt(&iv, &want)
+                .expect("dec"),
+            pt
+        );
+        assert_eq!(
+            CpuEngine::new(Cipher::Aes256Gcm, &key)
+                .expect("k")
+                .decrypt(&iv, &want)
+                .expect("dec"),
+            pt
+        );
     }
 }
 
@@ -110,11 +155,15 @@ fn soft_matches_cpu_on_random_items_every_cipher_and_direction() {
         for direction in [Direction::Encrypt, Direction::Decrypt] {
             let sizes = [0usize, 1, 8, 15, 16, 17, 64, 255, 1000, 4096, 16384];
             let work = AesWorkload::generate(cipher, direction, &sizes, 7).expect("workload");
-            let devices = open_aes_devices(&DeviceSpec::parse_list("cpu:1,soft:1").expect("spec")).expect("open");
+            let devices = open_aes_devices(&DeviceSpec::parse_list("cpu:1,soft:1").expect("spec"))
+                .expect("open");
             for dev in &devices {
                 let mut workers = dev.open(&work).expect("open workers");
-                let outs: Vec<Vec<u8>> = (0..work.len()).map(|i| workers[0].run(i).expect("run")).collect();
-                work.verify(&outs, &|_| dev.info().name.clone()).expect("matches reference");
+                let outs: Vec<Vec<u8>> = (0..work.len())
+                    .map(|i| workers[0].run(i).expect("run"))
+                    .collect();
+                work.verify(&outs, &|_| dev.info().name.clone())
+                    .expect("matches reference");
             }
             // Encryption outputs have the promised lengths.
             if direction == Direction::Encrypt {
@@ -130,45 +179,95 @@ fn soft_matches_cpu_on_random_items_every_cipher_and_direction() {
 fn tampering_and_wrong_keys_are_detected() {
     let key = [3u8; 32];
     let iv = [9u8; 16];
-    let ct = CpuEngine::new(Cipher::Aes256Gcm, &key).expect("k").encrypt(&iv, b"attack at dawn").expect("enc");
+    let ct = CpuEngine::new(Cipher::Aes256Gcm, &key)
+        .expect("k")
+        .encrypt(&iv, b"attack at dawn")
+        .expect("enc");
     let mut bad = ct.clone();
     bad[2] ^= 1;
     for r in [
-        CpuEngine::new(Cipher::Aes256Gcm, &key).expect("k").decrypt(&iv, &bad),
-        SoftEngine::new(Cipher::Aes256Gcm, &key).expect("k").decrypt(&iv, &bad),
+        CpuEngine::new(Cipher::Aes256Gcm, &key)
+            .expect("k")
+            .decrypt(&iv, &bad),
+        SoftEngine::new(Cipher::Aes256Gcm, &key)
+            .expect("k")
+            .decrypt(&iv, &bad),
     ] {
         assert!(r.expect_err("tag must fail").contains("tag mismatch"));
     }
     // CBC: a wrong key almost always breaks the padding; a truncated ciphertext always fails.
-    let ct = CpuEngine::new(Cipher::Aes128Cbc, &key[..16]).expect("k").encrypt(&iv, &[1u8; 40]).expect("enc");
-    let e = SoftEngine::new(Cipher::Aes128Cbc, &key[..16]).expect("k").decrypt(&iv, &ct[..ct.len() - 3]);
+    let ct = CpuEngine::new(Cipher::Aes128Cbc, &key[..16])
+        .expect("k")
+        .encrypt(&iv, &[1u8; 40])
+        .expect("enc");
+    let e = SoftEngine::new(Cipher::Aes128Cbc, &key[..16])
+        .expect("k")
+        .decrypt(&iv, &ct[..ct.len() - 3]);
     assert!(e.expect_err("truncated").contains("multiple of 16"));
-    let e = CpuEngine::new(Cipher::Aes128Cbc, &key[..16]).expect("k").decrypt(&iv, &[]);
+    let e = CpuEngine::new(Cipher::Aes128Cbc, &key[..16])
+        .expect("k")
+        .decrypt(&iv, &[]);
     assert!(e.is_err());
     // Wrong key length: a clear error.
-    assert!(matches!(CpuEngine::new(Cipher::Aes192Cbc, &key[..16]), Err(DeviceError::InvalidParameter(_))));
-    assert!(matches!(SoftEngine::new(Cipher::Aes192Cbc, &key[..16]), Err(DeviceError::InvalidParameter(_))));
+    assert!(matches!(
+        CpuEngine::new(Cipher::Aes192Cbc, &key[..16]),
+        Err(DeviceError::InvalidParameter(_))
+    ));
+    assert!(matches!(
+        SoftEngine::new(Cipher::Aes192Cbc, &key[..16]),
+        Err(DeviceError::InvalidParameter(_))
+    ));
 }
 
 #[test]
 fn user_workloads_and_corrupted_outputs() {
     let key = [1u8; 16];
     let items: Vec<&[u8]> = vec![b"one", b"second item", &[0u8; 100]];
-    let work = AesWorkload::from_items(Cipher::Aes128Cbc, Direction::Encrypt, &key, random_ivs(3), &items).expect("w");
+    let work = AesWorkload::from_items(
+        Cipher::Aes128Cbc,
+        Direction::Encrypt,
+        &key,
+        random_ivs(3),
+        &items,
+    )
+    .expect("w");
     assert_eq!(work.len(), 3);
     assert_eq!(work.weight(1), 11);
     let mut outs: Vec<Vec<u8>> = (0..3).map(|i| work.expected(i).to_vec()).collect();
-    work.verify(&outs, &|_| "x".into()).expect("reference verifies");
+    work.verify(&outs, &|_| "x".into())
+        .expect("reference verifies");
     outs[1][5] ^= 0x80;
     match work.verify(&outs, &|_| "cpu:1".into()) {
-        Err(DeviceError::Mismatch { item, device, .. }) => assert_eq!((item, device.as_str()), (1, "cpu:1")),
+        Err(DeviceError::Mismatch { item, device, .. }) => {
+            assert_eq!((item, device.as_str()), (1, "cpu:1"))
+        }
         other => panic!("expected a mismatch, got {other:?}"),
     }
-    assert!(AesWorkload::from_items(Cipher::Aes128Cbc, Direction::Encrypt, &key[..8], random_ivs(3), &items).is_err());
-    assert!(AesWorkload::from_items(Cipher::Aes128Cbc, Direction::Encrypt, &key, random_ivs(2), &items).is_err());
+    assert!(AesWorkload::from_items(
+        Cipher::Aes128Cbc,
+        Direction::Encrypt,
+        &key[..8],
+        random_ivs(3),
+        &items
+    )
+    .is_err());
+    assert!(AesWorkload::from_items(
+        Cipher::Aes128Cbc,
+        Direction::Encrypt,
+        &key,
+        random_ivs(2),
+        &items
+    )
+    .is_err());
     // Corrupted ciphertexts given for decryption are refused when the workload is built.
     let bad: Vec<&[u8]> = vec![&[7u8; 32]];
-    let r = AesWorkload::from_items(Cipher::Aes256Gcm, Direction::Decrypt, &[0u8; 32], random_ivs(1), &bad);
+    let r = AesWorkload::from_items(
+        Cipher::Aes256Gcm,
+        Direction::Decrypt,
+        &[0u8; 32],
+        random_ivs(1),
+        &bad,
+    );
     assert!(matches!(r, Err(DeviceError::Crypto { .. })));
 }
 
@@ -178,9 +277,17 @@ fn device_specs_and_missing_hardware() {
     assert_eq!(s.len(), 2);
     assert_eq!(s[0].workers, Some(2));
     for bad in ["", "cpu:0", "cpu:x", "tpu", "cpu:5000"] {
-        assert!(matches!(DeviceSpec::parse_list(bad), Err(DeviceError::BadSpec { .. })), "{bad}");
+        assert!(
+            matches!(
+                DeviceSpec::parse_list(bad),
+                Err(DeviceError::BadSpec { .. })
+            ),
+            "{bad}"
+        );
     }
-    let names = heloom_devices::spec::device_names(&DeviceSpec::parse_list("cpu:1,cpu:1,soft:1").expect("p"));
+    let names = heloom_devices::spec::device_names(
+        &DeviceSpec::parse_list("cpu:1,cpu:1,soft:1").expect("p"),
+    );
     assert_eq!(names, vec!["cpu:1", "cpu:1#2", "soft:1"]);
     // This build has no CUDA AES: a clear error either way.
     match open_aes_devices(&DeviceSpec::parse_list("gpu").expect("p")) {

@@ -16,8 +16,8 @@ use crate::error::{DeviceError, Result};
 
 enum Keys {
     Cbc {
-        enc: EncryptingKey,
-        dec: DecryptingKey,
+        enc: Box<EncryptingKey>,
+        dec: Box<DecryptingKey>,
     },
     Gcm(LessSafeKey),
 }
@@ -54,7 +54,10 @@ impl CpuEngine {
                     .map_err(|_| bad())?;
                 let dec = DecryptingKey::cbc(UnboundCipherKey::new(alg, key).map_err(|_| bad())?)
                     .map_err(|_| bad())?;
-                Keys::Cbc { enc, dec }
+                Keys::Cbc {
+                    enc: Box::new(enc),
+                    dec: Box::new(dec),
+                }
             }
         };
         Ok(CpuEngine { keys })
@@ -87,7 +90,7 @@ impl CpuEngine {
         let mut out = input.to_vec();
         match &self.keys {
             Keys::Cbc { dec, .. } => {
-                if out.is_empty() || out.len() % BLOCK != 0 {
+                if out.is_empty() || !out.len().is_multiple_of(BLOCK) {
                     return Err(format!(
                         "CBC ciphertext of {} bytes is not a positive multiple of 16",
                         out.len()

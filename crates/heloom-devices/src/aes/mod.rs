@@ -389,7 +389,7 @@ pub(crate) fn pkcs7_pad(out: &mut Vec<u8>) {
 pub(crate) fn pkcs7_unpad(out: &mut Vec<u8>) -> std::result::Result<(), String> {
     let n = out.len();
     let pad = *out.last().ok_or("empty CBC ciphertext")? as usize;
-    if n % BLOCK != 0 || pad == 0 || pad > BLOCK || pad > n {
+    if !n.is_multiple_of(BLOCK) || pad == 0 || pad > BLOCK || pad > n {
         return Err("bad PKCS#7 padding (wrong key, IV or corrupted ciphertext)".into());
     }
     // Check every pad byte without an early exit.

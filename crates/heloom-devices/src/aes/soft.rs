@@ -96,7 +96,7 @@ impl SoftEngine {
                 Ok(out)
             }
             keys => {
-                if input.is_empty() || input.len() % BLOCK != 0 {
+                if input.is_empty() || !input.len().is_multiple_of(BLOCK) {
                     return Err(format!(
                         "CBC ciphertext of {} bytes is not a positive multiple of 16",
                         input.len()
