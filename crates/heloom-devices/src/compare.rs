@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::aes::{AesWorkload, Cipher, Direction};
-use crate::balance::{Balancer, Method};
-use crate::device::{Device, DeviceInfo};
+use crate::balance::{Balancer, Method, Outcome};
+use crate::device::{Device, DeviceInfo, Workload};
 use crate::error::{DeviceError, Result};
 
 /// The paper's item sizes in bytes.
@@ -126,6 +126,97 @@ impl CompareReport {
     }
 }
 
+/// Times of every method on one workload, one entry per method.
+#[derive(Clone, Debug, Default)]
+pub struct MethodStats {
+    /// Method name.
+    pub name: String,
+    /// Whether it is a single device.
+    pub single: bool,
+    /// Timed repetitions, ms.
+    pub ms: Vec<f64>,
+    /// Mean items per device.
+    pub items: Vec<f64>,
+    /// Mean finish time per device, ms.
+    pub finish: Vec<f64>,
+    /// Mean claims per run.
+    pub claims: f64,
+}
+
+impl MethodStats {
+    /// Mean time, ms.
+    pub fn mean_ms(&self) -> f64 {
+        self.ms.iter().sum::<f64>() / self.ms.len().max(1) as f64
+    }
+}
+
+/// Ideal combined time 1 / Σ_d 1/T_d from the single-device entries.
+pub fn ideal_ms(stats: &[MethodStats]) -> f64 {
+    1.0 / stats
+        .iter()
+        .filter(|s| s.single)
+        .map(|s| 1.0 / s.mean_ms())
+        .sum::<f64>()
+}
+
+/// The methods a comparison runs: every device alone, then (with two or more devices) the combined ones.
+pub fn methods_for(devices: usize, combined: &[Method]) -> Vec<Method> {
+    let mut methods: Vec<Method> = (0..devices).map(Method::Single).collect();
+    if devices > 1 {
+        methods.extend(
+            combined
+                .iter()
+                .copied()
+                .filter(|m| !matches!(m, Method::Single(_))),
+        );
+    }
+    methods
+}
+
+/// Runs every method on `work` `reps` times after one untimed warm-up round, rotating the order each round,
+/// checking every run's outputs with `verify`. `balancers` (one per method) keep what they learn.
+pub fn run_methods<W: Workload>(
+    devices: &[&dyn Device<W>],
+    work: &W,
+    balancers: &mut [Balancer],
+    reps: usize,
+    verify: &dyn Fn(&Outcome<W::Output>) -> Result<()>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<MethodStats>> {
+    let names: Vec<String> = devices.iter().map(|d| d.info().name.clone()).collect();
+    let nd = devices.len();
+    let mut stats: Vec<MethodStats> = balancers
+        .iter()
+        .map(|b| MethodStats {
+            name: b.method().name(&names),
+            single: matches!(b.method(), Method::Single(_)),
+            items: vec![0.0; nd],
+            finish: vec![0.0; nd],
+            ..Default::default()
+        })
+        .collect();
+    let m_count = balancers.len();
+    for rep in 0..=reps {
+        for j in 0..m_count {
+            // Rotate the order each round; round 0 is the untimed warm-up.
+            let m = (j + rep) % m_count;
+            let out = balancers[m].run(devices, work)?;
+            verify(&out)?;
+            if rep > 0 {
+                let st = &mut stats[m];
+                st.ms.push(out.report.ms);
+                for d in 0..nd {
+                    st.items[d] += out.report.items_per_device[d] as f64 / reps as f64;
+                    st.finish[d] += out.report.finish_ms_per_device[d] / reps as f64;
+                }
+                st.claims += out.report.claims as f64 / reps as f64;
+            }
+            progress(&out.report.method);
+        }
+    }
+    Ok(stats)
+}
+
 /// Runs the comparison; `progress(label, done, total)` is called after every run.
 pub fn compare(
     devices: &[&dyn Device<AesWorkload>],
@@ -143,15 +234,7 @@ pub fn compare(
         ));
     }
     let names: Vec<String> = devices.iter().map(|d| d.info().name.clone()).collect();
-    let mut methods: Vec<Method> = (0..devices.len()).map(Method::Single).collect();
-    if devices.len() > 1 {
-        methods.extend(
-            cfg.methods
-                .iter()
-                .copied()
-                .filter(|m| !matches!(m, Method::Single(_))),
-        );
-    }
+    let methods = methods_for(devices.len(), &cfg.methods);
     // One balancer per method for the whole comparison: heloom's learned curves carry across sizes.
     let mut balancers: Vec<Balancer> = methods.iter().map(|&m| Balancer::new(m)).collect();
     let mut workloads: Vec<(usize, bool)> = cfg.sizes.iter().map(|&s| (s, false)).collect();
@@ -174,64 +257,55 @@ pub fn compare(
         } else {
             format!("{size} B")
         };
-        let mut ms: Vec<Vec<f64>> = vec![Vec::new(); methods.len()];
-        let mut items: Vec<Vec<f64>> = vec![vec![0.0; devices.len()]; methods.len()];
-        let mut finish: Vec<Vec<f64>> = vec![vec![0.0; devices.len()]; methods.len()];
-        let mut claims = vec![0.0; methods.len()];
-        for rep in 0..=cfg.reps {
-            for j in 0..methods.len() {
-                // Rotate the order each repetition; round 0 is the untimed warm-up.
-                let m = (j + rep) % methods.len();
-                let out = balancers[m].run(devices, &work)?;
-                work.verify(&out.outputs, &|i| {
-                    names
-                        .get(out.report.producer[i] as usize)
-                        .cloned()
-                        .unwrap_or_else(|| "?".into())
-                })?;
-                if rep > 0 {
-                    ms[m].push(out.report.ms);
-                    for d in 0..devices.len() {
-                        items[m][d] += out.report.items_per_device[d] as f64 / cfg.reps as f64;
-                        finish[m][d] += out.report.finish_ms_per_device[d] / cfg.reps as f64;
-                    }
-                    claims[m] += out.report.claims as f64 / cfg.reps as f64;
-                }
+        let verify = |out: &Outcome<Vec<u8>>| {
+            work.verify(&out.outputs, &|i| {
+                names
+                    .get(out.report.producer[i] as usize)
+                    .cloned()
+                    .unwrap_or_else(|| "?".into())
+            })
+        };
+        let stats = run_methods(
+            devices,
+            &work,
+            &mut balancers,
+            cfg.reps,
+            &verify,
+            &mut |m| {
                 done += 1;
-                progress(&format!("{label} {}", out.report.method), done, total);
-            }
-        }
-        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-        let ideal = 1.0 / (0..devices.len()).map(|d| 1.0 / mean(&ms[d])).sum::<f64>();
+                progress(&format!("{label} {m}"), done, total);
+            },
+        )?;
+        let ideal = ideal_ms(&stats);
         let bytes = work.input_bytes() as f64;
-        for (m, method) in methods.iter().enumerate() {
-            let t = mean(&ms[m]);
+        for st in &stats {
+            let t = st.mean_ms();
             runs.push(RunRow {
-                method: method.name(&names),
-                single: matches!(method, Method::Single(_)),
+                method: st.name.clone(),
+                single: st.single,
                 cipher: cfg.cipher.name().into(),
                 direction: cfg.direction.name().into(),
                 size,
                 workload: if mixed { "mixed" } else { "uniform" }.into(),
-                items: work_len(&work),
+                items: work.len(),
                 ms: t,
-                ms_min: ms[m].iter().copied().fold(f64::INFINITY, f64::min),
-                ms_max: ms[m].iter().copied().fold(0.0, f64::max),
-                ms_reps: ms[m].clone(),
+                ms_min: st.ms.iter().copied().fold(f64::INFINITY, f64::min),
+                ms_max: st.ms.iter().copied().fold(0.0, f64::max),
+                ms_reps: st.ms.clone(),
                 ideal_ms: ideal,
                 efficiency: ideal / t,
                 mb_per_s: bytes / (t * 1e3),
                 items_per_device: names
                     .iter()
                     .cloned()
-                    .zip(items[m].iter().copied())
+                    .zip(st.items.iter().copied())
                     .collect(),
                 finish_ms_per_device: names
                     .iter()
                     .cloned()
-                    .zip(finish[m].iter().copied())
+                    .zip(st.finish.iter().copied())
                     .collect(),
-                claims: claims[m],
+                claims: st.claims,
             });
         }
     }
@@ -243,9 +317,4 @@ pub fn compare(
         reps: cfg.reps,
         runs,
     })
-}
-
-fn work_len(w: &AesWorkload) -> usize {
-    use crate::device::Workload;
-    w.len()
 }

@@ -16,7 +16,7 @@ pub enum DeviceError {
         hint: String,
     },
     /// A device specification string could not be parsed.
-    #[error("bad device specification `{spec}`: {reason} (expected a comma-separated list of cpu[:threads], soft[:threads], kernel[:threads], gpu)")]
+    #[error("bad device specification `{spec}`: {reason} (expected a comma-separated list of cpu[:threads], soft[:threads], kernel[:threads], gpu, or cpu-pool[:threads] for HE jobs)")]
     BadSpec {
         /// The offending specification.
         spec: String,

@@ -316,3 +316,169 @@ pub fn gpu_unavailable() -> DeviceError {
         }
     }
 }
+
+/// Opens HE devices from a list such as `cpu-pool:1,cpu-pool:1` (`cpu:t` means the same); `gpu` explains why it
+/// cannot run yet; AES-only kinds are refused.
+pub fn open_he_devices(specs: &[crate::spec::DeviceSpec]) -> Result<Vec<Box<dyn Device<HeJobs>>>> {
+    let cores = heloom_pool::cores().max(1);
+    let unsized_count = specs.iter().filter(|s| s.workers.is_none()).count().max(1);
+    let fixed: usize = specs.iter().filter_map(|s| s.workers).sum();
+    let default = (cores.saturating_sub(fixed) / unsized_count).max(1);
+    // `cpu` means a pool share here; name them all `cpu-pool:t` (numbering repeats).
+    let specs: Vec<crate::spec::DeviceSpec> = specs
+        .iter()
+        .map(|s| match s.kind {
+            DeviceKind::Cpu => crate::spec::DeviceSpec {
+                kind: DeviceKind::CpuPool,
+                workers: Some(s.workers.unwrap_or(default)),
+            },
+            _ => crate::spec::DeviceSpec {
+                kind: s.kind,
+                workers: Some(s.workers.unwrap_or(default)),
+            },
+        })
+        .collect();
+    let names = crate::spec::device_names(&specs);
+    let mut out: Vec<Box<dyn Device<HeJobs>>> = Vec::new();
+    for (s, name) in specs.iter().zip(names) {
+        let t = s.workers.unwrap_or(default);
+        match s.kind {
+            DeviceKind::Cpu | DeviceKind::CpuPool => {
+                out.push(Box::new(CpuPoolDevice::new(t)?.with_name(name)));
+            }
+            DeviceKind::Gpu => return Err(gpu_unavailable()),
+            DeviceKind::Soft | DeviceKind::Kernel => {
+                return Err(DeviceError::BadSpec {
+                    spec: s.kind.name().into(),
+                    reason: "soft and kernel are AES engines; HE jobs run on cpu-pool (and, with the CUDA backend, gpu)"
+                        .into(),
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What an HE comparison runs.
+#[derive(Clone, Debug)]
+pub struct HeCompareConfig {
+    /// log2 of the ring degree.
+    pub log_n: u32,
+    /// Jobs per run.
+    pub jobs: usize,
+    /// Graph variant of every job; `None` mixes all three.
+    pub variant: Option<ExpVariant>,
+    /// Timed repetitions.
+    pub reps: usize,
+    /// Combined methods besides every single device.
+    pub methods: Vec<crate::balance::Method>,
+    /// Input seed.
+    pub seed: u64,
+}
+
+impl Default for HeCompareConfig {
+    fn default() -> Self {
+        HeCompareConfig {
+            log_n: 13,
+            jobs: 24,
+            variant: None,
+            reps: 3,
+            methods: crate::balance::Method::COMBINED.to_vec(),
+            seed: 1,
+        }
+    }
+}
+
+/// One method on the HE job stream.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct HeRunRow {
+    /// Device name or balancer name.
+    pub method: String,
+    /// Whether this is a single device.
+    pub single: bool,
+    /// log2 N.
+    pub log_n: u32,
+    /// Jobs per run.
+    pub jobs: usize,
+    /// Mean time, ms.
+    pub ms: f64,
+    /// Every repetition, ms.
+    pub ms_reps: Vec<f64>,
+    /// Ideal combined time 1 / Σ 1/T_d, ms.
+    pub ideal_ms: f64,
+    /// ideal / measured.
+    pub efficiency: f64,
+    /// Jobs per second.
+    pub jobs_per_s: f64,
+    /// Mean jobs each device ran.
+    pub items_per_device: std::collections::BTreeMap<String, f64>,
+    /// Largest decryption error over every job of every run.
+    pub max_error: f64,
+}
+
+/// Runs the HE job stream on every device alone and under every combined balancer; every result is decrypted
+/// and checked against e^x.
+pub fn compare_he(
+    devices: &[&dyn Device<HeJobs>],
+    cfg: &HeCompareConfig,
+    progress: &mut dyn FnMut(&str, usize, usize),
+) -> Result<Vec<HeRunRow>> {
+    if devices.is_empty() || cfg.jobs == 0 || cfg.reps == 0 {
+        return Err(DeviceError::InvalidParameter(
+            "HE compare needs devices, jobs and reps above zero".into(),
+        ));
+    }
+    let jobs = match cfg.variant {
+        Some(v) => HeJobs::new(cfg.log_n, cfg.jobs, v, cfg.seed)?,
+        None => HeJobs::mixed(cfg.log_n, cfg.jobs, cfg.seed)?,
+    };
+    let names: Vec<String> = devices.iter().map(|d| d.info().name.clone()).collect();
+    let methods = crate::compare::methods_for(devices.len(), &cfg.methods);
+    let mut balancers: Vec<crate::balance::Balancer> = methods
+        .iter()
+        .map(|&m| crate::balance::Balancer::new(m).pin(false))
+        .collect();
+    let max_err = std::sync::Mutex::new(0.0f64);
+    let verify = |out: &crate::balance::Outcome<HeCiphertext>| {
+        let e = jobs.verify(&out.outputs)?;
+        if let Ok(mut m) = max_err.lock() {
+            *m = m.max(e);
+        }
+        Ok(())
+    };
+    let total = methods.len() * (cfg.reps + 1);
+    let mut done = 0;
+    let stats = crate::compare::run_methods(
+        devices,
+        &jobs,
+        &mut balancers,
+        cfg.reps,
+        &verify,
+        &mut |m| {
+            done += 1;
+            progress(m, done, total);
+        },
+    )?;
+    let ideal = crate::compare::ideal_ms(&stats);
+    let max_error = max_err.lock().map(|m| *m).unwrap_or(f64::NAN);
+    Ok(stats
+        .iter()
+        .map(|st| HeRunRow {
+            method: st.name.clone(),
+            single: st.single,
+            log_n: cfg.log_n,
+            jobs: cfg.jobs,
+            ms: st.mean_ms(),
+            ms_reps: st.ms.clone(),
+            ideal_ms: ideal,
+            efficiency: ideal / st.mean_ms(),
+            jobs_per_s: cfg.jobs as f64 / (st.mean_ms() / 1e3),
+            items_per_device: names
+                .iter()
+                .cloned()
+                .zip(st.items.iter().copied())
+                .collect(),
+            max_error,
+        })
+        .collect())
+}

@@ -41,6 +41,7 @@ impl DeviceSpec {
                 "soft" => DeviceKind::Soft,
                 "kernel" | "af_alg" => DeviceKind::Kernel,
                 "gpu" | "cuda" => DeviceKind::Gpu,
+                "cpu-pool" | "pool" => DeviceKind::CpuPool,
                 other => return Err(bad(format!("unknown device `{other}`"))),
             };
             out.push(DeviceSpec { kind, workers });

@@ -152,3 +152,39 @@ fn gpu_explains_why_it_cannot_run_he_jobs() {
         other => panic!("expected Unavailable, got {other}"),
     }
 }
+
+#[test]
+fn he_jobs_through_every_balancer() {
+    use heloom_devices::he::{compare_he, open_he_devices, HeCompareConfig};
+    use heloom_devices::DeviceSpec;
+    let devices =
+        open_he_devices(&DeviceSpec::parse_list("cpu-pool:1,cpu:1").expect("spec")).expect("open");
+    assert_eq!(devices[0].info().name, "cpu-pool:1");
+    assert_eq!(devices[1].info().name, "cpu-pool:1#2");
+    let refs: Vec<&dyn Device<HeJobs>> = devices.iter().map(|d| d.as_ref()).collect();
+    let cfg = HeCompareConfig {
+        log_n: 11,
+        jobs: 6,
+        reps: 1,
+        ..Default::default()
+    };
+    let rows = compare_he(&refs, &cfg, &mut |_, _, _| {}).expect("compare");
+    assert_eq!(rows.len(), 6, "two singles and four balancers");
+    for r in &rows {
+        assert!(
+            r.max_error <= heloom_runtime::workload::EXP_TOLERANCE,
+            "{}: {}",
+            r.method,
+            r.max_error
+        );
+        let total: f64 = r.items_per_device.values().sum();
+        assert!((total - 6.0).abs() < 1e-9, "{}: {total}", r.method);
+        assert!(r.ms > 0.0 && r.efficiency > 0.0);
+    }
+    // AES-only engines and the GPU give clear errors for HE jobs.
+    assert!(open_he_devices(&DeviceSpec::parse_list("soft").expect("spec")).is_err());
+    assert!(matches!(
+        open_he_devices(&DeviceSpec::parse_list("gpu").expect("spec")),
+        Err(heloom_devices::DeviceError::Unavailable { .. })
+    ));
+}
