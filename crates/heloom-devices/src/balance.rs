@@ -131,6 +131,7 @@ struct Shared {
 
 struct WorkerOut<O> {
     outputs: Vec<(u32, O)>,
+    claims: u64,
     finish_ns: u64,
     busy_ns: u64,
 }
@@ -290,6 +291,7 @@ impl Balancer {
             busy_ms_per_device: vec![0.0; nd],
             finish_ms_per_device: vec![0.0; nd],
             claims: shared.claims.load(Ordering::Relaxed),
+
             producer: Vec::new(),
         };
         let mut first_err = None;
@@ -310,6 +312,7 @@ impl Balancer {
             report.finish_ms_per_device[d] = report.finish_ms_per_device[d].max(fin);
             report.busy_ms_per_device[d] += out.busy_ns as f64 / 1e6;
             report.ms = report.ms.max(fin);
+            report.claims += out.claims;
             for (i, o) in out.outputs {
                 let i = i as usize;
                 if i >= n || slots[i].is_some() {
@@ -422,6 +425,7 @@ fn worker_main<W: Workload>(
     let t0 = shared.t0.get().copied().unwrap_or_else(Instant::now);
     let mut out = WorkerOut {
         outputs: Vec::new(),
+        claims: 0,
         finish_ns: 0,
         busy_ns: 0,
     };
@@ -436,7 +440,7 @@ fn worker_main<W: Workload>(
             if i >= plan.n {
                 break;
             }
-            shared.claims.fetch_add(1, Ordering::Relaxed);
+            out.claims += 1;
             out.outputs.push((i as u32, worker.run(i)?));
         },
         Method::RoundRobin => {
@@ -568,6 +572,16 @@ fn chunk_for<W: Workload>(
     a.max(1)
 }
 
+/// What one device's curve predicts for the queue as it stands; read under its lock, no copies of curves.
+#[derive(Clone, Copy, Default)]
+struct View {
+    /// ns for one item at the small and the large end.
+    small: Option<f64>,
+    large: Option<f64>,
+    /// ns to do every remaining item alone.
+    all: Option<f64>,
+}
+
 /// heloom's pull: guided chunks sized by learned costs, each device at the end of the size-sorted queue it is
 /// relatively best at, and an end-game in which a worker stops when the others would finish everything before
 /// it finishes one more item.
@@ -582,6 +596,8 @@ fn heloom_loop<W: Workload>(
     let me = plan.device_of[wi];
     let nw = plan.device_of.len();
     let mut probe = 1usize;
+    let mut views = vec![View::default(); shared.curves.len()];
+    let mut ratios: Vec<f64> = Vec::with_capacity(nw);
     loop {
         if shared.abort.load(Ordering::Relaxed) {
             break;
@@ -592,50 +608,50 @@ fn heloom_loop<W: Workload>(
             break;
         }
         let now = t0.elapsed().as_nanos() as f64;
-        let curves: Vec<CostCurve> = shared
-            .curves
-            .iter()
-            .map(|c| c.lock().map(|g| g.clone()).unwrap_or_default())
-            .collect();
         let (w_lo, w_hi) = (
             plan.work.weight(plan.order[lo] as usize),
             plan.work.weight(plan.order[hi - 1] as usize),
         );
         let (rem_n, rem_w) = (hi - lo, plan.prefix[hi] - plan.prefix[lo]);
+        for (v, c) in views.iter_mut().zip(&shared.curves) {
+            if let Ok(c) = c.lock() {
+                *v = View {
+                    small: c.predict(w_lo),
+                    large: c.predict(w_hi),
+                    all: total_ns(&c, rem_n, rem_w),
+                };
+            }
+        }
         // Size-aware end: a device whose small items cost least relative to its large ones takes the small end.
-        let ratio = |c: &CostCurve| match (c.predict(w_lo), c.predict(w_hi)) {
+        let ratio = |v: &View| match (v.small, v.large) {
             (Some(a), Some(b)) if b > 0.0 => Some(a / b),
             _ => None,
         };
-        let mine = ratio(&curves[me]);
         let mut small = true;
-        if let Some(r) = mine {
-            let mut others: Vec<f64> = (0..nw)
-                .filter(|&o| o != wi && shared.alive[o].load(Ordering::Relaxed))
-                .filter_map(|o| ratio(&curves[plan.device_of[o]]))
-                .collect();
-            if !others.is_empty() && w_lo != w_hi {
-                others.push(r);
-                others.sort_by(f64::total_cmp);
-                let median = others[(others.len() - 1) / 2];
-                small = r <= median;
+        if let (Some(r), true) = (ratio(&views[me]), w_lo != w_hi) {
+            ratios.clear();
+            ratios.extend(
+                (0..nw)
+                    .filter(|&o| o != wi && shared.alive[o].load(Ordering::Relaxed))
+                    .filter_map(|o| ratio(&views[plan.device_of[o]])),
+            );
+            if !ratios.is_empty() {
+                ratios.push(r);
+                ratios.sort_by(f64::total_cmp);
+                small = r <= ratios[(ratios.len() - 1) / 2];
             }
         }
-        let end_w = if small { w_lo } else { w_hi };
-        let k = match (
-            curves[me].predict(end_w),
-            total_ns(&curves[me], rem_n, rem_w),
-        ) {
+        let mine = views[me];
+        let item = if small { mine.small } else { mine.large };
+        let k = match (item, mine.all) {
             (Some(item_ns), Some(my_all)) if my_all > 0.0 => {
                 // Rates in "whole remaining queue per ns"; backlog as a fraction of the queue.
                 let (mut rate_others, mut backlog_others) = (0.0, 0.0);
                 for o in (0..nw).filter(|&o| o != wi && shared.alive[o].load(Ordering::Relaxed)) {
-                    if let Some(t) = total_ns(&curves[plan.device_of[o]], rem_n, rem_w) {
-                        if t > 0.0 {
-                            rate_others += 1.0 / t;
-                            let until = shared.busy_until[o].load(Ordering::Relaxed) as f64;
-                            backlog_others += (until - now).max(0.0) / t;
-                        }
+                    if let Some(t) = views[plan.device_of[o]].all.filter(|&t| t > 0.0) {
+                        rate_others += 1.0 / t;
+                        let until = shared.busy_until[o].load(Ordering::Relaxed) as f64;
+                        backlog_others += (until - now).max(0.0) / t;
                     }
                 }
                 let t_all = (1.0 + backlog_others) / (rate_others + 1.0 / my_all);
@@ -659,7 +675,10 @@ fn heloom_loop<W: Workload>(
                 let target = (t_all / 4.0)
                     .clamp(GRAIN_MIN_NS, GRAIN_MAX_NS)
                     .min(t_all.max(item_ns));
-                chunk_for(&curves[me], plan, lo, hi, small, target)
+                match shared.curves[me].lock() {
+                    Ok(c) => chunk_for(&c, plan, lo, hi, small, target),
+                    Err(_) => 1,
+                }
             }
             _ => {
                 // Nothing learned yet: probe with 1, 2, 4, ... items.
@@ -681,9 +700,9 @@ fn heloom_loop<W: Workload>(
         {
             continue;
         }
-        shared.claims.fetch_add(1, Ordering::Relaxed);
+        out.claims += 1;
         let chunk_w = plan.prefix[items.end] - plan.prefix[items.start];
-        let predicted = total_ns(&curves[me], k, chunk_w).unwrap_or(0.0);
+        let predicted = item.map_or(0.0, |p| p * k as f64);
         shared.busy_until[wi].store((now + predicted) as u64, Ordering::Relaxed);
         let start = Instant::now();
         for p in items {

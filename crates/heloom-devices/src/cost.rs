@@ -34,19 +34,23 @@ struct ClassStat {
 /// One device's learned cost curve.
 #[derive(Clone, Debug, Serialize)]
 pub struct CostCurve {
-    classes: Vec<ClassStat>,
+    #[serde(skip)]
+    classes: [ClassStat; CLASSES],
     /// Fitted per-item overhead in ns (from the classes seen; 0 with fewer than two).
     pub overhead_ns: f64,
     /// Fitted cost per unit of weight in ns (per byte for AES).
     pub ns_per_weight: f64,
+    /// Weight classes observed.
+    seen: usize,
 }
 
 impl Default for CostCurve {
     fn default() -> Self {
         CostCurve {
-            classes: vec![ClassStat::default(); CLASSES],
+            classes: [ClassStat::default(); CLASSES],
             overhead_ns: 0.0,
             ns_per_weight: 0.0,
+            seen: 0,
         }
     }
 }
@@ -72,27 +76,27 @@ impl CostCurve {
     }
 
     /// Least-squares line through the classes seen, each class one point (so a frequent class does not drown
-    /// the others), clamped to non-negative overhead and slope.
+    /// the others), clamped to non-negative overhead and slope. No allocation: it runs on every chunk.
     fn fit(&mut self) {
-        let pts: Vec<(f64, f64)> = self
-            .classes
-            .iter()
-            .filter(|c| c.chunks > 0)
-            .map(|c| (c.weight, c.ns))
-            .collect();
-        if pts.len() < 2 {
+        let seen = || self.classes.iter().filter(|c| c.chunks > 0);
+        let (mut n, mut sw, mut st) = (0.0, 0.0, 0.0);
+        for c in seen() {
+            n += 1.0;
+            sw += c.weight;
+            st += c.ns;
+        }
+        self.seen = n as usize;
+        if self.seen < 2 {
             self.overhead_ns = 0.0;
-            self.ns_per_weight = pts.first().map_or(0.0, |&(w, t)| t / w.max(1.0));
+            self.ns_per_weight = seen().next().map_or(0.0, |c| c.ns / c.weight.max(1.0));
             return;
         }
-        let n = pts.len() as f64;
-        let (sw, st) = pts
-            .iter()
-            .fold((0.0, 0.0), |(a, b), &(w, t)| (a + w, b + t));
         let (mw, mt) = (sw / n, st / n);
-        let (sxy, sxx) = pts.iter().fold((0.0, 0.0), |(a, b), &(w, t)| {
-            (a + (w - mw) * (t - mt), b + (w - mw) * (w - mw))
-        });
+        let (mut sxy, mut sxx) = (0.0, 0.0);
+        for c in seen() {
+            sxy += (c.weight - mw) * (c.ns - mt);
+            sxx += (c.weight - mw) * (c.weight - mw);
+        }
         let mut b = if sxx > 0.0 { sxy / sxx } else { 0.0 };
         let mut a = mt - b * mw;
         if b < 0.0 {
@@ -101,9 +105,11 @@ impl CostCurve {
         }
         if a < 0.0 {
             // Through the origin: b = Σwt / Σw².
-            let (swt, sww) = pts
-                .iter()
-                .fold((0.0, 0.0), |(x, y), &(w, t)| (x + w * t, y + w * w));
+            let (mut swt, mut sww) = (0.0, 0.0);
+            for c in seen() {
+                swt += c.weight * c.ns;
+                sww += c.weight * c.weight;
+            }
             b = if sww > 0.0 { swt / sww } else { 0.0 };
             a = 0.0;
         }
@@ -113,7 +119,7 @@ impl CostCurve {
 
     /// Whether anything has been observed.
     pub fn known(&self) -> bool {
-        self.classes.iter().any(|c| c.chunks > 0)
+        self.seen > 0
     }
 
     /// Predicted ns for one item of weight `w`, or `None` before the first observation.
@@ -122,7 +128,7 @@ impl CostCurve {
             return None;
         }
         let c = &self.classes[class(w)];
-        let seen = self.classes.iter().filter(|c| c.chunks > 0).count();
+        let seen = self.seen;
         if c.chunks > 0 {
             // The class's own mean, moved along the slope within the class.
             let slope = if seen >= 2 {
