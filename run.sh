@@ -6,6 +6,7 @@
 #   ./run.sh info            the CPU and the backends heloom will use
 #   ./run.sh schedule ...    schedule e^x job streams (see ./run.sh schedule --help)
 #   ./run.sh profile ...     measure this machine's cost profile
+#   ./run.sh offload ...     share AES / HE work among devices (see ./run.sh offload --help)
 #   ./run.sh python ...      run python (e.g. an example) with the heloom package installed
 # Installs what is missing before it runs: a Rust toolchain >= 1.89 with rustfmt and clippy, and
 # for the Python package a virtual environment in .venv with maturin, numpy, pytest, ruff, mypy
@@ -80,7 +81,7 @@ export MIMALLOC_PURGE_DELAY="${MIMALLOC_PURGE_DELAY:--1}"
 cmd=${1:-demo}
 shift || true
 case "$cmd" in
-  demo | info | bench | schedule | profile)
+  demo | info | bench | schedule | profile | offload)
     ensure_rust
     cargo build --release -q -p heloom-cli
     if [ "$cmd" = bench ] && [[ " $* " == *" --vs "* ]]; then
@@ -113,7 +114,7 @@ case "$cmd" in
     echo "all checks passed"
     ;;
   *)
-    echo "usage: ./run.sh demo | test | info | bench ntt|ckks [--json] [--quick] [--vs tenseal] | schedule ... | profile ... | python FILE" >&2
+    echo "usage: ./run.sh demo | test | info | bench ntt|ckks [--json] [--quick] [--vs tenseal] | schedule ... | profile ... | offload ... | python FILE" >&2
     exit 2
     ;;
 esac
