@@ -2,6 +2,8 @@
 
 mod bench;
 mod demo;
+mod offload;
+mod offload_plot;
 mod profile;
 mod schedule;
 mod schedule_plot;
@@ -45,6 +47,9 @@ enum Command {
     /// Schedule a stream of encrypted e^x jobs on this machine's cores (or simulate one with a
     /// profile) under a thread policy, or compare every policy at every gap.
     Schedule(schedule::ScheduleArgs),
+    /// Share AES work (or HE jobs) among devices that pull from one queue (seed 001): compare
+    /// devices and balancers.
+    Offload(offload::OffloadArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -119,6 +124,7 @@ fn main() -> Result<()> {
         Command::Demo => demo::run(),
         Command::Profile(args) => profile::run(args),
         Command::Schedule(args) => schedule::run(&args),
+        Command::Offload(args) => offload::run(&args),
         Command::Info => {
             println!("{}", cpu_report());
             for b in Backend::ALL {
