@@ -42,9 +42,19 @@ pub struct OffloadArgs {
     /// Show each device kind and whether it can be opened here.
     #[arg(long)]
     pub list: bool,
-    /// HE jobs instead of AES items (not in this build yet).
-    #[arg(long, hide = true, conflicts_with = "mode")]
+    /// Run streams of encrypted e^x jobs (the runtime's task graphs) on cpu-pool devices under
+    /// every balancer, instead of AES items; every result is decrypted and checked.
+    #[arg(long, conflicts_with = "mode")]
     pub he: bool,
+    /// --he: log2 of the ring degree.
+    #[arg(long, default_value_t = 13)]
+    pub log_n: u32,
+    /// --he: jobs per run.
+    #[arg(long, default_value_t = 24)]
+    pub jobs: usize,
+    /// --he: e^x graph of every job: paper-fig3, bsgs, horner or mixed (all three in turn).
+    #[arg(long, default_value = "mixed")]
+    pub variant: String,
     /// Internal: spin on core K as competing load (started by --load).
     #[arg(long, hide = true, value_name = "K")]
     pub burn_core: Option<usize>,
@@ -109,7 +119,7 @@ enum Mode {
     Compare,
     VsOpenssl,
     List,
-    /// HE jobs on the same devices and balancers (the lead's `--he` mode; see [`run_he`]).
+    /// HE jobs on the same devices and balancers (see [`run_he`]).
     He,
     Burn(usize),
 }
@@ -202,10 +212,125 @@ pub fn run(args: &OffloadArgs) -> Result<()> {
 
 // ---- HE mode -----------------------------------------------------------------------------
 
-/// HE MODE: placeholder for the lead's `--he` mode (HE task graphs on the same devices and
-/// balancers, `heloom_devices::he`). The flag is parsed but hidden until this is filled in.
-fn run_he(_args: &OffloadArgs) -> Result<()> {
-    bail!("`heloom offload --he` is not in this build yet; use --compare for the AES workload")
+/// `--he`: streams of encrypted e^x jobs, each a task graph from the runtime, carried to cpu-pool
+/// devices (and, with the CUDA backend, the GPU) by the same balancers as AES items.
+fn run_he(args: &OffloadArgs) -> Result<()> {
+    // The AES default `cpu,soft` means "two devices" here: two pool shares splitting the cores.
+    let spec = if args.devices == "cpu,soft" {
+        "cpu-pool,cpu-pool"
+    } else {
+        args.devices.as_str()
+    };
+    let specs = DeviceSpec::parse_list(spec).context("reading --devices")?;
+    let variant = heloom_devices::he::parse_variant(&args.variant).context("reading --variant")?;
+    if args.jobs == 0 || args.reps == 0 {
+        bail!("--jobs and --reps must be at least 1");
+    }
+    let devices = heloom_devices::he::open_he_devices(&specs)
+        .with_context(|| format!("opening the devices `{spec}`"))?;
+    let refs: Vec<&dyn Device<heloom_devices::he::HeJobs>> =
+        devices.iter().map(|d| d.as_ref()).collect();
+    let emit = |text: &str| {
+        if args.json {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    };
+    let mut text = format!(
+        "heloom offload --he on {} ({} cores)\n{}\n{} e^x jobs per run (N = 2^{}, graph {}), {} timed repetition(s) after a warm-up\ndevices:\n",
+        cpu_model(),
+        heloom_pool::cores(),
+        load_line(args.load),
+        args.jobs,
+        args.log_n,
+        args.variant,
+        args.reps
+    );
+    for d in &refs {
+        let i = d.info();
+        text.push_str(&format!("  {:<14} {}\n", i.name, i.engine));
+    }
+    emit(&text);
+    let cfg = heloom_devices::he::HeCompareConfig {
+        log_n: args.log_n,
+        jobs: args.jobs,
+        variant,
+        reps: args.reps,
+        methods: args.combined_methods()?,
+        seed: args.seed,
+    };
+    let mut load = Competitors::start(args.load)?;
+    let pb = bar(args.json);
+    let rows = heloom_devices::he::compare_he(&refs, &cfg, &mut |label, done, total| {
+        pb.set_length(total as u64);
+        pb.set_position(done as u64);
+        pb.set_message(format!("e^x jobs {label}"));
+    })
+    .context("running HE jobs on the devices")?;
+    pb.finish_and_clear();
+    let load_held = load.all_running();
+    drop(load);
+    let names: Vec<String> = refs.iter().map(|d| d.info().name.clone()).collect();
+    let mut header: Vec<String> = ["method", "ms", "jobs/s", "efficiency"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    header.extend(names.iter().map(|n| format!("jobs on {n}")));
+    let mut body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let mut v = vec![
+                r.method.clone(),
+                fmt_ms(r.ms),
+                format!("{:.2}", r.jobs_per_s),
+                format!("{:.3}", r.efficiency),
+            ];
+            v.extend(
+                names
+                    .iter()
+                    .map(|n| fmt_items(r.items_per_device.get(n).copied().unwrap_or(0.0))),
+            );
+            v
+        })
+        .collect();
+    if let Some(r) = rows.first() {
+        let mut v = vec![
+            "ideal".to_string(),
+            fmt_ms(r.ideal_ms),
+            format!("{:.2}", r.jobs as f64 / (r.ideal_ms / 1e3)),
+            "1.000".into(),
+        ];
+        v.extend(names.iter().map(|_| String::new()));
+        body.push(v);
+    }
+    let max_error = rows.iter().map(|r| r.max_error).fold(0.0, f64::max);
+    let mut part = table(&header, &body);
+    part.push_str(&format!(
+        "every result decrypted and checked: max error {max_error:.2e} (tolerance {:.0e})\n",
+        heloom_runtime::workload::EXP_TOLERANCE
+    ));
+    if args.load > 0 && !load_held {
+        part.push_str("warning: a competing load process ended before the runs did\n");
+    }
+    emit(&part);
+    text.push_str(&part);
+    let v = json!({
+        "machine": machine(),
+        "devices": refs.iter().map(|d| d.info().clone()).collect::<Vec<_>>(),
+        "load": args.load,
+        "load_held": load_held,
+        "config": { "log_n": args.log_n, "jobs": args.jobs, "variant": args.variant, "reps": args.reps, "seed": args.seed },
+        "runs": rows,
+    });
+    let js = serde_json::to_string_pretty(&v)?;
+    if args.json {
+        println!("{js}");
+    }
+    write(&args.out.join("offload-he.json"), &js)?;
+    write(&args.out.join("offload-he.txt"), &text)?;
+    eprintln!("results in {}", args.out.display());
+    Ok(())
 }
 
 // ---- shared helpers ----------------------------------------------------------------------

@@ -99,3 +99,40 @@ fn bad_flags_fail_clearly() -> Result<(), Box<dyn std::error::Error>> {
     assert!(!out.status.success());
     Ok(())
 }
+
+#[test]
+fn he_jobs_run_on_every_balancer_and_decrypt() -> Result<(), Box<dyn std::error::Error>> {
+    let out = heloom()
+        .args([
+            "offload", "--he", "--log-n", "11", "--jobs", "4", "--reps", "1", "--json", "--out",
+        ])
+        .arg(out_dir("he"))
+        .output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let runs = v["runs"].as_array().ok_or("no runs")?;
+    let methods: Vec<&str> = runs.iter().filter_map(|r| r["method"].as_str()).collect();
+    for m in ["cpu-pool:1", "round-robin", "polling", "pull", "heloom"] {
+        assert!(methods.contains(&m), "{m} missing from {methods:?}");
+    }
+    for r in runs {
+        assert!(r["max_error"].as_f64().ok_or("max_error")? < 1e-4);
+        let jobs: f64 = r["items_per_device"]
+            .as_object()
+            .ok_or("items")?
+            .values()
+            .filter_map(|x| x.as_f64())
+            .sum();
+        assert!((jobs - 4.0).abs() < 1e-9);
+    }
+    let bad = heloom()
+        .args(["offload", "--he", "--devices", "soft"])
+        .output()?;
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("AES engines"));
+    Ok(())
+}
