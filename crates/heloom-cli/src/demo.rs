@@ -182,5 +182,6 @@ pub fn run() -> Result<()> {
         bail!("some scheduled jobs decrypted to a wrong result (see above)");
     }
     println!("\nevery scheduled job's result decrypted correctly");
+    crate::offload::demo(std::path::Path::new("target/heloom-demo/offload"))?;
     Ok(())
 }

@@ -333,6 +333,92 @@ fn run_he(args: &OffloadArgs) -> Result<()> {
     Ok(())
 }
 
+/// The demo's offload part: the paper's comparison at three sizes on `cpu` + `soft` (every
+/// output checked against the reference engine), then a stream of e^x jobs on two cpu-pool
+/// devices. Files land in `out`.
+pub fn demo(out: &Path) -> Result<()> {
+    println!("\n== offload: devices pulling from one queue (seed 001) ==");
+    let specs = DeviceSpec::parse_list("cpu,soft")?;
+    let devices = open_aes_devices(&specs).context("opening cpu and soft")?;
+    let refs: Vec<&dyn Device<_>> = devices.iter().map(|d| d.as_ref()).collect();
+    for d in &refs {
+        let i = d.info();
+        println!("  {:<10} {} worker(s)  {}", i.name, i.workers, i.engine);
+    }
+    let cfg = CompareConfig {
+        sizes: vec![16, 1024, 16384],
+        items: 2000,
+        reps: 2,
+        ..CompareConfig::default()
+    };
+    println!(
+        "AES-128-CBC encryption of {} files per size, {} repetitions, every output checked",
+        cfg.items, cfg.reps
+    );
+    let pb = bar(false);
+    let rep = compare(&refs, &cfg, &mut |label, done, total| {
+        pb.set_length(total as u64);
+        pb.set_position(done as u64);
+        pb.set_message(label.to_string());
+    })?;
+    pb.finish_and_clear();
+    let mut text = render_tables(&rep);
+    let (tv, ts) = targets(&rep);
+    text.push_str(&ts);
+    print!("{text}");
+    let js = serde_json::to_string_pretty(
+        &json!({ "machine": machine(), "runs": rep.runs, "targets": tv }),
+    )?;
+    write(&out.join("offload.json"), &js)?;
+    write(&out.join("offload.txt"), &text)?;
+    table2_plot(
+        &rep,
+        &out.join("table2.svg"),
+        "Table 2: time per method against item size",
+    )?;
+    efficiency_plot(
+        &rep,
+        EFFICIENCY_TARGET,
+        &out.join("efficiency.svg"),
+        "Efficiency (ideal / measured)",
+    )?;
+    items_plot(
+        &rep,
+        &out.join("items.svg"),
+        "Table 3: share of items per device",
+    )?;
+
+    let he_specs = DeviceSpec::parse_list("cpu-pool,cpu-pool")?;
+    let he_devices = heloom_devices::he::open_he_devices(&he_specs)?;
+    let he_refs: Vec<&dyn Device<heloom_devices::he::HeJobs>> =
+        he_devices.iter().map(|d| d.as_ref()).collect();
+    let he_cfg = heloom_devices::he::HeCompareConfig {
+        log_n: 12,
+        jobs: 12,
+        reps: 1,
+        ..Default::default()
+    };
+    let rows = heloom_devices::he::compare_he(&he_refs, &he_cfg, &mut |_, _, _| {})?;
+    println!(
+        "\nthe same balancers carrying {} encrypted e^x jobs (N = 2^{}) to two cpu-pool devices:",
+        he_cfg.jobs, he_cfg.log_n
+    );
+    for r in &rows {
+        println!(
+            "  {:<14} {:>8} ms  efficiency {:.3}",
+            r.method,
+            fmt_ms(r.ms),
+            r.efficiency
+        );
+    }
+    let max_error = rows.iter().map(|r| r.max_error).fold(0.0, f64::max);
+    println!(
+        "every job decrypted within {max_error:.1e} of e^x; results in {}",
+        out.display()
+    );
+    Ok(())
+}
+
 // ---- shared helpers ----------------------------------------------------------------------
 
 fn bar(hidden: bool) -> ProgressBar {
