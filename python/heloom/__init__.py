@@ -14,8 +14,8 @@ Encrypt numpy arrays of real or complex numbers and compute on them encrypted::
 
 Every class and exception lives in the extension module ``heloom._heloom`` and is re-exported
 here. Exceptions: ``HeloomError`` is the base of ``ParameterError``, ``FormatError``,
-``ScaleError``, ``LevelError``, ``MissingKeyError``, ``GraphError`` and ``InputError`` (also a
-``ValueError``).
+``ScaleError``, ``LevelError``, ``MissingKeyError``, ``GraphError``, ``DeviceUnavailableError``,
+``CryptoError`` and ``InputError`` (also a ``ValueError``).
 
 Threads and task graphs: ``Evaluator(ctx, keys, threads=4)`` (or ``ev.with_threads(4)``) runs
 every heavy operation on a budget of threads, with bit-identical results. ``GraphBuilder``
@@ -24,13 +24,30 @@ task kinds; ``exp_graph`` and ``polynomial_graph`` build the runtime's graphs;
 ``TaskGraph.run`` executes one, ``TaskGraph.work_ms`` prices it, and ``simulate`` runs the
 scheduler's discrete-event simulation of a stream of e^x jobs under a thread policy
 (``POLICIES``) and a cost profile (``profile_names()``).
+
+Devices: ``aes_encrypt`` and ``aes_decrypt`` run bulk AES (CBC or GCM) of many items over
+several devices (``"cpu,soft"``: AES-NI and constant-time software AES; ``kernel``: the Linux
+kernel crypto API) pulling from one queue under a balancer, and return an ``AesResult``
+(outputs, IVs, report)::
+
+    key = os.urandom(32)
+    enc = heloom.aes_encrypt(files, key)               # aes-256-gcm, random IVs
+    dec = heloom.aes_decrypt(enc.outputs, key, ivs=enc.ivs)
+    assert dec.outputs == files
+
+``offload_devices()`` says which devices this machine has; ``offload_compare`` times every
+device and balancer on AES items (seed 001's tables) and ``he_offload_compare`` on a stream of
+HE jobs.
 """
 
 from heloom._heloom import (
     POLICIES,
+    AesResult,
     Ciphertext,
     CkksParameters,
     Context,
+    CryptoError,
+    DeviceUnavailableError,
     EvaluationKeys,
     Evaluator,
     FormatError,
@@ -49,8 +66,13 @@ from heloom._heloom import (
     TaskGraph,
     Value,
     __version__,
+    aes_decrypt,
+    aes_encrypt,
     cores,
     exp_graph,
+    he_offload_compare,
+    offload_compare,
+    offload_devices,
     polynomial_graph,
     profile_names,
     simulate,
@@ -58,9 +80,12 @@ from heloom._heloom import (
 
 __all__ = [
     "POLICIES",
+    "AesResult",
     "Ciphertext",
     "CkksParameters",
     "Context",
+    "CryptoError",
+    "DeviceUnavailableError",
     "EvaluationKeys",
     "Evaluator",
     "FormatError",
@@ -79,8 +104,13 @@ __all__ = [
     "TaskGraph",
     "Value",
     "__version__",
+    "aes_decrypt",
+    "aes_encrypt",
     "cores",
     "exp_graph",
+    "he_offload_compare",
+    "offload_compare",
+    "offload_devices",
     "polynomial_graph",
     "profile_names",
     "simulate",

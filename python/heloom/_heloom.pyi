@@ -1,6 +1,6 @@
 """Type stubs of heloom's extension module (re-exported by ``heloom``)."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, SupportsFloat, SupportsIndex, TypeAlias, final, overload
 
 import numpy as np
@@ -8,9 +8,12 @@ import numpy.typing as npt
 
 __all__ = [
     "POLICIES",
+    "AesResult",
     "Ciphertext",
     "CkksParameters",
     "Context",
+    "CryptoError",
+    "DeviceUnavailableError",
     "EvaluationKeys",
     "Evaluator",
     "FormatError",
@@ -29,8 +32,13 @@ __all__ = [
     "TaskGraph",
     "Value",
     "__version__",
+    "aes_decrypt",
+    "aes_encrypt",
     "cores",
     "exp_graph",
+    "he_offload_compare",
+    "offload_compare",
+    "offload_devices",
     "polynomial_graph",
     "profile_names",
     "simulate",
@@ -50,6 +58,15 @@ _Basis: TypeAlias = Literal["power", "chebyshev"]
 _ExpVariant: TypeAlias = Literal["paper-fig3", "bsgs", "horner"]
 #: Thread policies of the scheduler (``POLICIES``).
 _Policy: TypeAlias = Literal["fixed-1", "fixed-half", "fixed-full", "paper-dynamic", "heloom"]
+
+#: Bytes-like items, keys and IVs of the AES functions.
+_Bytes: TypeAlias = bytes | bytearray | memoryview
+#: Ciphers and modes of the AES functions.
+_Cipher: TypeAlias = Literal["aes-128-cbc", "aes-192-cbc", "aes-256-cbc", "aes-256-gcm"]
+#: Graph variants of an HE job stream (``he_offload_compare``).
+_HeVariant: TypeAlias = Literal["paper-fig3", "bsgs", "horner", "mixed"]
+#: Progress callbacks: ``progress(label, done, total)`` after every run.
+_Progress: TypeAlias = Callable[[str, int, int], object]
 
 #: Names of the scheduler's thread policies, for ``simulate``: ``"fixed-1"``,
 #: ``"fixed-half"``, ``"fixed-full"``, ``"paper-dynamic"`` (seed 000's four) and ``"heloom"``.
@@ -84,6 +101,16 @@ class GraphError(HeloomError):
     """A task graph that cannot be built or run: a GraphBuilder used after finish, a Value of
     another builder, a graph without outputs, or job inputs that do not fit the graph (their
     number, level or scale)."""
+
+class DeviceUnavailableError(HeloomError):
+    """A device this machine or this build of heloom cannot use (no GPU driver, no kernel
+    crypto API, ...); the message says what is missing and which devices to use instead
+    (``heloom.offload_devices()`` lists what is available)."""
+
+class CryptoError(HeloomError):
+    """An AES operation failed on an item: for decryption, a wrong key or IV, or a corrupted
+    or tampered ciphertext (a GCM tag or CBC padding that does not check). The message names
+    the item."""
 
 @final
 class CkksParameters:
@@ -717,3 +744,136 @@ def simulate(
     ``sched_overhead_pct``, ``dispatch_latency_ms`` and ``correct`` (None: nothing is
     decrypted in a simulation). Unknown policies or profiles and non-positive ``gap_ms`` or
     ``jobs`` raise InputError. Runs without the GIL."""
+
+@final
+class AesResult:
+    """What bulk AES returns: ``outputs`` (one ``bytes`` per item, in item order: ciphertexts
+    with PKCS#7 padding (CBC) or the 16-byte tag appended (GCM) after ``aes_encrypt``,
+    plaintexts after ``aes_decrypt``), ``ivs`` (the IV of every item; keep them with the
+    ciphertexts, ``aes_decrypt`` needs them) and ``report`` (how the run went, a dict).
+    ``len(result)`` is the number of items."""
+
+    @property
+    def outputs(self) -> list[bytes]:
+        """The outputs, one ``bytes`` per item in item order (a new list on every access)."""
+    @property
+    def ivs(self) -> list[bytes]:
+        """The IV of every item, in item order: 16 bytes each (GCM uses the first 12 as its
+        nonce), or the 12-byte GCM nonces given to the call."""
+    @property
+    def report(self) -> dict[str, Any]:
+        """How the run went (a copy): ``method`` (the balancer, or the device's name when one
+        device ran alone), ``cipher``, ``direction``, ``items``, ``bytes`` (input bytes),
+        ``ms`` (from the start signal to the last worker's finish), ``mb_per_s``, ``claims``
+        (queue claims), ``devices`` (a dict per device: ``name``, ``kind``, ``workers``,
+        ``engine``, ``uses_cpu``) and, keyed by device name, ``items_per_device``,
+        ``bytes_per_device``, ``busy_ms_per_device`` (time inside items, summed over the
+        device's workers) and ``finish_ms_per_device``."""
+    def __len__(self) -> int:
+        """Number of items."""
+
+def aes_encrypt(
+    items: Iterable[_Bytes],
+    key: _Bytes,
+    *,
+    cipher: _Cipher = "aes-256-gcm",
+    devices: str = "cpu,soft",
+    balancer: str = "heloom",
+    ivs: Iterable[_Bytes] | None = None,
+) -> AesResult:
+    """Encrypts many items ("files") under one ``key`` on several devices that pull from one
+    queue; returns an ``AesResult`` with the ciphertexts in item order, their IVs and a
+    report.
+
+    ``cipher``: ``"aes-128-cbc"``, ``"aes-192-cbc"``, ``"aes-256-cbc"`` (PKCS#7 padding: each
+    ciphertext is 1 to 16 bytes longer than its item) or ``"aes-256-gcm"`` (12-byte nonce,
+    the 16-byte tag appended); the key has 16, 24, 32 or 32 bytes. Each item gets its own IV:
+    16 random bytes from the operating system's CSPRNG (GCM uses the first 12 as the nonce)
+    unless ``ivs`` gives one per item (to reproduce a result; never use a GCM nonce twice
+    with one key). ``devices``: a comma-separated list of ``cpu`` (AES-NI/VAES), ``soft``
+    (constant-time software AES), ``kernel`` (the Linux kernel crypto API) and ``gpu``, each
+    optionally ``:threads`` (see ``offload_devices()``). ``balancer``: ``"round-robin"``,
+    ``"polling"``, ``"pull"``, ``"heloom"`` (learned pull, the default), or a device's name
+    (``"cpu"``, ``"soft:1"``) to run on that device alone. Outputs are the same whichever
+    devices and balancer run. Bad arguments raise InputError (a ValueError), devices this
+    machine lacks DeviceUnavailableError. Runs without the GIL."""
+
+def aes_decrypt(
+    items: Iterable[_Bytes],
+    key: _Bytes,
+    *,
+    ivs: Iterable[_Bytes],
+    cipher: _Cipher = "aes-256-gcm",
+    devices: str = "cpu,soft",
+    balancer: str = "heloom",
+) -> AesResult:
+    """Decrypts many items encrypted by ``aes_encrypt`` (or any tool using the same modes:
+    CBC with PKCS#7 padding, or GCM with the 16-byte tag appended) under one ``key``, with
+    the ``ivs`` they were encrypted with (one per item; 12-byte nonces are accepted for GCM),
+    on several devices pulling from one queue. Returns an ``AesResult`` with the plaintexts
+    in item order. ``cipher``, ``devices`` and ``balancer`` as for ``aes_encrypt``. A wrong
+    key or IV, or a corrupted or tampered ciphertext (a GCM tag or CBC padding that does not
+    check), raises CryptoError naming the item; no partial results are returned. Runs
+    without the GIL."""
+
+def offload_devices() -> list[dict[str, Any]]:
+    """The device kinds and whether this machine (and this build) can use them: a dict per
+    kind with ``kind`` (``"cpu"``, ``"soft"``, ``"kernel"``, ``"gpu"`` for AES items,
+    ``"cpu-pool"`` for HE jobs), ``workload`` (``"aes"`` or ``"he"``), ``available``,
+    ``engine`` (what runs the work, or None) and ``error`` (why it cannot be used and what
+    to do, or None). Each device is opened with one worker to find out."""
+
+def offload_compare(
+    *,
+    devices: str = "cpu,soft",
+    cipher: _Cipher = "aes-128-cbc",
+    direction: Literal["encrypt", "decrypt"] = "encrypt",
+    sizes: Sequence[SupportsIndex] = (8, 16, 64, 256, 1024, 4096, 8192, 16384),
+    items: SupportsIndex = 4000,
+    reps: SupportsIndex = 5,
+    methods: Sequence[str] = ("round-robin", "polling", "pull", "heloom"),
+    mixed: bool = True,
+    seed: SupportsIndex = 1,
+    progress: _Progress | None = None,
+) -> dict[str, Any]:
+    """Times every device alone and every balancer in ``methods`` on the same AES workloads
+    (seed 001's Tables 2 and 3): for each item size in ``sizes`` a queue of ``items`` items
+    of that size, and with ``mixed`` one more queue holding ``items / len(sizes)`` items of
+    every size, shuffled. Each method runs ``reps`` times after an untimed warm-up, in
+    rotating order; the ideal combined time is ``1 / sum(1 / T_d)`` over the single devices
+    and each method's efficiency is ideal / measured. Every output of every run is checked
+    against the reference engine. ``progress(label, done, total)``, when given, is called
+    after every run.
+
+    Returns a dict: ``devices`` (name, kind, workers, engine, uses_cpu), ``cipher``,
+    ``direction``, ``items``, ``reps`` and ``runs``, one dict per method and workload:
+    ``method``, ``single``, ``cipher``, ``direction``, ``size`` (0 for the mixed queue),
+    ``workload`` (``"uniform"`` or ``"mixed"``), ``items``, ``ms`` (mean), ``ms_min``,
+    ``ms_max``, ``ms_reps``, ``ideal_ms``, ``efficiency``, ``mb_per_s``,
+    ``items_per_device`` and ``finish_ms_per_device`` (keyed by device name) and ``claims``.
+    Runs without the GIL."""
+
+def he_offload_compare(
+    *,
+    devices: str = "cpu-pool:1,cpu-pool:1",
+    log_n: SupportsIndex = 12,
+    jobs: SupportsIndex = 12,
+    reps: SupportsIndex = 2,
+    variant: _HeVariant = "mixed",
+    methods: Sequence[str] = ("round-robin", "polling", "pull", "heloom"),
+    seed: SupportsIndex = 1,
+    progress: _Progress | None = None,
+) -> list[dict[str, Any]]:
+    """Runs a stream of ``jobs`` e^x jobs (the runtime's HE task graphs, each on its own
+    encrypted input, at ring degree ``2**log_n`` with 8 RNS limbs) on every device alone and
+    under every balancer in ``methods``, ``reps`` times after an untimed warm-up.
+    ``devices``: a list of ``cpu-pool:threads`` shares of heloom's thread pool (``cpu:t``
+    means the same; ``gpu`` raises DeviceUnavailableError until the CUDA backend lands).
+    ``variant``: ``"paper-fig3"``, ``"bsgs"``, ``"horner"`` or ``"mixed"`` (the three in
+    turn, so jobs differ in weight). Every result is decrypted and checked against e^x.
+    ``progress(label, done, total)``, when given, is called after every run.
+
+    Returns one dict per method: ``method``, ``single``, ``log_n``, ``jobs``, ``ms`` (mean),
+    ``ms_reps``, ``ideal_ms``, ``efficiency``, ``jobs_per_s``, ``items_per_device`` (keyed by
+    device name) and ``max_error`` (the largest decryption error of any job). Runs without
+    the GIL."""

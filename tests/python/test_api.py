@@ -26,6 +26,7 @@ CLASSES = [
     "GraphBuilder",
     "Value",
     "TaskGraph",
+    "AesResult",
 ]
 EXCEPTIONS = [
     "HeloomError",
@@ -36,8 +37,21 @@ EXCEPTIONS = [
     "MissingKeyError",
     "InputError",
     "GraphError",
+    "DeviceUnavailableError",
+    "CryptoError",
 ]
-FUNCTIONS = ["cores", "exp_graph", "polynomial_graph", "profile_names", "simulate"]
+FUNCTIONS = [
+    "cores",
+    "exp_graph",
+    "polynomial_graph",
+    "profile_names",
+    "simulate",
+    "aes_encrypt",
+    "aes_decrypt",
+    "offload_devices",
+    "offload_compare",
+    "he_offload_compare",
+]
 CONSTANTS = ["POLICIES"]
 
 

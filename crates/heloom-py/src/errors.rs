@@ -1,7 +1,8 @@
-//! Python exceptions: one class per kind of [`CkksError`], all below `heloom.HeloomError`.
-//! Messages pass through unchanged.
+//! Python exceptions: one class per kind of [`CkksError`] (and of the device layer's
+//! [`DeviceError`]), all below `heloom.HeloomError`. Messages pass through unchanged.
 
 use heloom_ckks::CkksError;
+use heloom_devices::DeviceError;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
@@ -52,6 +53,23 @@ create_exception!(
     "A task graph that cannot be built or run: a GraphBuilder used after finish, a Value of \
      another builder, a graph without outputs, or job inputs that do not fit the graph (their \
      number, level or scale)."
+);
+
+create_exception!(
+    heloom,
+    DeviceUnavailableError,
+    HeloomError,
+    "A device this machine or this build of heloom cannot use (no GPU driver, no kernel crypto \
+     API, ...); the message says what is missing and which devices to use instead \
+     (``heloom.offload_devices()`` lists what is available)."
+);
+create_exception!(
+    heloom,
+    CryptoError,
+    HeloomError,
+    "An AES operation failed on an item: for decryption, a wrong key or IV, or a corrupted or \
+     tampered ciphertext (a GCM tag or CBC padding that does not check). The message names \
+     the item."
 );
 
 const INPUT_ERROR_DOC: &str =
@@ -131,6 +149,24 @@ pub fn profile_to_py(e: heloom_runtime::profile::ProfileError) -> PyErr {
     }
 }
 
+/// The Python exception for a device-layer error: bad device lists and parameters are
+/// InputError (a ValueError), missing devices DeviceUnavailableError, failed AES operations
+/// CryptoError, system calls OSError, HE jobs as [`to_py`] would raise them; a balancer or
+/// device that misbehaves is a HeloomError.
+pub fn device_to_py(e: DeviceError) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        DeviceError::BadSpec { .. } | DeviceError::InvalidParameter(_) => input_error(msg),
+        // The hints are written for the command line; say it the way Python callers do.
+        DeviceError::Unavailable { .. } => {
+            DeviceUnavailableError::new_err(msg.replace("--devices ", "devices="))
+        }
+        DeviceError::Crypto { .. } => CryptoError::new_err(msg),
+        DeviceError::Io { .. } => pyo3::exceptions::PyOSError::new_err(msg),
+        _ => HeloomError::new_err(msg),
+    }
+}
+
 /// Registers the exception classes on the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -142,5 +178,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MissingKeyError", py.get_type::<MissingKeyError>())?;
     m.add("InputError", input_error_type(py)?)?;
     m.add("GraphError", py.get_type::<GraphError>())?;
+    m.add(
+        "DeviceUnavailableError",
+        py.get_type::<DeviceUnavailableError>(),
+    )?;
+    m.add("CryptoError", py.get_type::<CryptoError>())?;
     Ok(())
 }

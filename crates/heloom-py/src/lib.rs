@@ -7,13 +7,15 @@
 //! a [`words::Words`] enum over both instantiations, so Python sees the word size only as the
 //! `word_bits` parameter. Heavy calls release the GIL. Values go in and out as numpy arrays.
 //! Evaluators carry a thread budget; task graphs and the scheduling simulator of
-//! `heloom-runtime` are exposed by [`graph`].
+//! `heloom-runtime` are exposed by [`graph`]; bulk AES over several devices and the device
+//! layer's comparisons (`heloom-devices`) by [`offload`].
 
 mod convert;
 mod errors;
 mod evaluator;
 mod graph;
 mod objects;
+mod offload;
 mod ops;
 mod params;
 mod words;
@@ -39,6 +41,7 @@ fn _heloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<objects::PyCiphertext>()?;
     m.add_class::<evaluator::PyEvaluator>()?;
     graph::register(m)?;
+    offload::register(m)?;
     errors::register(m)?;
     Ok(())
 }
