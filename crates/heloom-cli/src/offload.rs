@@ -824,7 +824,7 @@ fn render_tables(rep: &CompareReport) -> String {
     header.extend(cols.iter().map(|&s| size_label(s)));
     let mut s = String::new();
 
-    s.push_str("Table 2: time per method (ms, mean of the repetitions)\n");
+    s.push_str("Table 2: time per method (ms, best of the repetitions)\n");
     let mut body: Vec<Vec<String>> = methods
         .iter()
         .map(|(m, _)| {

@@ -450,6 +450,8 @@ mod tests {
             workload: if size == 0 { "mixed" } else { "uniform" }.into(),
             items: 100,
             ms,
+            ms_mean: ms,
+            ms_median: ms,
             ms_min: ms,
             ms_max: ms,
             ms_reps: vec![ms],

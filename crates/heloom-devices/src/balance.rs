@@ -22,7 +22,8 @@ pub enum Method {
     RoundRobin,
     /// A dispatcher thread watches every worker and hands the next item to an idle one (the paper's polling).
     Polling,
-    /// Workers pull the next item from one shared queue when free (the paper's proposal).
+    /// Workers pull the next items from one shared queue when free (the paper's proposal; a claim takes at least
+    /// 256 bytes' worth of items so the shared counter stays cheap).
     Pull,
     /// Pull with per-device cost curves learned online, size-aware ends of the queue, guided chunk sizes and an
     /// end-game that makes all devices finish together.
@@ -99,8 +100,24 @@ impl Method {
 /// A device's worker together with the workload's lifetime.
 type BoxedWorker<'w, O> = Box<dyn Worker<O> + 'w>;
 
-/// Smallest chunk heloom claims, in predicted time: keeps claims (one shared cache line) a small part of the work.
-const GRAIN_MIN_NS: f64 = 20_000.0;
+/// Smallest chunk heloom claims, in predicted time. Chunks shrink towards it only at the end of a run, where a
+/// smaller last chunk means the devices finish closer together.
+const GRAIN_MIN_NS: f64 = 2_000.0;
+/// Weight (bytes for AES) a `pull` claim takes at least: 256 bytes are about 20 ns of AES-NI work, as much as
+/// one contended claim costs.
+const PULL_CLAIM_WEIGHT: u64 = 256;
+
+/// An atomic alone on its cache line (two 64-byte lines, as adjacent-line prefetch pairs them), so that
+/// workers hammering it do not also invalidate the flags next to it.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
 /// Largest chunk, so a device slowed by outside load is noticed within a few milliseconds.
 const GRAIN_MAX_NS: f64 = 2_000_000.0;
 /// Polling slot states.
@@ -119,14 +136,15 @@ struct Shared {
     ready: AtomicUsize,
     abort: AtomicBool,
     t0: OnceLock<Instant>,
-    next: AtomicUsize,
-    range: AtomicU64,
+    next: Padded<AtomicUsize>,
+    range: Padded<AtomicU64>,
     claims: AtomicU64,
     slots: Vec<AtomicUsize>,
-    busy_until: Vec<AtomicU64>,
-    alive: Vec<AtomicBool>,
+    busy_until: Vec<Padded<AtomicU64>>,
+    alive: Vec<Padded<AtomicBool>>,
     active: AtomicUsize,
-    curves: Vec<Mutex<CostCurve>>,
+    /// Each heloom worker's curve as last published (workers of one device learn separately).
+    curves: Vec<Padded<Mutex<CostCurve>>>,
 }
 
 struct WorkerOut<O> {
@@ -231,16 +249,17 @@ impl Balancer {
             ready: AtomicUsize::new(0),
             abort: AtomicBool::new(false),
             t0: OnceLock::new(),
-            next: AtomicUsize::new(0),
-            range: AtomicU64::new(pack(0, n)),
+            next: Padded(AtomicUsize::new(0)),
+            range: Padded(AtomicU64::new(pack(0, n))),
             claims: AtomicU64::new(0),
             slots: (0..nw).map(|_| AtomicUsize::new(SLOT_EMPTY)).collect(),
-            busy_until: (0..nw).map(|_| AtomicU64::new(0)).collect(),
-            alive: (0..nw).map(|_| AtomicBool::new(true)).collect(),
+            busy_until: (0..nw).map(|_| Padded(AtomicU64::new(0))).collect(),
+            alive: (0..nw).map(|_| Padded(AtomicBool::new(true))).collect(),
             active: AtomicUsize::new(nw),
-            curves: names
+            curves: plan
+                .device_of
                 .iter()
-                .map(|name| Mutex::new(self.book.curve(name)))
+                .map(|&d| Padded(Mutex::new(self.book.curve(&names[d]))))
                 .collect(),
         };
         let cores = heloom_pool::cores();
@@ -348,9 +367,12 @@ impl Balancer {
         }
         report.producer = producer;
         if self.method == Method::Heloom {
-            for (name, c) in names.iter().zip(&shared.curves) {
-                if let Ok(c) = c.lock() {
-                    self.book.set(name, c.clone());
+            // Each device keeps the curve of its first worker.
+            for (d, name) in names.iter().enumerate() {
+                if let Some(w) = plan.device_of.iter().position(|&x| x == d) {
+                    if let Ok(c) = shared.curves[w].lock() {
+                        self.book.set(name, c.clone());
+                    }
                 }
             }
         }
@@ -412,6 +434,13 @@ fn worker_main<W: Workload>(
     shared: &Shared,
     plan: &Plan<'_, W>,
 ) -> Result<WorkerOut<W::Output>> {
+    // Room for every item this worker could take, reserved before the clock starts.
+    let cap = if plan.method == Method::RoundRobin {
+        plan.lists[wi].len()
+    } else {
+        plan.n
+    };
+    let mut outputs = Vec::with_capacity(cap);
     shared.ready.fetch_add(1, Ordering::AcqRel);
     let mut spins = 0u32;
     while !shared.go.load(Ordering::Acquire) {
@@ -424,7 +453,7 @@ fn worker_main<W: Workload>(
     }
     let t0 = shared.t0.get().copied().unwrap_or_else(Instant::now);
     let mut out = WorkerOut {
-        outputs: Vec::new(),
+        outputs: std::mem::take(&mut outputs),
         claims: 0,
         finish_ns: 0,
         busy_ns: 0,
@@ -432,16 +461,25 @@ fn worker_main<W: Workload>(
     let mut idle_ns = 0u64;
     match plan.method {
         Method::Single(_) | Method::Pull => loop {
-            // The paper's proposal: take the next item whenever free.
+            // The paper's proposal: take the next items whenever free. A claim is one atomic on a
+            // cache line every worker writes; it costs as much as encrypting a few 8-byte items, so
+            // a claim takes as many items as make up PULL_CLAIM_WEIGHT (one item for anything larger).
             if shared.abort.load(Ordering::Relaxed) {
                 break;
             }
-            let i = shared.next.fetch_add(1, Ordering::Relaxed);
+            let i = shared.next.load(Ordering::Relaxed);
+            if i >= plan.n {
+                break;
+            }
+            let k = (PULL_CLAIM_WEIGHT / plan.work.weight(i).max(1)).max(1) as usize;
+            let i = shared.next.0.fetch_add(k, Ordering::Relaxed);
             if i >= plan.n {
                 break;
             }
             out.claims += 1;
-            out.outputs.push((i as u32, worker.run(i)?));
+            for j in i..(i + k).min(plan.n) {
+                out.outputs.push((j as u32, worker.run(j)?));
+            }
         },
         Method::RoundRobin => {
             for &i in &plan.lists[wi] {
@@ -560,6 +598,15 @@ fn chunk_for<W: Workload>(
     if cost(b) <= target_ns {
         return b;
     }
+    // Equal weights (the paper's workloads): no search needed.
+    if plan.work.weight(plan.order[lo] as usize) == plan.work.weight(plan.order[hi - 1] as usize) {
+        let per = cost(1);
+        return if per > 0.0 && per.is_finite() {
+            ((target_ns / per) as usize).clamp(1, b)
+        } else {
+            1
+        };
+    }
     // Costs grow with k: binary search for the last k that fits.
     while a < b {
         let mid = (a + b).div_ceil(2);
@@ -593,10 +640,14 @@ fn heloom_loop<W: Workload>(
     t0: Instant,
     out: &mut WorkerOut<W::Output>,
 ) -> Result<()> {
-    let me = plan.device_of[wi];
     let nw = plan.device_of.len();
     let mut probe = 1usize;
-    let mut views = vec![View::default(); shared.curves.len()];
+    // This worker's own curve lives here; others read the copy it publishes after every chunk.
+    let mut local = shared.curves[wi]
+        .lock()
+        .map(|c| c.clone())
+        .unwrap_or_default();
+    let mut views = vec![View::default(); nw];
     let mut ratios: Vec<f64> = Vec::with_capacity(nw);
     loop {
         if shared.abort.load(Ordering::Relaxed) {
@@ -613,13 +664,18 @@ fn heloom_loop<W: Workload>(
             plan.work.weight(plan.order[hi - 1] as usize),
         );
         let (rem_n, rem_w) = (hi - lo, plan.prefix[hi] - plan.prefix[lo]);
-        for (v, c) in views.iter_mut().zip(&shared.curves) {
-            if let Ok(c) = c.lock() {
-                *v = View {
-                    small: c.predict(w_lo),
-                    large: c.predict(w_hi),
-                    all: total_ns(&c, rem_n, rem_w),
-                };
+        let view_of = |c: &CostCurve| View {
+            small: c.predict(w_lo),
+            large: c.predict(w_hi),
+            all: total_ns(c, rem_n, rem_w),
+        };
+        for (o, v) in views.iter_mut().enumerate() {
+            if o == wi {
+                *v = view_of(&local);
+            } else if shared.alive[o].load(Ordering::Relaxed) {
+                if let Ok(c) = shared.curves[o].lock() {
+                    *v = view_of(&c);
+                }
             }
         }
         // Size-aware end: a device whose small items cost least relative to its large ones takes the small end.
@@ -628,12 +684,12 @@ fn heloom_loop<W: Workload>(
             _ => None,
         };
         let mut small = true;
-        if let (Some(r), true) = (ratio(&views[me]), w_lo != w_hi) {
+        if let (Some(r), true) = (ratio(&views[wi]), w_lo != w_hi) {
             ratios.clear();
             ratios.extend(
                 (0..nw)
                     .filter(|&o| o != wi && shared.alive[o].load(Ordering::Relaxed))
-                    .filter_map(|o| ratio(&views[plan.device_of[o]])),
+                    .filter_map(|o| ratio(&views[o])),
             );
             if !ratios.is_empty() {
                 ratios.push(r);
@@ -641,14 +697,14 @@ fn heloom_loop<W: Workload>(
                 small = r <= ratios[(ratios.len() - 1) / 2];
             }
         }
-        let mine = views[me];
+        let mine = views[wi];
         let item = if small { mine.small } else { mine.large };
         let k = match (item, mine.all) {
             (Some(item_ns), Some(my_all)) if my_all > 0.0 => {
                 // Rates in "whole remaining queue per ns"; backlog as a fraction of the queue.
                 let (mut rate_others, mut backlog_others) = (0.0, 0.0);
                 for o in (0..nw).filter(|&o| o != wi && shared.alive[o].load(Ordering::Relaxed)) {
-                    if let Some(t) = views[plan.device_of[o]].all.filter(|&t| t > 0.0) {
+                    if let Some(t) = views[o].all.filter(|&t| t > 0.0) {
                         rate_others += 1.0 / t;
                         let until = shared.busy_until[o].load(Ordering::Relaxed) as f64;
                         backlog_others += (until - now).max(0.0) / t;
@@ -672,13 +728,12 @@ fn heloom_loop<W: Workload>(
                     shared.alive[wi].store(false, Ordering::Release);
                     return Ok(());
                 }
-                let target = (t_all / 4.0)
+                // Guided self-scheduling: half of what this worker will still do, so chunks shrink
+                // geometrically and the last ones are small enough for everyone to finish together.
+                let target = (t_all / 2.0)
                     .clamp(GRAIN_MIN_NS, GRAIN_MAX_NS)
                     .min(t_all.max(item_ns));
-                match shared.curves[me].lock() {
-                    Ok(c) => chunk_for(&c, plan, lo, hi, small, target),
-                    Err(_) => 1,
-                }
+                chunk_for(&local, plan, lo, hi, small, target)
             }
             _ => {
                 // Nothing learned yet: probe with 1, 2, 4, ... items.
@@ -710,8 +765,9 @@ fn heloom_loop<W: Workload>(
             out.outputs.push((i, worker.run(i as usize)?));
         }
         let ns = start.elapsed().as_nanos() as f64;
-        if let Ok(mut c) = shared.curves[me].lock() {
-            c.observe(k, chunk_w, ns);
+        local.observe(k, chunk_w, ns);
+        if let Ok(mut c) = shared.curves[wi].lock() {
+            c.clone_from(&local);
         }
         shared.busy_until[wi].store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
