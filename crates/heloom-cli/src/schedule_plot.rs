@@ -381,7 +381,7 @@ mod tests {
             gap_ms: gap,
             executor: "simulated:test".to_string(),
             capacity: 4,
-            window: (n / 8, n - n / 8 - 1),
+            window: (n / 8, (n - n / 8).saturating_sub(1)),
             jobs,
             tasks,
             sched_overhead_ms: 0.01,

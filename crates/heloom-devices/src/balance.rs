@@ -100,6 +100,9 @@ impl Method {
 /// A device's worker together with the workload's lifetime.
 type BoxedWorker<'w, O> = Box<dyn Worker<O> + 'w>;
 
+/// Where a worker leaves its result for the coordinating thread.
+type ResultSlot<O> = Mutex<Option<Result<WorkerOut<O>>>>;
+
 /// Smallest chunk heloom claims, in predicted time. Chunks shrink towards it only at the end of a run, where a
 /// smaller last chunk means the devices finish closer together.
 const GRAIN_MIN_NS: f64 = 2_000.0;
@@ -124,11 +127,12 @@ const GRAIN_MAX_NS: f64 = 2_000_000.0;
 const SLOT_EMPTY: usize = 0;
 const SLOT_STOP: usize = usize::MAX;
 
-/// A balancer with its learned state (heloom's cost curves persist across runs).
+/// A balancer with its learned state (heloom's cost curves persist across runs) and its worker threads.
 pub struct Balancer {
     method: Method,
     book: CostBook,
     pin: bool,
+    pool: Option<rayon::ThreadPool>,
 }
 
 struct Shared {
@@ -183,6 +187,7 @@ impl Balancer {
             method,
             book: CostBook::default(),
             pin: true,
+            pool: None,
         }
     }
 
@@ -195,6 +200,29 @@ impl Balancer {
     /// The method.
     pub fn method(&self) -> Method {
         self.method
+    }
+
+    /// The balancer's worker threads, at least `n` of them (every worker waits for the start signal, so each
+    /// needs a thread of its own).
+    fn pool(&mut self, n: usize) -> Result<&rayon::ThreadPool> {
+        if self
+            .pool
+            .as_ref()
+            .is_none_or(|p| p.current_num_threads() < n)
+        {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .thread_name(|i| format!("heloom-device-{i}"))
+                .build()
+                .map_err(|e| DeviceError::Io {
+                    context: "starting the device worker threads".into(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+            self.pool = Some(pool);
+        }
+        self.pool
+            .as_ref()
+            .ok_or_else(|| DeviceError::InvalidParameter("no worker threads".into()))
     }
 
     /// The cost curves learned so far.
@@ -265,39 +293,52 @@ impl Balancer {
         let cores = heloom_pool::cores();
         let core_ids = core_affinity::get_core_ids().unwrap_or_default();
         let pin = self.pin && nw <= cores && core_ids.len() >= nw;
-        let results: Vec<std::thread::Result<Result<WorkerOut<W::Output>>>> =
-            std::thread::scope(|s| {
-                let handles: Vec<_> = workers
-                    .into_iter()
-                    .enumerate()
-                    .map(|(wi, (_, worker))| {
-                        let core = if pin { core_ids.get(wi).copied() } else { None };
-                        let (shared, plan) = (&shared, &plan);
-                        s.spawn(move || {
-                            if let Some(c) = core {
-                                core_affinity::set_for_current(c);
-                            }
-                            let out = worker_main(wi, worker, shared, plan);
-                            if out.is_err() {
-                                shared.abort.store(true, Ordering::Release);
-                            }
-                            out
-                        })
-                    })
-                    .collect();
-                let dispatcher =
-                    (self.method == Method::Polling).then(|| s.spawn(|| dispatch(&shared, n)));
-                while shared.ready.load(Ordering::Acquire) < nw {
-                    std::thread::yield_now();
-                }
-                let _ = shared.t0.set(Instant::now());
-                shared.go.store(true, Ordering::Release);
-                let r = handles.into_iter().map(|h| h.join()).collect();
-                if let Some(d) = dispatcher {
-                    let _ = d.join();
-                }
-                r
-            });
+        let method = self.method;
+        let pool = self.pool(nw)?;
+        let slots_out: Vec<ResultSlot<W::Output>> = (0..nw).map(|_| Mutex::new(None)).collect();
+        // Workers run on this balancer's long-lived threads (their allocator heaps and caches stay warm from run
+        // to run, as a device's queue would); this thread coordinates and, for polling, dispatches.
+        pool.in_place_scope(|s| {
+            for (wi, (d, worker)) in workers.into_iter().enumerate() {
+                let core = if pin { core_ids.get(wi).copied() } else { None };
+                let (shared, plan, slot) = (&shared, &plan, &slots_out[wi]);
+                let name = &names[d];
+                s.spawn(move |_| {
+                    if let Some(c) = core {
+                        core_affinity::set_for_current(c);
+                    }
+                    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        worker_main(wi, worker, shared, plan)
+                    }))
+                    .unwrap_or_else(|_| Err(DeviceError::WorkerPanicked(name.clone())));
+                    if out.is_err() {
+                        // Count as ready too, so a failure before the start cannot leave the others waiting.
+                        shared.abort.store(true, Ordering::Release);
+                    }
+                    if let Ok(mut g) = slot.lock() {
+                        *g = Some(out);
+                    }
+                });
+            }
+            while shared.ready.load(Ordering::Acquire) < nw && !shared.abort.load(Ordering::Acquire)
+            {
+                std::thread::yield_now();
+            }
+            let _ = shared.t0.set(Instant::now());
+            shared.go.store(true, Ordering::Release);
+            if method == Method::Polling {
+                dispatch(&shared, n);
+            }
+        });
+        let results: Vec<Result<WorkerOut<W::Output>>> = slots_out
+            .into_iter()
+            .map(|m| {
+                m.into_inner()
+                    .ok()
+                    .flatten()
+                    .unwrap_or_else(|| Err(DeviceError::WorkerPanicked("a worker".into())))
+            })
+            .collect();
         // Collect, refusing anything but exactly-once delivery.
         let mut slots: Vec<Option<W::Output>> = (0..n).map(|_| None).collect();
         let mut producer = vec![u16::MAX; n];
@@ -317,13 +358,9 @@ impl Balancer {
         for (wi, r) in results.into_iter().enumerate() {
             let d = plan.device_of[wi];
             let out = match r {
-                Ok(Ok(o)) => o,
-                Ok(Err(e)) => {
+                Ok(o) => o,
+                Err(e) => {
                     first_err.get_or_insert(e);
-                    continue;
-                }
-                Err(_) => {
-                    first_err.get_or_insert(DeviceError::WorkerPanicked(names[d].clone()));
                     continue;
                 }
             };

@@ -1,7 +1,7 @@
 //! Side-by-side comparison of devices and balancers on the paper's workload (seed 001 Tables 2 and 3).
 //!
 //! For each item size every single device and every combined method runs on the same workload, `reps` times in
-//! rotating order (the machine drifts; rotation spreads the drift over all methods), after one untimed warm-up
+//! rotating order (rounds outside, sizes inside) (the machine drifts; rotation spreads the drift over all methods), after one untimed warm-up
 //! round. The ideal combined time is 1 / Σ_d 1/T_d from the single devices' best times, and each method's
 //! efficiency is ideal / its best time (see [`MethodStats::best_ms`] for why the best). Every output of every run is checked against the reference engine.
 
@@ -196,6 +196,52 @@ pub fn methods_for(devices: usize, combined: &[Method]) -> Vec<Method> {
     methods
 }
 
+/// Empty statistics, one entry per balancer.
+pub fn new_stats(names: &[String], balancers: &[Balancer]) -> Vec<MethodStats> {
+    balancers
+        .iter()
+        .map(|b| MethodStats {
+            name: b.method().name(names),
+            single: matches!(b.method(), Method::Single(_)),
+            items: vec![0.0; names.len()],
+            finish: vec![0.0; names.len()],
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// One round: every method once on `work`, in an order rotated by `round` (round 0 is the untimed
+/// warm-up), each run's outputs checked with `verify`, times added to `stats`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_round<W: Workload>(
+    devices: &[&dyn Device<W>],
+    work: &W,
+    balancers: &mut [Balancer],
+    stats: &mut [MethodStats],
+    round: usize,
+    reps: usize,
+    verify: &dyn Fn(&Outcome<W::Output>) -> Result<()>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<()> {
+    let m_count = balancers.len();
+    for j in 0..m_count {
+        let m = (j + round) % m_count;
+        let out = balancers[m].run(devices, work)?;
+        verify(&out)?;
+        if round > 0 {
+            let st = &mut stats[m];
+            st.ms.push(out.report.ms);
+            for d in 0..devices.len() {
+                st.items[d] += out.report.items_per_device[d] as f64 / reps as f64;
+                st.finish[d] += out.report.finish_ms_per_device[d] / reps as f64;
+            }
+            st.claims += out.report.claims as f64 / reps as f64;
+        }
+        progress(&out.report.method);
+    }
+    Ok(())
+}
+
 /// Runs every method on `work` `reps` times after one untimed warm-up round, rotating the order each round,
 /// checking every run's outputs with `verify`. `balancers` (one per method) keep what they learn.
 pub fn run_methods<W: Workload>(
@@ -207,35 +253,11 @@ pub fn run_methods<W: Workload>(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<MethodStats>> {
     let names: Vec<String> = devices.iter().map(|d| d.info().name.clone()).collect();
-    let nd = devices.len();
-    let mut stats: Vec<MethodStats> = balancers
-        .iter()
-        .map(|b| MethodStats {
-            name: b.method().name(&names),
-            single: matches!(b.method(), Method::Single(_)),
-            items: vec![0.0; nd],
-            finish: vec![0.0; nd],
-            ..Default::default()
-        })
-        .collect();
-    let m_count = balancers.len();
-    for rep in 0..=reps {
-        for j in 0..m_count {
-            // Rotate the order each round; round 0 is the untimed warm-up.
-            let m = (j + rep) % m_count;
-            let out = balancers[m].run(devices, work)?;
-            verify(&out)?;
-            if rep > 0 {
-                let st = &mut stats[m];
-                st.ms.push(out.report.ms);
-                for d in 0..nd {
-                    st.items[d] += out.report.items_per_device[d] as f64 / reps as f64;
-                    st.finish[d] += out.report.finish_ms_per_device[d] / reps as f64;
-                }
-                st.claims += out.report.claims as f64 / reps as f64;
-            }
-            progress(&out.report.method);
-        }
+    let mut stats = new_stats(&names, balancers);
+    for round in 0..=reps {
+        run_round(
+            devices, work, balancers, &mut stats, round, reps, verify, progress,
+        )?;
     }
     Ok(stats)
 }
@@ -266,42 +288,62 @@ pub fn compare(
     }
     let total = workloads.len() * methods.len() * (cfg.reps + 1);
     let mut done = 0;
+    let works: Vec<AesWorkload> = workloads
+        .iter()
+        .enumerate()
+        .map(|(wi, &(size, mixed))| {
+            let seed = cfg.seed.wrapping_add(wi as u64);
+            if mixed {
+                let per = (cfg.items / cfg.sizes.len()).max(1);
+                AesWorkload::mixed(cfg.cipher, cfg.direction, &cfg.sizes, per, seed)
+            } else {
+                AesWorkload::uniform(cfg.cipher, cfg.direction, size, cfg.items, seed)
+            }
+        })
+        .collect::<Result<_>>()?;
+    let mut stats: Vec<Vec<MethodStats>> = works
+        .iter()
+        .map(|_| new_stats(&names, &balancers))
+        .collect();
+    // Rounds outside, sizes inside: a slow spell of this shared machine then spreads over every size instead of
+    // landing on all repetitions of one.
+    for round in 0..=cfg.reps {
+        for (wi, work) in works.iter().enumerate() {
+            let label = if workloads[wi].1 {
+                "mixed".to_string()
+            } else {
+                format!("{} B", workloads[wi].0)
+            };
+            let verify = |out: &Outcome<Vec<u8>>| {
+                work.verify(&out.outputs, &|i| {
+                    names
+                        .get(out.report.producer[i] as usize)
+                        .cloned()
+                        .unwrap_or_else(|| "?".into())
+                })
+            };
+            run_round(
+                devices,
+                work,
+                &mut balancers,
+                &mut stats[wi],
+                round,
+                cfg.reps,
+                &verify,
+                &mut |m| {
+                    done += 1;
+                    progress(&format!("{label} {m}"), done, total);
+                },
+            )?;
+        }
+    }
     let mut runs = Vec::new();
     for (wi, &(size, mixed)) in workloads.iter().enumerate() {
-        let seed = cfg.seed.wrapping_add(wi as u64);
-        let work = if mixed {
-            let per = (cfg.items / cfg.sizes.len()).max(1);
-            AesWorkload::mixed(cfg.cipher, cfg.direction, &cfg.sizes, per, seed)?
-        } else {
-            AesWorkload::uniform(cfg.cipher, cfg.direction, size, cfg.items, seed)?
-        };
-        let label = if mixed {
-            "mixed".to_string()
-        } else {
-            format!("{size} B")
-        };
-        let verify = |out: &Outcome<Vec<u8>>| {
-            work.verify(&out.outputs, &|i| {
-                names
-                    .get(out.report.producer[i] as usize)
-                    .cloned()
-                    .unwrap_or_else(|| "?".into())
-            })
-        };
-        let stats = run_methods(
-            devices,
-            &work,
-            &mut balancers,
-            cfg.reps,
-            &verify,
-            &mut |m| {
-                done += 1;
-                progress(&format!("{label} {m}"), done, total);
-            },
-        )?;
-        let ideal = ideal_ms(&stats);
+        let work = &works[wi];
+        let stats = &stats[wi];
+        let ideal = ideal_ms(stats);
         let bytes = work.input_bytes() as f64;
-        for st in &stats {
+        for st in stats {
             let t = st.best_ms();
             runs.push(RunRow {
                 method: st.name.clone(),
