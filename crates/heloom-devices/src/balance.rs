@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::cost::{CostBook, CostCurve};
+use crate::cost::{CostBook, CostCurve, TRUSTED_CHUNKS};
 use crate::device::{Device, Worker, Workload};
 use crate::error::{DeviceError, Result};
 
@@ -753,24 +753,31 @@ fn heloom_loop<W: Workload>(
                 } else {
                     f64::INFINITY
                 };
-                if item_ns > t_others
-                    && shared
-                        .active
-                        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |a| {
-                            (a > 1).then(|| a - 1)
-                        })
-                        .is_ok()
-                {
-                    // End-game: the others finish everything before this worker would finish one more item.
-                    shared.alive[wi].store(false, Ordering::Release);
-                    return Ok(());
+                // An estimate resting on fewer than TRUSTED_CHUNKS chunks is checked with one item instead:
+                // a stall during a single early chunk must not shut a device out of every later run.
+                let trusted = local.chunks_at(if small { w_lo } else { w_hi }) >= TRUSTED_CHUNKS;
+                if item_ns > t_others && !trusted {
+                    1
+                } else {
+                    if item_ns > t_others
+                        && shared
+                            .active
+                            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |a| {
+                                (a > 1).then(|| a - 1)
+                            })
+                            .is_ok()
+                    {
+                        // End-game: the others finish everything before this worker would finish one more item.
+                        shared.alive[wi].store(false, Ordering::Release);
+                        return Ok(());
+                    }
+                    // Guided self-scheduling: half of what this worker will still do, so chunks shrink
+                    // geometrically and the last ones are small enough for everyone to finish together.
+                    let target = (t_all / 2.0)
+                        .clamp(GRAIN_MIN_NS, GRAIN_MAX_NS)
+                        .min(t_all.max(item_ns));
+                    chunk_for(&local, plan, lo, hi, small, target)
                 }
-                // Guided self-scheduling: half of what this worker will still do, so chunks shrink
-                // geometrically and the last ones are small enough for everyone to finish together.
-                let target = (t_all / 2.0)
-                    .clamp(GRAIN_MIN_NS, GRAIN_MAX_NS)
-                    .min(t_all.max(item_ns));
-                chunk_for(&local, plan, lo, hi, small, target)
             }
             _ => {
                 // Nothing learned yet: probe with 1, 2, 4, ... items.

@@ -10,9 +10,18 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-/// Weight of an observation after decay: recent chunks count most, so a device slowed by competing load is seen
-/// as slow within a few chunks.
-const ALPHA: f64 = 0.3;
+/// Weight of an observation that is slower than the estimate: a device slowed by competing load is seen as
+/// slow within a few chunks.
+const ALPHA_UP: f64 = 0.3;
+/// Weight of an observation that is faster than the estimate. Outside interference can only slow a chunk
+/// down, so a fast chunk is better evidence of what the device can do; a first chunk inflated by a cold start
+/// or a stall is forgotten quickly.
+const ALPHA_DOWN: f64 = 0.7;
+/// A single observation moves the estimate up by at most this factor (one stall must not make a device look
+/// hopeless).
+const MAX_STEP_UP: f64 = 4.0;
+/// Chunks of a weight class seen before the estimate is trusted enough to stop a worker in the end-game.
+pub const TRUSTED_CHUNKS: u64 = 3;
 
 /// Weight classes: floor(log2(weight + 1)), 0..=63.
 const CLASSES: usize = 64;
@@ -68,8 +77,13 @@ impl CostCurve {
             c.ns = per_item;
             c.weight = w;
         } else {
-            c.ns += ALPHA * (per_item - c.ns);
-            c.weight += ALPHA * (w - c.weight);
+            let a = if per_item > c.ns {
+                ALPHA_UP
+            } else {
+                ALPHA_DOWN
+            };
+            c.ns += a * (per_item.min(c.ns * MAX_STEP_UP) - c.ns);
+            c.weight += a * (w - c.weight);
         }
         c.chunks += 1;
         self.fit();
@@ -115,6 +129,11 @@ impl CostCurve {
         }
         self.overhead_ns = a;
         self.ns_per_weight = b;
+    }
+
+    /// Chunks observed in the weight class of `w`.
+    pub fn chunks_at(&self, w: u64) -> u64 {
+        self.classes[class(w)].chunks
     }
 
     /// Whether anything has been observed.

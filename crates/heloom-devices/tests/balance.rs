@@ -26,6 +26,8 @@ struct SpinDevice {
     info: DeviceInfo,
     ns: u64,
     fail_at: Option<usize>,
+    /// The very first item this device ever runs stalls this long (a cold start or a preemption).
+    stall_once: std::sync::atomic::AtomicU64,
 }
 
 impl SpinDevice {
@@ -37,17 +39,27 @@ impl SpinDevice {
             engine: "spin".into(),
             uses_cpu: true,
         };
-        SpinDevice { info, ns, fail_at }
+        SpinDevice {
+            info,
+            ns,
+            fail_at,
+            stall_once: std::sync::atomic::AtomicU64::new(0),
+        }
     }
 }
 
-struct SpinWorker {
+struct SpinWorker<'w> {
     ns: u64,
     fail_at: Option<usize>,
+    stall: &'w std::sync::atomic::AtomicU64,
 }
 
-impl Worker<u64> for SpinWorker {
+impl Worker<u64> for SpinWorker<'_> {
     fn run(&mut self, item: usize) -> heloom_devices::Result<u64> {
+        let stall = self.stall.swap(0, std::sync::atomic::Ordering::Relaxed);
+        if stall > 0 {
+            std::thread::sleep(Duration::from_nanos(stall));
+        }
         if Some(item) == self.fail_at {
             return Err(DeviceError::Crypto {
                 device: "spin".into(),
@@ -76,7 +88,8 @@ impl Device<Numbers> for SpinDevice {
                 Box::new(SpinWorker {
                     ns: self.ns,
                     fail_at: self.fail_at,
-                }) as Box<dyn Worker<u64>>
+                    stall: &self.stall_once,
+                }) as Box<dyn Worker<u64> + 'w>
             })
             .collect())
     }
@@ -221,4 +234,27 @@ fn method_names_parse() {
     }
     assert!(Method::parse("random").is_err());
     assert_eq!(Method::Single(1).name(&["x".into(), "y".into()]), "y");
+}
+
+#[test]
+fn one_stall_does_not_shut_a_fast_device_out() {
+    // The fast device's first item ever stalls 30 ms; heloom's first estimate of it is then awful. Within a
+    // few runs it must learn better and give the fast device most of the work again.
+    let fast = SpinDevice::new("fast", 2_000, 1, None);
+    fast.stall_once
+        .store(30_000_000, std::sync::atomic::Ordering::Relaxed);
+    let slow = SpinDevice::new("slow", 40_000, 1, None);
+    let devices: Vec<&dyn Device<Numbers>> = vec![&fast, &slow];
+    let mut b = Balancer::new(Method::Heloom);
+    let mut last = Vec::new();
+    for _ in 0..6 {
+        let out = b.run(&devices, &Numbers(400)).expect("run");
+        assert!(out
+            .outputs
+            .iter()
+            .enumerate()
+            .all(|(i, &o)| o == (i as u64) * (i as u64) + 1));
+        last = out.report.items_per_device;
+    }
+    assert!(last[0] > 300, "fast device still shut out: {last:?}");
 }
