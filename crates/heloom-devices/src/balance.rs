@@ -145,6 +145,8 @@ struct Shared {
     claims: AtomicU64,
     slots: Vec<AtomicUsize>,
     busy_until: Vec<Padded<AtomicU64>>,
+    /// heloom: each worker's current chunk as (next, end) positions in the sorted order; others steal its tail.
+    ranges: Vec<Padded<AtomicU64>>,
     alive: Vec<Padded<AtomicBool>>,
     active: AtomicUsize,
     /// Each heloom worker's curve as last published (workers of one device learn separately).
@@ -282,6 +284,7 @@ impl Balancer {
             claims: AtomicU64::new(0),
             slots: (0..nw).map(|_| AtomicUsize::new(SLOT_EMPTY)).collect(),
             busy_until: (0..nw).map(|_| Padded(AtomicU64::new(0))).collect(),
+            ranges: (0..nw).map(|_| Padded(AtomicU64::new(0))).collect(),
             alive: (0..nw).map(|_| Padded(AtomicBool::new(true))).collect(),
             active: AtomicUsize::new(nw),
             curves: plan
@@ -656,6 +659,124 @@ fn chunk_for<W: Workload>(
     a.max(1)
 }
 
+/// A victim that has run this long past its predicted finish is treated as stalled (preempted by another
+/// process, for instance) and may be robbed even by a slower device.
+const STALL_NS: f64 = 100_000.0;
+
+/// What a worker with an empty queue can do.
+enum Steal {
+    /// It took positions a..b of the sorted order from another worker.
+    Got(usize, usize),
+    /// Others still hold items, but taking them would not end the run sooner (yet).
+    Wait,
+    /// Nothing is left anywhere.
+    Done,
+}
+
+/// Looks at every other worker's chunk and takes the back half of the one that will take longest, when this
+/// worker would finish that half before its owner finishes the whole (or the owner has stalled).
+fn steal<W: Workload>(
+    wi: usize,
+    shared: &Shared,
+    plan: &Plan<'_, W>,
+    local: &CostCurve,
+    t0: Instant,
+) -> Steal {
+    let now = t0.elapsed().as_nanos() as f64;
+    let mut best: Option<(usize, u64, f64)> = None;
+    let mut left = false;
+    for v in (0..plan.device_of.len()).filter(|&v| v != wi) {
+        let cur = shared.ranges[v].load(Ordering::Acquire);
+        let (c, e) = unpack(cur);
+        if c >= e {
+            continue;
+        }
+        left = true;
+        let theirs = shared.curves[v]
+            .lock()
+            .ok()
+            .and_then(|g| total_ns(&g, e - c, plan.prefix[e] - plan.prefix[c]))
+            .unwrap_or(f64::INFINITY);
+        if best.is_none_or(|(_, _, t)| theirs > t) {
+            best = Some((v, cur, theirs));
+        }
+    }
+    let Some((v, cur, theirs)) = best else {
+        return if left { Steal::Wait } else { Steal::Done };
+    };
+    let (c, e) = unpack(cur);
+    let m = (e - c).div_ceil(2);
+    let mine = total_ns(local, m, plan.prefix[e] - plan.prefix[e - m]);
+    let stalled = now > shared.busy_until[v].load(Ordering::Relaxed) as f64 + STALL_NS;
+    let worth = match mine {
+        Some(t) => t < theirs || stalled,
+        None => stalled,
+    };
+    if !worth {
+        return Steal::Wait;
+    }
+    match shared.ranges[v].compare_exchange(
+        cur,
+        pack(c, e - m),
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => Steal::Got(e - m, e),
+        Err(_) => Steal::Wait,
+    }
+}
+
+/// Runs positions a..b of the sorted order as this worker's chunk: published so others can steal its tail,
+/// taken from the front a few items at a time, timed, and learned from.
+#[allow(clippy::too_many_arguments)]
+fn run_chunk<W: Workload>(
+    wi: usize,
+    worker: &mut (dyn Worker<W::Output> + '_),
+    shared: &Shared,
+    plan: &Plan<'_, W>,
+    t0: Instant,
+    local: &mut CostCurve,
+    a: usize,
+    b: usize,
+    out: &mut WorkerOut<W::Output>,
+) -> Result<()> {
+    let range = &shared.ranges[wi];
+    range.store(pack(a, b), Ordering::Release);
+    let (mut done, mut weight) = (0usize, 0u64);
+    let start = Instant::now();
+    loop {
+        let cur = range.load(Ordering::Acquire);
+        let (c, e) = unpack(cur);
+        if c >= e {
+            break;
+        }
+        // Take as many items as make up PULL_CLAIM_WEIGHT, so the range's atomic stays a small cost.
+        let g = ((PULL_CLAIM_WEIGHT / plan.work.weight(plan.order[c] as usize).max(1)).max(1)
+            as usize)
+            .min(e - c);
+        if range
+            .compare_exchange(cur, pack(c + g, e), Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            continue;
+        }
+        for p in c..c + g {
+            let i = plan.order[p];
+            out.outputs.push((i, worker.run(i as usize)?));
+        }
+        done += g;
+        weight += plan.prefix[c + g] - plan.prefix[c];
+    }
+    if done > 0 {
+        local.observe(done, weight, start.elapsed().as_nanos() as f64);
+        if let Ok(mut g) = shared.curves[wi].lock() {
+            g.clone_from(local);
+        }
+    }
+    shared.busy_until[wi].store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    Ok(())
+}
+
 /// What one device's curve predicts for the queue as it stands; read under its lock, no copies of curves.
 #[derive(Clone, Copy, Default)]
 struct View {
@@ -667,8 +788,9 @@ struct View {
 }
 
 /// heloom's pull: guided chunks sized by learned costs, each device at the end of the size-sorted queue it is
-/// relatively best at, and an end-game in which a worker stops when the others would finish everything before
-/// it finishes one more item.
+/// relatively best at, an end-game in which a worker stops when the others would finish everything before
+/// it finishes one more item, and, once the queue is empty, stealing the tail of a chunk that would otherwise
+/// finish last (a device preempted by another process, or simply slower).
 fn heloom_loop<W: Workload>(
     wi: usize,
     worker: &mut (dyn Worker<W::Output> + '_),
@@ -693,7 +815,16 @@ fn heloom_loop<W: Workload>(
         let cur = shared.range.load(Ordering::Acquire);
         let (lo, hi) = unpack(cur);
         if lo >= hi {
-            break;
+            // The queue is empty: take the tail of another worker's chunk when that ends the run sooner.
+            match steal(wi, shared, plan, &local, t0) {
+                Steal::Got(a, b) => {
+                    out.claims += 1;
+                    run_chunk(wi, worker, shared, plan, t0, &mut local, a, b, out)?;
+                }
+                Steal::Wait => std::thread::yield_now(),
+                Steal::Done => break,
+            }
+            continue;
         }
         let now = t0.elapsed().as_nanos() as f64;
         let (w_lo, w_hi) = (
@@ -800,20 +931,19 @@ fn heloom_loop<W: Workload>(
             continue;
         }
         out.claims += 1;
-        let chunk_w = plan.prefix[items.end] - plan.prefix[items.start];
         let predicted = item.map_or(0.0, |p| p * k as f64);
         shared.busy_until[wi].store((now + predicted) as u64, Ordering::Relaxed);
-        let start = Instant::now();
-        for p in items {
-            let i = plan.order[p];
-            out.outputs.push((i, worker.run(i as usize)?));
-        }
-        let ns = start.elapsed().as_nanos() as f64;
-        local.observe(k, chunk_w, ns);
-        if let Ok(mut c) = shared.curves[wi].lock() {
-            c.clone_from(&local);
-        }
-        shared.busy_until[wi].store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        run_chunk(
+            wi,
+            worker,
+            shared,
+            plan,
+            t0,
+            &mut local,
+            items.start,
+            items.end,
+            out,
+        )?;
     }
     // Leaving with the queue empty: no longer counts as active.
     shared.alive[wi].store(false, Ordering::Release);
