@@ -4,6 +4,7 @@ mod bench;
 mod demo;
 mod offload;
 mod offload_plot;
+mod plot_util;
 mod profile;
 mod schedule;
 mod schedule_plot;

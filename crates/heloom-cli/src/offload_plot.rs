@@ -10,10 +10,7 @@ use plotters::prelude::*;
 
 use crate::offload::items_in_order;
 
-/// Wraps a plotters error.
-fn pe<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow!("plot: {e}")
-}
+use crate::plot_util::pe;
 
 fn palette(i: usize) -> RGBColor {
     let c = Palette99::pick(i).to_rgba();
@@ -158,19 +155,7 @@ pub fn table2_plot(rep: &CompareReport, path: &Path, title: &str) -> Result<()> 
         })
         .draw()
         .map_err(pe)?;
-    for (label, colour, pts) in &series {
-        let colour = *colour;
-        chart
-            .draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))
-            .map_err(pe)?
-            .label(label.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
-            });
-        chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, colour.filled())))
-            .map_err(pe)?;
-    }
+    crate::plot_util::draw_lines(&mut chart, &series)?;
     chart
         .draw_series(DashedLineSeries::new(
             ideal.iter().copied(),
@@ -181,13 +166,7 @@ pub fn table2_plot(rep: &CompareReport, path: &Path, title: &str) -> Result<()> 
         .map_err(pe)?
         .label("ideal 1/Σ(1/T_d)")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(pe)?;
+    crate::plot_util::draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     root.present().map_err(pe)?;
     Ok(())
 }
@@ -234,26 +213,8 @@ pub fn efficiency_plot(rep: &CompareReport, target: f64, path: &Path, title: &st
         .map_err(pe)?
         .label(format!("target {target:.2}"))
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], grey.stroke_width(2)));
-    for (label, colour, pts) in &series {
-        let colour = *colour;
-        chart
-            .draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))
-            .map_err(pe)?
-            .label(label.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
-            });
-        chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, colour.filled())))
-            .map_err(pe)?;
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(pe)?;
+    crate::plot_util::draw_lines(&mut chart, &series)?;
+    crate::plot_util::draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     root.present().map_err(pe)?;
     Ok(())
 }

@@ -7,10 +7,7 @@ use anyhow::{anyhow, Result};
 use heloom_runtime::{utilisation, RunRecord, RunSummary};
 use plotters::prelude::*;
 
-/// Wraps a plotters error.
-fn pe<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow!("plot: {e}")
-}
+use crate::plot_util::pe;
 
 /// A fixed colour for each known policy, so every chart draws a policy the same way.
 fn policy_colour(policy: &str) -> Option<RGBColor> {
@@ -133,13 +130,7 @@ pub fn latency_plot(runs: &[&RunRecord], path: &Path, title: &str) -> Result<()>
             .label(label)
             .legend(move |(x, y)| Circle::new((x + 9, y), 4, colour.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(pe)?;
+    crate::plot_util::draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     root.present().map_err(pe)?;
     Ok(())
 }
@@ -208,13 +199,7 @@ pub fn utilisation_plot(runs: &[&RunRecord], path: &Path, bins: usize, title: &s
                 PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
             });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(pe)?;
+    crate::plot_util::draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     root.present().map_err(pe)?;
     Ok(())
 }
@@ -259,26 +244,8 @@ where
         .y_desc(y_desc)
         .draw()
         .map_err(pe)?;
-    for (label, colour, pts) in series {
-        let colour = *colour;
-        chart
-            .draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))
-            .map_err(pe)?
-            .label(label.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
-            });
-        chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, colour.filled())))
-            .map_err(pe)?;
-    }
-    chart
-        .configure_series_labels()
-        .position(legend)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(pe)?;
+    crate::plot_util::draw_lines(&mut chart, series)?;
+    crate::plot_util::draw_legend(&mut chart, legend)?;
     Ok(())
 }
 

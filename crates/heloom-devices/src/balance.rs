@@ -663,12 +663,17 @@ fn chunk_for<W: Workload>(
 /// process, for instance) and may be robbed even by a slower device.
 const STALL_NS: f64 = 100_000.0;
 
+/// Shortest and longest wait of a thief between looks at the other workers' chunks.
+const STEAL_RECHECK_MIN_NS: f64 = 1_000.0;
+const STEAL_RECHECK_MAX_NS: f64 = 100_000.0;
+
 /// What a worker with an empty queue can do.
 enum Steal {
     /// It took positions a..b of the sorted order from another worker.
     Got(usize, usize),
-    /// Others still hold items, but taking them would not end the run sooner (yet).
-    Wait,
+    /// Others still hold items, but taking them would not end the run sooner (yet); look again after this
+    /// many ns.
+    Wait(f64),
     /// Nothing is left anywhere.
     Done,
 }
@@ -702,8 +707,15 @@ fn steal<W: Workload>(
         }
     }
     let Some((v, cur, theirs)) = best else {
-        return if left { Steal::Wait } else { Steal::Done };
+        return if left {
+            Steal::Wait(STEAL_RECHECK_MIN_NS)
+        } else {
+            Steal::Done
+        };
     };
+    // Looking again too often would keep pulling the owner's range line out of its cache: wait a quarter of
+    // the time the owner still needs.
+    let recheck = (theirs / 4.0).clamp(STEAL_RECHECK_MIN_NS, STEAL_RECHECK_MAX_NS);
     let (c, e) = unpack(cur);
     let m = (e - c).div_ceil(2);
     let mine = total_ns(local, m, plan.prefix[e] - plan.prefix[e - m]);
@@ -713,7 +725,7 @@ fn steal<W: Workload>(
         None => stalled,
     };
     if !worth {
-        return Steal::Wait;
+        return Steal::Wait(recheck);
     }
     match shared.ranges[v].compare_exchange(
         cur,
@@ -722,7 +734,7 @@ fn steal<W: Workload>(
         Ordering::Acquire,
     ) {
         Ok(_) => Steal::Got(e - m, e),
-        Err(_) => Steal::Wait,
+        Err(_) => Steal::Wait(STEAL_RECHECK_MIN_NS),
     }
 }
 
@@ -821,7 +833,13 @@ fn heloom_loop<W: Workload>(
                     out.claims += 1;
                     run_chunk(wi, worker, shared, plan, t0, &mut local, a, b, out)?;
                 }
-                Steal::Wait => std::thread::yield_now(),
+                Steal::Wait(ns) => {
+                    // Spin on the clock, not on shared memory, so the owners' lines stay in their caches.
+                    let until = Instant::now() + std::time::Duration::from_nanos(ns as u64);
+                    while Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                }
                 Steal::Done => break,
             }
             continue;

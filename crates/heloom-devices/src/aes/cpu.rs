@@ -10,7 +10,7 @@ use aws_lc_rs::cipher::{
 };
 use aws_lc_rs::iv::FixedLength;
 
-use super::{pkcs7_pad, pkcs7_unpad, AesWorkload, Cipher, Direction, BLOCK, NONCE};
+use super::{pkcs7_pad, pkcs7_unpad, AesWorkload, Cipher, BLOCK, NONCE};
 use crate::device::{Device, DeviceInfo, DeviceKind, Worker};
 use crate::error::{DeviceError, Result};
 
@@ -170,25 +170,17 @@ pub fn hardware_name() -> &'static str {
     }
 }
 
-struct CpuWorker<'w> {
-    work: &'w AesWorkload,
-    engine: CpuEngine,
-    name: &'w str,
-}
+impl super::Engine for CpuEngine {
+    fn new(cipher: Cipher, key: &[u8]) -> Result<Self> {
+        CpuEngine::new(cipher, key)
+    }
 
-impl Worker<Vec<u8>> for CpuWorker<'_> {
-    fn run(&mut self, item: usize) -> Result<Vec<u8>> {
-        let iv = self.work.iv(item);
-        let input = self.work.input(item);
-        match self.work.direction() {
-            Direction::Encrypt => self.engine.encrypt(iv, input),
-            Direction::Decrypt => self.engine.decrypt(iv, input),
-        }
-        .map_err(|what| DeviceError::Crypto {
-            device: self.name.to_string(),
-            item,
-            what,
-        })
+    fn encrypt(&self, iv: &[u8; BLOCK], input: &[u8]) -> std::result::Result<Vec<u8>, String> {
+        CpuEngine::encrypt(self, iv, input)
+    }
+
+    fn decrypt(&self, iv: &[u8; BLOCK], input: &[u8]) -> std::result::Result<Vec<u8>, String> {
+        CpuEngine::decrypt(self, iv, input)
     }
 }
 
@@ -198,15 +190,6 @@ impl Device<AesWorkload> for CpuDevice {
     }
 
     fn open<'w>(&'w self, work: &'w AesWorkload) -> Result<Vec<Box<dyn Worker<Vec<u8>> + 'w>>> {
-        (0..self.info.workers)
-            .map(|_| {
-                let engine = CpuEngine::new(work.cipher(), work.key())?;
-                Ok(Box::new(CpuWorker {
-                    work,
-                    engine,
-                    name: &self.info.name,
-                }) as Box<dyn Worker<Vec<u8>> + 'w>)
-            })
-            .collect()
+        super::open_engine_workers::<CpuEngine>(&self.info, work)
     }
 }

@@ -16,7 +16,7 @@ use rand_chacha::ChaCha20Rng;
 use serde::Serialize;
 use zeroize::Zeroizing;
 
-use crate::device::Workload;
+use crate::device::{DeviceInfo, Worker, Workload};
 use crate::error::{DeviceError, Result};
 
 /// AES block length in bytes.
@@ -416,6 +416,56 @@ impl Workload for AesWorkload {
     fn weight(&self, i: usize) -> u64 {
         (self.input_at[i + 1] - self.input_at[i]) as u64
     }
+}
+
+/// A keyed AES engine of one of the CPU-run devices: builds from a key, then encrypts or decrypts one item in
+/// the workload's format (CBC with PKCS#7, or GCM with the tag appended).
+pub trait Engine: Send + Sized {
+    /// Expands `key` for `cipher`.
+    fn new(cipher: Cipher, key: &[u8]) -> Result<Self>;
+    /// Encrypts one item.
+    fn encrypt(&self, iv: &[u8; BLOCK], input: &[u8]) -> std::result::Result<Vec<u8>, String>;
+    /// Decrypts one item, checking padding or tag.
+    fn decrypt(&self, iv: &[u8; BLOCK], input: &[u8]) -> std::result::Result<Vec<u8>, String>;
+}
+
+/// A worker running one engine on the items of a workload.
+struct EngineWorker<'w, E> {
+    work: &'w AesWorkload,
+    engine: E,
+    name: &'w str,
+}
+
+impl<E: Engine> Worker<Vec<u8>> for EngineWorker<'_, E> {
+    fn run(&mut self, item: usize) -> Result<Vec<u8>> {
+        let (iv, input) = (self.work.iv(item), self.work.input(item));
+        match self.work.direction() {
+            Direction::Encrypt => self.engine.encrypt(iv, input),
+            Direction::Decrypt => self.engine.decrypt(iv, input),
+        }
+        .map_err(|what| DeviceError::Crypto {
+            device: self.name.to_string(),
+            item,
+            what,
+        })
+    }
+}
+
+/// One worker per `info.workers`, each with its own keyed engine `E`.
+pub(crate) fn open_engine_workers<'w, E: Engine + 'w>(
+    info: &'w DeviceInfo,
+    work: &'w AesWorkload,
+) -> Result<Vec<Box<dyn Worker<Vec<u8>> + 'w>>> {
+    (0..info.workers)
+        .map(|_| {
+            let engine = E::new(work.cipher(), work.key())?;
+            Ok(Box::new(EngineWorker {
+                work,
+                engine,
+                name: &info.name,
+            }) as Box<dyn Worker<Vec<u8>> + 'w>)
+        })
+        .collect()
 }
 
 /// Appends PKCS#7 padding to a plaintext (1..=16 bytes, each the pad length).

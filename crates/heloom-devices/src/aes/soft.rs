@@ -16,7 +16,7 @@ use aes_soft::cipher::generic_array::GenericArray;
 use aes_soft::cipher::{BlockCipher, BlockDecrypt, BlockEncrypt, NewBlockCipher};
 use aes_soft::{Aes128, Aes192, Aes256, Block};
 
-use super::{pkcs7_pad, pkcs7_unpad, AesWorkload, Cipher, Direction, BLOCK, NONCE, TAG};
+use super::{pkcs7_pad, pkcs7_unpad, AesWorkload, Cipher, BLOCK, NONCE, TAG};
 use crate::device::{Device, DeviceInfo, DeviceKind, Worker};
 use crate::error::{DeviceError, Result};
 
@@ -189,25 +189,17 @@ impl SoftDevice {
     }
 }
 
-struct SoftWorker<'w> {
-    work: &'w AesWorkload,
-    engine: SoftEngine,
-    name: &'w str,
-}
+impl super::Engine for SoftEngine {
+    fn new(cipher: Cipher, key: &[u8]) -> Result<Self> {
+        SoftEngine::new(cipher, key)
+    }
 
-impl Worker<Vec<u8>> for SoftWorker<'_> {
-    fn run(&mut self, item: usize) -> Result<Vec<u8>> {
-        let iv = self.work.iv(item);
-        let input = self.work.input(item);
-        match self.work.direction() {
-            Direction::Encrypt => self.engine.encrypt(iv, input),
-            Direction::Decrypt => self.engine.decrypt(iv, input),
-        }
-        .map_err(|what| DeviceError::Crypto {
-            device: self.name.to_string(),
-            item,
-            what,
-        })
+    fn encrypt(&self, iv: &[u8; BLOCK], input: &[u8]) -> std::result::Result<Vec<u8>, String> {
+        SoftEngine::encrypt(self, iv, input)
+    }
+
+    fn decrypt(&self, iv: &[u8; BLOCK], input: &[u8]) -> std::result::Result<Vec<u8>, String> {
+        SoftEngine::decrypt(self, iv, input)
     }
 }
 
@@ -217,15 +209,6 @@ impl Device<AesWorkload> for SoftDevice {
     }
 
     fn open<'w>(&'w self, work: &'w AesWorkload) -> Result<Vec<Box<dyn Worker<Vec<u8>> + 'w>>> {
-        (0..self.info.workers)
-            .map(|_| {
-                let engine = SoftEngine::new(work.cipher(), work.key())?;
-                Ok(Box::new(SoftWorker {
-                    work,
-                    engine,
-                    name: &self.info.name,
-                }) as Box<dyn Worker<Vec<u8>> + 'w>)
-            })
-            .collect()
+        super::open_engine_workers::<SoftEngine>(&self.info, work)
     }
 }
