@@ -651,7 +651,7 @@ fn list(args: &OffloadArgs) -> Result<()> {
         for r in &rows {
             println!("  {:<7} {:<12} {}", r[0], r[1], r[2]);
         }
-        println!("  (cpu-pool devices run HE jobs: --he, not in this build yet)");
+        println!("  cpu-pool available    HE jobs only: heloom offload --he (e^x task graphs on shares of the worker pool)");
     }
     Ok(())
 }

@@ -259,14 +259,23 @@ impl Balancer {
             }
         }
         let mut workers: Vec<(usize, BoxedWorker<'_, W::Output>)> = Vec::new();
+        // Each worker's seat: its place among all devices' workers, so a device sits on the same cores whether
+        // it runs alone or with the others (a comparison under outside load would be skewed otherwise).
+        let mut seats: Vec<usize> = Vec::new();
+        let mut seat = 0;
         for (d, dev) in devices.iter().enumerate() {
-            if matches!(self.method, Method::Single(s) if s != d) {
+            let skip = matches!(self.method, Method::Single(s) if s != d);
+            if skip {
+                seat += dev.info().workers;
                 continue;
             }
             for w in dev.open(work)? {
                 workers.push((d, w));
+                seats.push(seat);
+                seat += 1;
             }
         }
+        let all_seats = seat.max(workers.len());
         if workers.is_empty() {
             return Err(DeviceError::InvalidParameter(
                 "the devices opened no workers".into(),
@@ -295,7 +304,7 @@ impl Balancer {
         };
         let cores = heloom_pool::cores();
         let core_ids = core_affinity::get_core_ids().unwrap_or_default();
-        let pin = self.pin && nw <= cores && core_ids.len() >= nw;
+        let pin = self.pin && all_seats <= cores && core_ids.len() >= all_seats;
         let method = self.method;
         let pool = self.pool(nw)?;
         let slots_out: Vec<ResultSlot<W::Output>> = (0..nw).map(|_| Mutex::new(None)).collect();
@@ -303,7 +312,11 @@ impl Balancer {
         // to run, as a device's queue would); this thread coordinates and, for polling, dispatches.
         pool.in_place_scope(|s| {
             for (wi, (d, worker)) in workers.into_iter().enumerate() {
-                let core = if pin { core_ids.get(wi).copied() } else { None };
+                let core = if pin {
+                    core_ids.get(seats[wi]).copied()
+                } else {
+                    None
+                };
                 let (shared, plan, slot) = (&shared, &plan, &slots_out[wi]);
                 let name = &names[d];
                 s.spawn(move |_| {
