@@ -10,7 +10,7 @@ use plotters::prelude::*;
 
 use crate::offload::items_in_order;
 
-use crate::plot_util::pe;
+use crate::plot_util::{pe, Series};
 
 fn palette(i: usize) -> RGBColor {
     let c = Palette99::pick(i).to_rgba();
@@ -48,9 +48,6 @@ fn device_colour(i: usize) -> RGBColor {
     .copied()
     .unwrap_or_else(|| palette(i + 4))
 }
-
-/// A labelled, coloured line of `(x, y)` points.
-type Series = (String, RGBColor, Vec<(f64, f64)>);
 
 /// Methods of a report in order with their colours and uniform-size points `(log2 size, value)`.
 fn method_series(

@@ -7,7 +7,7 @@ use anyhow::{anyhow, Result};
 use heloom_runtime::{utilisation, RunRecord, RunSummary};
 use plotters::prelude::*;
 
-use crate::plot_util::pe;
+use crate::plot_util::{pe, Series};
 
 /// A fixed colour for each known policy, so every chart draws a policy the same way.
 fn policy_colour(policy: &str) -> Option<RGBColor> {
@@ -203,9 +203,6 @@ pub fn utilisation_plot(runs: &[&RunRecord], path: &Path, bins: usize, title: &s
     root.present().map_err(pe)?;
     Ok(())
 }
-
-/// A labelled, coloured line of `(x, y)` points.
-type Series = (String, RGBColor, Vec<(f64, f64)>);
 
 /// One panel of [`compare_plot`]: `value` (s) against the mean gap (ms), one line per policy.
 fn compare_panel<DB: DrawingBackend>(
