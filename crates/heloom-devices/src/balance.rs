@@ -147,6 +147,10 @@ struct Shared {
     busy_until: Vec<Padded<AtomicU64>>,
     /// heloom: each worker's current chunk as (next, end) positions in the sorted order; others steal its tail.
     ranges: Vec<Padded<AtomicU64>>,
+    /// heloom: when each worker's current chunk started (ns from the start) and its first position, so thieves
+    /// can judge an owner by its observed pace, not only by its curve.
+    chunk_start: Vec<Padded<AtomicU64>>,
+    chunk_first: Vec<AtomicUsize>,
     alive: Vec<Padded<AtomicBool>>,
     active: AtomicUsize,
     /// Each heloom worker's curve as last published (workers of one device learn separately).
@@ -294,6 +298,8 @@ impl Balancer {
             slots: (0..nw).map(|_| AtomicUsize::new(SLOT_EMPTY)).collect(),
             busy_until: (0..nw).map(|_| Padded(AtomicU64::new(0))).collect(),
             ranges: (0..nw).map(|_| Padded(AtomicU64::new(0))).collect(),
+            chunk_start: (0..nw).map(|_| Padded(AtomicU64::new(0))).collect(),
+            chunk_first: (0..nw).map(|_| AtomicUsize::new(0)).collect(),
             alive: (0..nw).map(|_| Padded(AtomicBool::new(true))).collect(),
             active: AtomicUsize::new(nw),
             curves: plan
@@ -710,11 +716,22 @@ fn steal<W: Workload>(
             continue;
         }
         left = true;
-        let theirs = shared.curves[v]
+        let by_curve = shared.curves[v]
             .lock()
             .ok()
             .and_then(|g| total_ns(&g, e - c, plan.prefix[e] - plan.prefix[c]))
             .unwrap_or(f64::INFINITY);
+        // The owner's pace in this chunk so far: a curve extrapolated from other sizes can be far off, what the
+        // owner actually did cannot. Items taken but not finished count as not done.
+        let started = shared.chunk_start[v].load(Ordering::Relaxed) as f64;
+        let first = shared.chunk_first[v].load(Ordering::Relaxed);
+        let elapsed = (now - started).max(0.0);
+        let by_pace = if c > first {
+            elapsed / (c - first) as f64 * (e - c) as f64
+        } else {
+            elapsed
+        };
+        let theirs = by_curve.max(by_pace);
         if best.is_none_or(|(_, _, t)| theirs > t) {
             best = Some((v, cur, theirs));
         }
@@ -766,6 +783,8 @@ fn run_chunk<W: Workload>(
     out: &mut WorkerOut<W::Output>,
 ) -> Result<()> {
     let range = &shared.ranges[wi];
+    shared.chunk_first[wi].store(a, Ordering::Relaxed);
+    shared.chunk_start[wi].store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
     range.store(pack(a, b), Ordering::Release);
     let (mut done, mut weight) = (0usize, 0u64);
     let start = Instant::now();
