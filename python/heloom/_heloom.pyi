@@ -848,7 +848,8 @@ def offload_compare(
     Returns a dict: ``devices`` (name, kind, workers, engine, uses_cpu), ``cipher``,
     ``direction``, ``items``, ``reps`` and ``runs``, one dict per method and workload:
     ``method``, ``single``, ``cipher``, ``direction``, ``size`` (0 for the mixed queue),
-    ``workload`` (``"uniform"`` or ``"mixed"``), ``items``, ``ms`` (mean), ``ms_min``,
+    ``workload`` (``"uniform"`` or ``"mixed"``), ``items``, ``ms`` (best of the repetitions, the
+    statistic ``efficiency`` uses), ``ms_mean``, ``ms_median``, ``ms_min``,
     ``ms_max``, ``ms_reps``, ``ideal_ms``, ``efficiency``, ``mb_per_s``,
     ``items_per_device`` and ``finish_ms_per_device`` (keyed by device name) and ``claims``.
     Runs without the GIL."""

@@ -323,12 +323,7 @@ fn run_he(args: &OffloadArgs) -> Result<()> {
         "config": { "log_n": args.log_n, "jobs": args.jobs, "variant": args.variant, "reps": args.reps, "seed": args.seed },
         "runs": rows,
     });
-    let js = serde_json::to_string_pretty(&v)?;
-    if args.json {
-        println!("{js}");
-    }
-    write(&args.out.join("offload-he.json"), &js)?;
-    write(&args.out.join("offload-he.txt"), &text)?;
+    save(args, "offload-he", &v, &text)?;
     eprintln!("results in {}", args.out.display());
     Ok(())
 }
@@ -443,6 +438,16 @@ fn pass(ok: bool) -> &'static str {
     } else {
         "MISS"
     }
+}
+
+/// Prints the JSON report on stdout with `--json`, and writes `<stem>.json` and `<stem>.txt` to `--out`.
+fn save(args: &OffloadArgs, stem: &str, v: &Value, text: &str) -> Result<()> {
+    let js = serde_json::to_string_pretty(v)?;
+    if args.json {
+        println!("{js}");
+    }
+    write(&args.out.join(format!("{stem}.json")), &js)?;
+    write(&args.out.join(format!("{stem}.txt")), text)
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
@@ -1122,12 +1127,7 @@ fn run_compare(args: &OffloadArgs) -> Result<()> {
             "per_run": per_run_targets,
         },
     });
-    let js = serde_json::to_string_pretty(&v)?;
-    if args.json {
-        println!("{js}");
-    }
-    write(&args.out.join("offload.json"), &js)?;
-    write(&args.out.join("offload.txt"), &text)?;
+    save(args, "offload", &v, &text)?;
     if !args.no_plots {
         for rep in &reports {
             let tag = format!("{}-{}", rep.cipher, rep.direction);

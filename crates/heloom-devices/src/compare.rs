@@ -356,7 +356,7 @@ pub fn compare(
                 ms: t,
                 ms_mean: st.mean_ms(),
                 ms_median: st.median_ms(),
-                ms_min: st.ms.iter().copied().fold(f64::INFINITY, f64::min),
+                ms_min: t,
                 ms_max: st.ms.iter().copied().fold(0.0, f64::max),
                 ms_reps: st.ms.clone(),
                 ideal_ms: ideal,

@@ -320,10 +320,7 @@ pub fn gpu_unavailable() -> DeviceError {
 /// Opens HE devices from a list such as `cpu-pool:1,cpu-pool:1` (`cpu:t` means the same); `gpu` explains why it
 /// cannot run yet; AES-only kinds are refused.
 pub fn open_he_devices(specs: &[crate::spec::DeviceSpec]) -> Result<Vec<Box<dyn Device<HeJobs>>>> {
-    let cores = heloom_pool::cores().max(1);
-    let unsized_count = specs.iter().filter(|s| s.workers.is_none()).count().max(1);
-    let fixed: usize = specs.iter().filter_map(|s| s.workers).sum();
-    let default = (cores.saturating_sub(fixed) / unsized_count).max(1);
+    let default = crate::spec::default_workers(specs, DeviceKind::CpuPool);
     // `cpu` means a pool share here; name them all `cpu-pool:t` (numbering repeats).
     let specs: Vec<crate::spec::DeviceSpec> = specs
         .iter()

@@ -53,9 +53,9 @@ impl DeviceSpec {
     }
 }
 
-/// Default worker counts: CPU-bound devices share the cores equally (at least one each); the kernel device gets
-/// one worker (its calls run on the caller's core when no hardware module exists).
-fn default_workers(specs: &[DeviceSpec], kind: DeviceKind) -> usize {
+/// Default worker counts: every device but the GPU runs on CPU cores (the kernel's too, when no hardware module
+/// exists), so those without an explicit count share the cores left equally, at least one each.
+pub(crate) fn default_workers(specs: &[DeviceSpec], kind: DeviceKind) -> usize {
     let cores = heloom_pool::cores().max(1);
     let cpu_bound = specs
         .iter()
