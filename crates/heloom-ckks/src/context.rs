@@ -1,13 +1,13 @@
 //! The CKKS context: parameters plus everything precomputed from them (RNS bases per level, NTT
 //! tables, base converters for key switching, rescaling constants, the encoder).
 
-use crate::ciphertext::Plaintext;
+use crate::ciphertext::{Ciphertext, Plaintext};
 use crate::encoder::Encoder;
 use crate::error::{CkksError, Result};
 use crate::params::CkksParameters;
 use heloom_math::automorphism::NttPermutation;
 use heloom_math::rns::BasisConverter;
-use heloom_math::{BackendChoice, Modulus, RnsBasis, Word};
+use heloom_math::{BackendChoice, Form, Modulus, RnsBasis, RnsPoly, Word};
 use num_complex::Complex64;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -162,6 +162,96 @@ impl<W: Word> Context<W> {
     }
     pub(crate) fn rescale_inv(&self, level: usize, i: usize) -> u64 {
         self.rescale_inv[level][i]
+    }
+
+    // ----- constants for accelerator backends (the GPU crate), bounds-checked -----
+
+    /// The mod-up converter of key-switching digit `digit` at `level`: from the digit's primes
+    /// to every other prime of `Q_level P`, in basis order (for accelerator backends that must
+    /// reproduce the CPU's key switching bit for bit).
+    pub fn modup_converter(&self, level: usize, digit: usize) -> Result<&BasisConverter<W>> {
+        self.modup
+            .get(level)
+            .ok_or_else(|| self.level_error(level))?
+            .get(digit)
+            .ok_or_else(|| {
+                CkksError::InvalidInput(format!(
+                    "key-switching digit {digit} does not exist at level {level}"
+                ))
+            })
+    }
+
+    /// The mod-down converter at `level`: from the special primes `P` to `q_0 .. q_level`.
+    pub fn moddown_converter(&self, level: usize) -> Result<&BasisConverter<W>> {
+        self.moddown
+            .get(level)
+            .ok_or_else(|| self.level_error(level))
+    }
+
+    /// `P^-1 mod q_i` (the mod-down scale) for `i` in `0..=max_level`.
+    pub fn p_inv_mod(&self, i: usize) -> Result<u64> {
+        self.p_inv
+            .get(i)
+            .copied()
+            .ok_or_else(|| self.level_error(i))
+    }
+
+    /// `q_level^-1 mod q_i` (the rescale scale) for `i < level`.
+    pub fn rescale_inv_mod(&self, level: usize, i: usize) -> Result<u64> {
+        self.rescale_inv
+            .get(level)
+            .and_then(|v| v.get(i))
+            .copied()
+            .ok_or_else(|| {
+                CkksError::InvalidInput(format!(
+                    "no rescale constant for prime {i} at level {level}"
+                ))
+            })
+    }
+
+    /// Primes `lo..hi` of `q_0 .. q_level` that make up key-switching digit `j`.
+    pub fn digit_primes(&self, level: usize, j: usize) -> (usize, usize) {
+        self.digit_range(level, j)
+    }
+
+    /// Builds a ciphertext at `level` from polynomials computed elsewhere (an accelerator),
+    /// checking that they are NTT-form polynomials over `q_0 .. q_level` of these parameters.
+    pub fn ciphertext_from_polys(
+        &self,
+        polys: Vec<RnsPoly<W>>,
+        level: usize,
+        scale: f64,
+        slots: usize,
+    ) -> Result<Ciphertext<W>> {
+        let basis = self.q_basis(level)?;
+        if polys.len() < 2 || polys.len() > 3 {
+            return Err(CkksError::InvalidInput(format!(
+                "a ciphertext has 2 or 3 polynomials, got {}",
+                polys.len()
+            )));
+        }
+        if polys
+            .iter()
+            .any(|p| !basis.owns(p) || p.form() != Form::Ntt)
+        {
+            return Err(CkksError::ParameterMismatch(format!(
+                "polynomials are not NTT-form polynomials at level {level} of these parameters"
+            )));
+        }
+        if !(scale.is_finite() && scale > 0.0) || slots == 0 || slots > self.n() / 2 {
+            return Err(CkksError::InvalidInput(format!(
+                "invalid scale {scale} or slot count {slots} (1..={})",
+                self.n() / 2
+            )));
+        }
+        Ok(Ciphertext {
+            polys,
+            level,
+            scale,
+            slots,
+            fingerprint: self.fingerprint(),
+            seed: None,
+        })
     }
 
     fn level_error(&self, level: usize) -> CkksError {

@@ -70,6 +70,10 @@ impl<W: Word> SwitchingKey<W> {
     pub fn dnum(&self) -> usize {
         self.b.len()
     }
+    /// Digit `j` as `(b_j, a_j)`, both over `Q_L P` in NTT form (for accelerator backends).
+    pub fn digit(&self, j: usize) -> Option<(&RnsPoly<W>, &RnsPoly<W>)> {
+        Some((self.b.get(j)?, self.a.get(j)?))
+    }
     /// Fingerprint of the parameters it was made for.
     pub fn fingerprint(&self) -> u64 {
         self.fingerprint

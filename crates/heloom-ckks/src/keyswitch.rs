@@ -57,7 +57,7 @@ pub(crate) type Finish<'a, W> =
 
 impl<W: Word> Context<W> {
     /// Primes `lo..hi` of `q_0..q_level` that make up digit `j`.
-    fn digit_range(&self, level: usize, j: usize) -> (usize, usize) {
+    pub(crate) fn digit_range(&self, level: usize, j: usize) -> (usize, usize) {
         let alpha = self.params().alpha();
         (j * alpha, ((j + 1) * alpha).min(level + 1))
     }

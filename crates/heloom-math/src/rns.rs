@@ -357,6 +357,26 @@ impl<W: Word> BasisConverter<W> {
         &self.to
     }
 
+    /// `qhat_i^-1 mod q_i` for each source prime (for accelerator backends).
+    pub fn qhat_inv(&self) -> &[u64] {
+        &self.qhat_inv
+    }
+
+    /// `qhat_i mod p_j` at index `j * from_len() + i`.
+    pub fn qhat_mod_p(&self) -> &[u64] {
+        &self.qhat_mod_p
+    }
+
+    /// `-Q mod p_j` for each target prime (the centered correction).
+    pub fn neg_q_mod_p(&self) -> &[u64] {
+        &self.neg_q_mod_p
+    }
+
+    /// `1.0 / q_i` as `f64`, in the order the centered conversion adds them up.
+    pub fn inv_q(&self) -> &[f64] {
+        &self.inv_q
+    }
+
     /// The element-wise kernels in use.
     pub fn eltwise(&self) -> &Eltwise<W> {
         &self.elt

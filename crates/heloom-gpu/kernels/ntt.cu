@@ -1,0 +1,224 @@
+// Negacyclic NTT with coefficient-level parallelism (Kim et al. 2020 "Accelerating FHE on
+// GPUs", 100x paper: shared-memory radix-2^k phases). heloom's NTT order (heloom-math ntt):
+// forward = Cooley-Tukey with psi^bitrev(k) roots, output in bit-reversed order; inverse =
+// Gentleman-Sande with N^-1 folded into the last layer, output in natural order.
+//
+// One launch processes the butterfly bits [lb, hb) of every limb. A block owns the 2^(hb-lb)
+// indices that differ only in those bits, times C = 2^c_log consecutive low indices (for
+// coalesced loads), in shared memory; the host splits log N into at most two such phases
+// (tiles of at most 4096 words). Values stay lazy (Harvey's [0, 4q) forward, [0, 2q) inverse)
+// when 4q fits the word, else fully reduced; the last layer leaves them reduced.
+//
+// Layout: `npoly` polynomials `stride` words apart, limb `k` at `k * N`; the block row
+// blockIdx.y = p * nl + (k - limb0) picks the polynomial and limb, `lp[k]` the prime.
+//
+// Load modes (forward): 0 plain; 1 "spread" (rescale): every limb's input is the one limb at
+// `in + p * in_stride` (coefficient form modulo prime `src_prime`), centered and reduced to
+// this limb's prime: ((x + q_src/2) mod q_src) mod q_k - (q_src/2 mod q_k).
+// Store modes (forward): 0 plain; 1 "sub-scale" (rescale, mod-down): out = (orig - x) * s_k,
+// plus the addend for the first `addend_np` polynomials, with s_k = scal[2k] and its Shoup
+// companion scal[2k + 1].
+
+#define HK_TILE_MAX 4096
+
+template <typename W>
+__device__ __forceinline__ void hk_fwd_bf(const ModQ<W>& m, bool lazy, W& x, W& y, W w, W ws) {
+    if (lazy) {
+        W tq = m.two_q();
+        W u = x >= tq ? x - tq : x;
+        W t = m.mul_shoup_lazy(y, w, ws);
+        x = u + t;
+        y = u - t + tq;
+    } else {
+        W t = m.mul_shoup(y, w, ws);
+        W u = x;
+        x = m.add(u, t);
+        y = m.sub(u, t);
+    }
+}
+
+template <typename W>
+__device__ __forceinline__ W hk_full_reduce(const ModQ<W>& m, bool lazy, W v) {
+    if (lazy) {
+        W tq = m.two_q();
+        v = v >= tq ? v - tq : v;
+    }
+    return m.cond_sub(v);
+}
+
+template <typename W, int LOAD, int STORE>
+__device__ void hk_ntt_fwd_impl(const W* in, u64 in_stride, W* out, u64 out_stride, u32 nl,
+                                u32 limb0, const u32* lp, const W* roots, const W* roots_sh,
+                                const W* pt, u32 log_n, u32 lb, u32 hb, u32 c_log, u32 lazy_flag,
+                                u32 src_prime, const W* orig, u64 orig_stride, const W* scal,
+                                const W* addend, u64 addend_stride, u32 addend_np) {
+    HK_SHARED(W, sm);
+    const u32 n = 1u << log_n;
+    const u32 p = blockIdx.y / nl;
+    const u32 k = limb0 + blockIdx.y % nl;
+    const u32 prime = lp[k];
+    const ModQ<W> m = ModQ<W>::load(pt, prime);
+    const bool lazy = lazy_flag != 0;
+    const u32 C = 1u << c_log;
+    const u32 tile = 1u << (hb - lb + c_log);
+    const u32 lows = 1u << (lb - c_log);
+    const u32 high = blockIdx.x / lows;
+    const u32 low0 = (blockIdx.x % lows) << c_log;
+    const W* rt = roots + (u64)prime * n;
+    const W* rts = roots_sh + (u64)prime * n;
+
+    // Spread source: the centering constant of the source prime and its image mod q_k.
+    ModQ<W> ms = m;
+    W half = 0, half_k = 0;
+    const W* src = in + (u64)p * in_stride + (u64)k * n;
+    if (LOAD == 1) {
+        ms = ModQ<W>::load(pt, src_prime);
+        half = ms.q >> 1;
+        half_k = m.reduce(half);
+        src = in + (u64)p * in_stride;
+    }
+    for (u32 e = threadIdx.x; e < tile; e += blockDim.x) {
+        u32 j = (high << hb) | ((e >> c_log) << lb) | (low0 + (e & (C - 1)));
+        W v = src[j];
+        if (LOAD == 1) v = m.sub(m.reduce(ms.add(v, half)), half_k);
+        sm[e] = v;
+    }
+    __syncthreads();
+    for (int b = (int)hb - 1; b >= (int)lb; --b) {
+        const u32 lbit = (u32)b - lb;
+        for (u32 t = threadIdx.x; t < (tile >> 1); t += blockDim.x) {
+            u32 low = t & (C - 1), pm = t >> c_log;
+            u32 mid_x = ((pm >> lbit) << (lbit + 1)) | (pm & ((1u << lbit) - 1));
+            u32 sx = (mid_x << c_log) | low;
+            u32 sy = sx | (1u << (lbit + c_log));
+            u32 jx = (high << hb) | (mid_x << lb) | (low0 + low);
+            u32 r = (n >> (b + 1)) + (jx >> (b + 1));
+            W x = sm[sx], y = sm[sy];
+            hk_fwd_bf(m, lazy, x, y, rt[r], rts[r]);
+            sm[sx] = x;
+            sm[sy] = y;
+        }
+        __syncthreads();
+    }
+    const bool last = lb == 0;
+    W* dst = out + (u64)p * out_stride + (u64)k * n;
+    for (u32 e = threadIdx.x; e < tile; e += blockDim.x) {
+        u32 j = (high << hb) | ((e >> c_log) << lb) | (low0 + (e & (C - 1)));
+        W v = sm[e];
+        if (last) v = hk_full_reduce(m, lazy, v);
+        if (STORE == 1) {
+            W o = orig[(u64)p * orig_stride + (u64)k * n + j];
+            v = m.mul_shoup(m.sub(o, v), scal[2 * k], scal[2 * k + 1]);
+            if (p < addend_np) v = m.add(v, addend[(u64)p * addend_stride + (u64)k * n + j]);
+        }
+        dst[j] = v;
+    }
+}
+
+template <typename W>
+__device__ void hk_ntt_inv_impl(const W* in, u64 in_stride, W* out, u64 out_stride, u32 nl,
+                                u32 limb0, const u32* lp, const W* iroots, const W* iroots_sh,
+                                const W* pt, u32 log_n, u32 lb, u32 hb, u32 c_log, u32 lazy_flag) {
+    HK_SHARED(W, sm);
+    const u32 n = 1u << log_n;
+    const u32 p = blockIdx.y / nl;
+    const u32 k = limb0 + blockIdx.y % nl;
+    const u32 prime = lp[k];
+    const ModQ<W> m = ModQ<W>::load(pt, prime);
+    const bool lazy = lazy_flag != 0;
+    const u32 C = 1u << c_log;
+    const u32 tile = 1u << (hb - lb + c_log);
+    const u32 lows = 1u << (lb - c_log);
+    const u32 high = blockIdx.x / lows;
+    const u32 low0 = (blockIdx.x % lows) << c_log;
+    const W* rt = iroots + (u64)prime * n;
+    const W* rts = iroots_sh + (u64)prime * n;
+    const W n_inv = pt[prime * HK_PT_STRIDE + 3], n_inv_s = pt[prime * HK_PT_STRIDE + 4];
+    const W n_inv_w = pt[prime * HK_PT_STRIDE + 5], n_inv_ws = pt[prime * HK_PT_STRIDE + 6];
+    const W* src = in + (u64)p * in_stride + (u64)k * n;
+    for (u32 e = threadIdx.x; e < tile; e += blockDim.x) {
+        u32 j = (high << hb) | ((e >> c_log) << lb) | (low0 + (e & (C - 1)));
+        sm[e] = src[j];
+    }
+    __syncthreads();
+    for (u32 b = lb; b < hb; ++b) {
+        const u32 lbit = b - lb;
+        const bool final_layer = b + 1 == log_n;
+        for (u32 t = threadIdx.x; t < (tile >> 1); t += blockDim.x) {
+            u32 low = t & (C - 1), pm = t >> c_log;
+            u32 mid_x = ((pm >> lbit) << (lbit + 1)) | (pm & ((1u << lbit) - 1));
+            u32 sx = (mid_x << c_log) | low;
+            u32 sy = sx | (1u << (lbit + c_log));
+            W x = sm[sx], y = sm[sy];
+            // Sum and difference as words below 2^w: [0, 4q) lazily, [0, 2q) otherwise.
+            W bound = lazy ? m.two_q() : m.q;
+            W s = x + y;
+            W d = x - y + bound;
+            if (final_layer) {
+                x = m.mul_shoup(s, n_inv, n_inv_s);
+                y = m.mul_shoup(d, n_inv_w, n_inv_ws);
+            } else {
+                u32 jx = (high << hb) | (mid_x << lb) | (low0 + low);
+                u32 r = (n >> (b + 1)) + (jx >> (b + 1));
+                if (lazy) {
+                    x = s >= bound ? s - bound : s;
+                    y = m.mul_shoup_lazy(d, rt[r], rts[r]);
+                } else {
+                    x = m.cond_sub(s);
+                    y = m.mul_shoup(m.cond_sub(d), rt[r], rts[r]);
+                }
+            }
+            sm[sx] = x;
+            sm[sy] = y;
+        }
+        __syncthreads();
+    }
+    W* dst = out + (u64)p * out_stride + (u64)k * n;
+    for (u32 e = threadIdx.x; e < tile; e += blockDim.x) {
+        u32 j = (high << hb) | ((e >> c_log) << lb) | (low0 + (e & (C - 1)));
+        dst[j] = sm[e];
+    }
+}
+
+#define HK_NTT_FWD_PARAMS(W)                                                                 \
+    (const W* in, u64 in_stride, W* out, u64 out_stride, u32 nl, u32 limb0, const u32* lp,   \
+     const W* roots, const W* roots_sh, const W* pt, u32 log_n, u32 lb, u32 hb, u32 c_log,   \
+     u32 lazy, u32 src_prime, const W* orig, u64 orig_stride, const W* scal,                 \
+     const W* addend, u64 addend_stride, u32 addend_np)
+#define HK_NTT_FWD_ARGS                                                                      \
+    (in, in_stride, out, out_stride, nl, limb0, lp, roots, roots_sh, pt, log_n, lb, hb, c_log, \
+     lazy, src_prime, orig, orig_stride, scal, addend, addend_stride, addend_np)
+
+template <typename W>
+__device__ void hk_ntt_fwd_body HK_NTT_FWD_PARAMS(W) {
+    hk_ntt_fwd_impl<W, 0, 0> HK_NTT_FWD_ARGS;
+}
+template <typename W>
+__device__ void hk_ntt_fwd_spread_body HK_NTT_FWD_PARAMS(W) {
+    hk_ntt_fwd_impl<W, 1, 0> HK_NTT_FWD_ARGS;
+}
+template <typename W>
+__device__ void hk_ntt_fwd_subscale_body HK_NTT_FWD_PARAMS(W) {
+    hk_ntt_fwd_impl<W, 0, 1> HK_NTT_FWD_ARGS;
+}
+template <typename W>
+__device__ void hk_ntt_fwd_spread_subscale_body HK_NTT_FWD_PARAMS(W) {
+    hk_ntt_fwd_impl<W, 1, 1> HK_NTT_FWD_ARGS;
+}
+HK_BOTH(hk_ntt_fwd, HK_NTT_FWD_PARAMS, HK_NTT_FWD_ARGS)
+HK_BOTH(hk_ntt_fwd_spread, HK_NTT_FWD_PARAMS, HK_NTT_FWD_ARGS)
+HK_BOTH(hk_ntt_fwd_subscale, HK_NTT_FWD_PARAMS, HK_NTT_FWD_ARGS)
+HK_BOTH(hk_ntt_fwd_spread_subscale, HK_NTT_FWD_PARAMS, HK_NTT_FWD_ARGS)
+
+#define HK_NTT_INV_PARAMS(W)                                                               \
+    (const W* in, u64 in_stride, W* out, u64 out_stride, u32 nl, u32 limb0, const u32* lp, \
+     const W* iroots, const W* iroots_sh, const W* pt, u32 log_n, u32 lb, u32 hb, u32 c_log, \
+     u32 lazy)
+#define HK_NTT_INV_ARGS \
+    (in, in_stride, out, out_stride, nl, limb0, lp, iroots, iroots_sh, pt, log_n, lb, hb, c_log, lazy)
+
+template <typename W>
+__device__ void hk_ntt_inv_body HK_NTT_INV_PARAMS(W) {
+    hk_ntt_inv_impl<W> HK_NTT_INV_ARGS;
+}
+HK_BOTH(hk_ntt_inv, HK_NTT_INV_PARAMS, HK_NTT_INV_ARGS)

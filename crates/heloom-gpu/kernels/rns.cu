@@ -1,0 +1,66 @@
+// Exact RNS base conversion of the centered representative (Halevi-Polyakov-Shoup 2019,
+// Sec. 2.3), the mod-up and mod-down of hybrid key switching; bit-exact with heloom-math
+// `BasisConverter::convert_centered` including its floating-point rounding: the sum
+// v = round(sum_i t_i * (1/q_i)) is accumulated in the same order with separately rounded
+// products and sums (__dmul_rn / __dadd_rn: no fused multiply-add).
+//
+// One thread per (polynomial, coefficient). Inputs: k limbs (coefficient form, contiguous from
+// `in`), outputs: m limbs (contiguous from `out`). Constant block `cv` (u64 words):
+//   [0, k) source primes | [k, k+m) target primes | [k+m, 2k+m) qhat_i^-1 mod q_i |
+//   [2k+m, 2k+m+mk) qhat_i mod p_j at j*k+i | next m: -Q mod p_j | next k: 1/q_i as f64 bits.
+
+#define HK_MAX_K 64
+
+template <typename W>
+__device__ void hk_convert_body(const W* in, u64 in_stride, W* out, u64 out_stride, u32 npoly,
+                                const u64* cv, u32 k, u32 m, const W* pt, u32 log_n) {
+    const u32 n = 1u << log_n;
+    const u64* src_primes = cv;
+    const u64* dst_primes = cv + k;
+    const u64* qhat_inv = cv + k + m;
+    const u64* qhat_mod_p = cv + 2 * k + m;
+    const u64* neg_q = cv + 2 * k + m + (u64)m * k;
+    const u64* inv_q_bits = neg_q + m;
+    HK_FOR(g, (u64)npoly << log_n) {
+        const u32 p = (u32)(g >> log_n);
+        const u32 c = (u32)g & (n - 1);
+        const W* x = in + (u64)p * in_stride + c;
+        W* y = out + (u64)p * out_stride + c;
+        if (k == 1) {
+            // One source prime: ((x + h) mod q) mod p - (h mod p), h = q/2 (exact).
+            ModQ<W> mq = ModQ<W>::load(pt, (u32)src_primes[0]);
+            W h = mq.q >> 1;
+            W shifted = mq.add(x[0], h);
+            for (u32 j = 0; j < m; ++j) {
+                ModQ<W> mp = ModQ<W>::load(pt, (u32)dst_primes[j]);
+                y[(u64)j * n] = mp.sub(mp.reduce(shifted), mp.reduce(h));
+            }
+            continue;
+        }
+        W t[HK_MAX_K];
+        double acc = 0.0;
+        for (u32 i = 0; i < k; ++i) {
+            ModQ<W> mq = ModQ<W>::load(pt, (u32)src_primes[i]);
+            W ci = (W)qhat_inv[i];
+            t[i] = mq.mul(x[(u64)i * n], ci);
+            acc = __dadd_rn(acc, __dmul_rn((double)t[i], __longlong_as_double((long long)inv_q_bits[i])));
+        }
+        const W v = (W)(u64)round(acc);
+        for (u32 j = 0; j < m; ++j) {
+            ModQ<W> mp = ModQ<W>::load(pt, (u32)dst_primes[j]);
+            const u64* cj = qhat_mod_p + (u64)j * k;
+            W s = 0;
+            for (u32 i = 0; i < k; ++i) {
+                W cc = (W)cj[i];
+                s = mp.add(s, mp.reduce_wide(t[i] * cc, hk_mulhi(t[i], cc)));
+            }
+            s = mp.add(s, mp.mul(v, (W)neg_q[j]));
+            y[(u64)j * n] = s;
+        }
+    }
+}
+#define HK_CONVERT_PARAMS(W)                                                              \
+    (const W* in, u64 in_stride, W* out, u64 out_stride, u32 npoly, const u64* cv, u32 k, \
+     u32 m, const W* pt, u32 log_n)
+#define HK_CONVERT_ARGS (in, in_stride, out, out_stride, npoly, cv, k, m, pt, log_n)
+HK_BOTH(hk_convert, HK_CONVERT_PARAMS, HK_CONVERT_ARGS)

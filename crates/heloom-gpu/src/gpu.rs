@@ -1,0 +1,637 @@
+//! The GPU handle: a CUDA device (driver + NVRTC-compiled module, one stream) or the host
+//! emulator of the same kernels; device buffers with a size-class memory pool; kernel launch.
+//!
+//! Kernel arguments are passed as 64-bit slots (device addresses and integers): CUDA copies
+//! each parameter's own size from its slot, so a `u32` parameter reads the low half.
+
+use crate::error::{GpuError, Result};
+use crate::word::GpuWord;
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig};
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Which engine runs the kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuKind {
+    /// An NVIDIA GPU through the CUDA driver.
+    Cuda,
+    /// The host emulator: the same kernel source compiled for the CPU, for verification only.
+    Emulator,
+}
+
+/// What the device is and how it was set up.
+#[derive(Clone, Debug)]
+pub struct GpuInfo {
+    /// Engine.
+    pub kind: GpuKind,
+    /// Device name ("NVIDIA H200", or "host emulator").
+    pub name: String,
+    /// Compute capability (0, 0 for the emulator).
+    pub compute_capability: (i32, i32),
+    /// Device memory in bytes (0 when unknown).
+    pub total_memory: usize,
+    /// Architecture the kernels were compiled for.
+    pub arch: String,
+    /// Where NVRTC was loaded from.
+    pub nvrtc: String,
+}
+
+/// Memory-pool counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemoryStats {
+    /// Allocations served by the device allocator.
+    pub fresh_allocations: u64,
+    /// Allocations served from the pool.
+    pub reused: u64,
+    /// Bytes held by live buffers now.
+    pub live_bytes: usize,
+    /// Most bytes live at once.
+    pub peak_live_bytes: usize,
+    /// Bytes kept in the pool for reuse.
+    pub pooled_bytes: usize,
+}
+
+/// Host memory of the emulator: cells the kernels write through raw addresses.
+struct HostMem(Box<[UnsafeCell<u64>]>);
+
+// SAFETY: the cells are only touched by kernel launches and copies, which the `Gpu` serializes
+// under its launch lock (the emulator's "stream"), never concurrently.
+unsafe impl Send for HostMem {}
+// SAFETY: as above; shared references only hand out the address.
+unsafe impl Sync for HostMem {}
+
+enum Mem {
+    Cuda(CudaSlice<u8>),
+    Host(HostMem),
+}
+
+struct CudaEngine {
+    _ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    funcs: HashMap<String, CudaFunction>,
+}
+
+enum Engine {
+    Cuda(CudaEngine),
+    Emulator,
+}
+
+struct Pool {
+    free: HashMap<usize, Vec<Mem>>,
+    stats: MemoryStats,
+    limit: usize,
+}
+
+pub(crate) struct Inner {
+    engine: Engine,
+    info: GpuInfo,
+    pool: Mutex<Pool>,
+    /// Serializes launches and copies (the emulator runs them synchronously; CUDA work goes to
+    /// one stream in order either way).
+    launch: Mutex<()>,
+}
+
+/// A handle to one GPU (or the emulator). Cheap to clone; buffers keep it alive.
+#[derive(Clone)]
+pub struct Gpu {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu")
+            .field("info", &self.inner.info)
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn driver_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
+    move |e| GpuError::Driver {
+        what,
+        msg: e.to_string(),
+    }
+}
+
+/// Whether a CUDA driver library can be loaded (says nothing about devices).
+pub fn driver_present() -> bool {
+    // SAFETY: probes for libcuda with dlopen; no symbol of it is called.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+impl Gpu {
+    /// Opens CUDA device `ordinal`: loads the driver, compiles every kernel with NVRTC for the
+    /// device's architecture and loads the module. Errors ([`GpuError::Unavailable`],
+    /// [`GpuError::NvrtcMissing`], [`GpuError::Compile`]) say what is missing.
+    pub fn cuda(ordinal: usize) -> Result<Self> {
+        if !driver_present() {
+            return Err(GpuError::Unavailable(
+                "no CUDA driver (libcuda.so) on this machine; heloom's GPU backend needs an NVIDIA \
+                 GPU with its driver. Use the CPU backend, or `Gpu::emulator()` to check kernels"
+                    .into(),
+            ));
+        }
+        let count = CudaContext::device_count().map_err(|e| {
+            GpuError::Unavailable(format!("the CUDA driver reports no usable device ({e})"))
+        })?;
+        if ordinal >= count.max(0) as usize {
+            return Err(GpuError::Unavailable(format!(
+                "CUDA device {ordinal} does not exist ({count} device(s) found)"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(driver_err("opening the device"))?;
+        let cc = ctx
+            .compute_capability()
+            .map_err(driver_err("reading the compute capability"))?;
+        let name = ctx.name().map_err(driver_err("reading the device name"))?;
+        let total = ctx.total_mem().unwrap_or(0);
+        let nvrtc = crate::nvrtc::load()?;
+        let arch = arch_for(cc);
+        let ptx = crate::nvrtc::compile(arch)?;
+        let module = ctx
+            .load_module(ptx)
+            .map_err(driver_err("loading the kernel module"))?;
+        let mut funcs = HashMap::new();
+        for k in crate::source::kernel_names() {
+            let f = module
+                .load_function(&k)
+                .map_err(driver_err("looking up a kernel"))?;
+            funcs.insert(k, f);
+        }
+        let stream = ctx.default_stream();
+        Ok(Self::from_engine(
+            Engine::Cuda(CudaEngine {
+                _ctx: ctx,
+                stream,
+                funcs,
+            }),
+            GpuInfo {
+                kind: GpuKind::Cuda,
+                name,
+                compute_capability: cc,
+                total_memory: total,
+                arch: arch.into(),
+                nvrtc,
+            },
+            total / 4,
+        ))
+    }
+
+    /// The host emulator: the same kernels compiled for the CPU, one OS thread per GPU thread
+    /// of a (small) block. Bit-exact with the GPU by construction and slow by design; for
+    /// tests and CI, which have no GPU.
+    pub fn emulator() -> Self {
+        Self::from_engine(
+            Engine::Emulator,
+            GpuInfo {
+                kind: GpuKind::Emulator,
+                name: "host emulator".into(),
+                compute_capability: (0, 0),
+                total_memory: 0,
+                arch: "host".into(),
+                nvrtc: "not used".into(),
+            },
+            1 << 30,
+        )
+    }
+
+    fn from_engine(engine: Engine, info: GpuInfo, limit: usize) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                engine,
+                info,
+                pool: Mutex::new(Pool {
+                    free: HashMap::new(),
+                    stats: MemoryStats::default(),
+                    limit,
+                }),
+                launch: Mutex::new(()),
+            }),
+        }
+    }
+
+    /// Whether two handles are the same device (buffers of one cannot be used on the other).
+    pub fn same_device(&self, other: &Gpu) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// What this device is.
+    pub fn info(&self) -> &GpuInfo {
+        &self.inner.info
+    }
+
+    /// The engine kind.
+    pub fn kind(&self) -> GpuKind {
+        self.inner.info.kind
+    }
+
+    /// Memory-pool counters.
+    pub fn memory_stats(&self) -> MemoryStats {
+        lock(&self.inner.pool).stats
+    }
+
+    /// Threads per block for a kernel that wants `want`: the emulator runs few OS threads.
+    pub(crate) fn block(&self, want: u32) -> u32 {
+        match self.inner.engine {
+            Engine::Cuda(_) => want.clamp(1, 1024),
+            Engine::Emulator => want.clamp(1, 4),
+        }
+    }
+
+    /// Blocks for a grid-stride kernel over `count` items with blocks of `block` threads.
+    pub(crate) fn grid_for(&self, count: u64, block: u32) -> u32 {
+        match self.inner.engine {
+            Engine::Cuda(_) => count.div_ceil(block as u64).clamp(1, 1 << 20) as u32,
+            Engine::Emulator => 1,
+        }
+    }
+
+    /// log2 of the largest NTT tile a block keeps in shared memory (the emulator uses small
+    /// tiles so that tests run the multi-phase code paths).
+    pub(crate) fn tile_log(&self) -> u32 {
+        match self.inner.engine {
+            Engine::Cuda(_) => 12,
+            Engine::Emulator => 6,
+        }
+    }
+
+    /// Waits until all queued work is done.
+    pub fn synchronize(&self) -> Result<()> {
+        if let Engine::Cuda(c) = &self.inner.engine {
+            c.stream
+                .synchronize()
+                .map_err(driver_err("synchronizing"))?;
+        }
+        Ok(())
+    }
+
+    fn take(&self, bytes: usize) -> Result<Mem> {
+        let bytes = bytes.max(8);
+        {
+            let mut pool = lock(&self.inner.pool);
+            let reuse = pool.free.get_mut(&bytes).and_then(Vec::pop);
+            if let Some(m) = reuse {
+                pool.stats.reused += 1;
+                pool.stats.pooled_bytes -= bytes;
+                pool.stats.live_bytes += bytes;
+                pool.stats.peak_live_bytes = pool.stats.peak_live_bytes.max(pool.stats.live_bytes);
+                return Ok(m);
+            }
+        }
+        let mem = match &self.inner.engine {
+            Engine::Cuda(c) => {
+                let fresh = c.stream.alloc_zeros::<u8>(bytes);
+                let fresh = match fresh {
+                    Ok(m) => m,
+                    Err(_) => {
+                        // Out of memory: give the pool back to the driver and try once more.
+                        lock(&self.inner.pool).free.clear();
+                        let mut pool = lock(&self.inner.pool);
+                        pool.stats.pooled_bytes = 0;
+                        drop(pool);
+                        c.stream
+                            .alloc_zeros::<u8>(bytes)
+                            .map_err(driver_err("allocating device memory"))?
+                    }
+                };
+                Mem::Cuda(fresh)
+            }
+            Engine::Emulator => Mem::Host(HostMem(
+                (0..bytes.div_ceil(8)).map(|_| UnsafeCell::new(0)).collect(),
+            )),
+        };
+        let mut pool = lock(&self.inner.pool);
+        pool.stats.fresh_allocations += 1;
+        pool.stats.live_bytes += bytes;
+        pool.stats.peak_live_bytes = pool.stats.peak_live_bytes.max(pool.stats.live_bytes);
+        Ok(mem)
+    }
+
+    /// A buffer of `len` words with unspecified contents (every kernel writes all of its
+    /// output).
+    pub fn alloc<W: GpuWord>(&self, len: usize) -> Result<GpuBuffer<W>> {
+        let mem = self.take(len * W::BYTES)?;
+        Ok(GpuBuffer {
+            mem: Some(mem),
+            len,
+            gpu: self.clone(),
+            _w: PhantomData,
+        })
+    }
+
+    /// A zero-filled buffer of `len` words.
+    pub fn zeros<W: GpuWord>(&self, len: usize) -> Result<GpuBuffer<W>> {
+        let mut b = self.alloc::<W>(len)?;
+        self.fill_zero(&mut b)?;
+        Ok(b)
+    }
+
+    fn fill_zero<W: GpuWord>(&self, b: &mut GpuBuffer<W>) -> Result<()> {
+        let _g = lock(&self.inner.launch);
+        let bytes = b.len * W::BYTES;
+        match (&self.inner.engine, b.mem.as_mut()) {
+            (Engine::Cuda(c), Some(Mem::Cuda(s))) => {
+                let mut view = s.slice_mut(0..bytes);
+                c.stream
+                    .memset_zeros(&mut view)
+                    .map_err(driver_err("clearing device memory"))
+            }
+            (Engine::Emulator, Some(Mem::Host(h))) => {
+                for c in h.0.iter_mut() {
+                    *c.get_mut() = 0;
+                }
+                Ok(())
+            }
+            _ => Err(GpuError::Mismatch("buffer of another engine".into())),
+        }
+    }
+
+    /// Copies host words to a new device buffer.
+    pub fn upload<W: GpuWord>(&self, data: &[W]) -> Result<GpuBuffer<W>> {
+        let mut b = self.alloc::<W>(data.len())?;
+        self.write(&mut b, 0, data)?;
+        Ok(b)
+    }
+
+    /// Writes `data` into `b` from word `offset`.
+    pub fn write<W: GpuWord>(&self, b: &mut GpuBuffer<W>, offset: usize, data: &[W]) -> Result<()> {
+        if offset + data.len() > b.len {
+            return Err(GpuError::Mismatch(format!(
+                "write of {} words at {offset} into a buffer of {}",
+                data.len(),
+                b.len
+            )));
+        }
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        let start = offset * W::BYTES;
+        let _g = lock(&self.inner.launch);
+        match (&self.inner.engine, b.mem.as_mut()) {
+            (Engine::Cuda(c), Some(Mem::Cuda(s))) => {
+                let mut view = s.slice_mut(start..start + bytes.len());
+                c.stream
+                    .memcpy_htod(bytes, &mut view)
+                    .map_err(driver_err("copying to the device"))
+            }
+            (Engine::Emulator, Some(Mem::Host(h))) => {
+                let dst = h.0.as_ptr() as *mut u8;
+                // SAFETY: `start + bytes.len()` is within the allocation (checked above; it has
+                // at least len * BYTES bytes); no kernel runs concurrently (launch lock held).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst.add(start), bytes.len())
+                };
+                Ok(())
+            }
+            _ => Err(GpuError::Mismatch("buffer of another engine".into())),
+        }
+    }
+
+    /// Copies a device buffer back to the host (waits for queued work).
+    pub fn download<W: GpuWord>(&self, b: &GpuBuffer<W>) -> Result<Vec<W>> {
+        let mut out = vec![W::default(); b.len];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+        let _g = lock(&self.inner.launch);
+        match (&self.inner.engine, b.mem.as_ref()) {
+            (Engine::Cuda(c), Some(Mem::Cuda(s))) => {
+                let view = s.slice(0..bytes.len());
+                c.stream
+                    .memcpy_dtoh(&view, bytes)
+                    .map_err(driver_err("copying from the device"))?;
+                c.stream
+                    .synchronize()
+                    .map_err(driver_err("synchronizing"))?;
+            }
+            (Engine::Emulator, Some(Mem::Host(h))) => {
+                let src = h.0.as_ptr() as *const u8;
+                // SAFETY: the allocation holds at least `bytes.len()` bytes; no kernel runs
+                // concurrently (launch lock held).
+                unsafe { std::ptr::copy_nonoverlapping(src, bytes.as_mut_ptr(), bytes.len()) };
+            }
+            _ => return Err(GpuError::Mismatch("buffer of another engine".into())),
+        }
+        Ok(out)
+    }
+
+    /// Device-to-device copy of `len` words.
+    pub fn copy<W: GpuWord>(
+        &self,
+        dst: &mut GpuBuffer<W>,
+        dst_off: usize,
+        src: &GpuBuffer<W>,
+        src_off: usize,
+        len: usize,
+    ) -> Result<()> {
+        if dst_off + len > dst.len || src_off + len > src.len {
+            return Err(GpuError::Mismatch("copy out of bounds".into()));
+        }
+        let (d, s) = (dst.addr(dst_off), src.addr(src_off));
+        let bytes = len * W::BYTES;
+        let _g = lock(&self.inner.launch);
+        match &self.inner.engine {
+            Engine::Cuda(c) => {
+                // SAFETY: both ranges lie inside live allocations of this context (bounds
+                // checked above; the buffers are borrowed for the call and freed only in
+                // stream order).
+                unsafe {
+                    cudarc::driver::result::memcpy_dtod_async(d, s, bytes, c.stream.cu_stream())
+                }
+                .map_err(driver_err("copying on the device"))
+            }
+            Engine::Emulator => {
+                // SAFETY: in-bounds ranges of two host allocations (checked above); `dst` is
+                // borrowed mutably, so the ranges do not overlap unless both are the same
+                // buffer, which the borrow rules forbid.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(s as *const u8, d as *mut u8, bytes);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Launches kernel `name` on a `grid` of blocks of `block` threads with `smem` bytes of
+    /// dynamic shared memory; `args` are the parameters as 64-bit slots.
+    pub(crate) fn launch(
+        &self,
+        name: &str,
+        grid: (u32, u32),
+        block: u32,
+        smem: u32,
+        args: &[u64],
+    ) -> Result<()> {
+        let _g = lock(&self.inner.launch);
+        match &self.inner.engine {
+            Engine::Cuda(c) => {
+                let f = c
+                    .funcs
+                    .get(name)
+                    .ok_or_else(|| GpuError::Invalid(format!("no kernel named {name}")))?;
+                let mut b = c.stream.launch_builder(f);
+                for a in args {
+                    cudarc::driver::PushKernelArg::arg(&mut b, a);
+                }
+                let cfg = LaunchConfig {
+                    grid_dim: (grid.0, grid.1, 1),
+                    block_dim: (block, 1, 1),
+                    shared_mem_bytes: smem,
+                };
+                // SAFETY: every kernel's parameters are 64-bit or narrower integers and device
+                // addresses; callers pass one slot per parameter with addresses of live
+                // buffers large enough for the launch shape (checked by the ops that build them).
+                unsafe { b.launch(cfg) }
+                    .map(|_| ())
+                    .map_err(driver_err("launching a kernel"))
+            }
+            Engine::Emulator => {
+                let cname = std::ffi::CString::new(name)
+                    .map_err(|_| GpuError::Invalid(format!("bad kernel name {name}")))?;
+                let mut slots: Vec<u64> = args.to_vec();
+                let mut ptrs: Vec<*mut std::ffi::c_void> = slots
+                    .iter_mut()
+                    .map(|s| s as *mut u64 as *mut std::ffi::c_void)
+                    .collect();
+                // SAFETY: the emulator reads one parameter from each slot pointer (all live
+                // for the call) and runs the kernel on host memory whose addresses the ops
+                // passed (live buffers, sized for the launch shape).
+                let rc = unsafe {
+                    hk_emu_launch(
+                        cname.as_ptr(),
+                        grid.0,
+                        grid.1,
+                        block,
+                        smem,
+                        ptrs.as_mut_ptr(),
+                        ptrs.len() as u32,
+                    )
+                };
+                match rc {
+                    0 => Ok(()),
+                    -1 => Err(GpuError::Emulator(format!("no kernel named {name}"))),
+                    -2 => Err(GpuError::Emulator(format!(
+                        "kernel {name} called with {} arguments (wrong count)",
+                        args.len()
+                    ))),
+                    -3 => Err(GpuError::Emulator(format!(
+                        "kernel {name}: bad launch shape {grid:?} x {block}"
+                    ))),
+                    _ => Err(GpuError::Emulator(format!(
+                        "kernel {name}: the emulator could not start its threads"
+                    ))),
+                }
+            }
+        }
+    }
+
+    fn give_back(&self, mem: Mem, bytes: usize) {
+        let mut pool = lock(&self.inner.pool);
+        pool.stats.live_bytes = pool.stats.live_bytes.saturating_sub(bytes);
+        if pool.stats.pooled_bytes + bytes <= pool.limit {
+            pool.stats.pooled_bytes += bytes;
+            pool.free.entry(bytes).or_default().push(mem);
+        }
+    }
+}
+
+fn arch_for(cc: (i32, i32)) -> &'static str {
+    match cc {
+        (9, _) => "compute_90",
+        (8, 9) => "compute_89",
+        (8, 6) | (8, 7) => "compute_86",
+        (8, _) => "compute_80",
+        (7, 5) => "compute_75",
+        (m, _) if m >= 10 => "compute_90",
+        _ => "compute_70",
+    }
+}
+
+extern "C" {
+    fn hk_emu_launch(
+        name: *const std::ffi::c_char,
+        gx: u32,
+        gy: u32,
+        bx: u32,
+        smem: u32,
+        args: *mut *mut std::ffi::c_void,
+        nargs: u32,
+    ) -> i32;
+    fn hk_emu_kernel_count() -> u32;
+    fn hk_emu_kernel_name(i: u32) -> *const std::ffi::c_char;
+}
+
+/// The kernel names compiled into the emulator (for the consistency test).
+pub fn emulator_kernels() -> Vec<String> {
+    // SAFETY: pure functions of the emulator's static table.
+    let count = unsafe { hk_emu_kernel_count() };
+    (0..count)
+        .filter_map(|i| {
+            // SAFETY: `i < count`, so the name is a static NUL-terminated string.
+            let p = unsafe { hk_emu_kernel_name(i) };
+            if p.is_null() {
+                None
+            } else {
+                // SAFETY: non-null pointer to a static C string (checked).
+                Some(
+                    unsafe { std::ffi::CStr::from_ptr(p) }
+                        .to_string_lossy()
+                        .into_owned(),
+                )
+            }
+        })
+        .collect()
+}
+
+/// Words on the device (or in the emulator's memory). Returned to the pool when dropped.
+pub struct GpuBuffer<W: GpuWord> {
+    mem: Option<Mem>,
+    len: usize,
+    gpu: Gpu,
+    _w: PhantomData<W>,
+}
+
+impl<W: GpuWord> std::fmt::Debug for GpuBuffer<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GpuBuffer<u{}>[{}]", W::BYTES * 8, self.len)
+    }
+}
+
+impl<W: GpuWord> GpuBuffer<W> {
+    /// Length in words.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds no words.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The device this buffer lives on.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// Device address of word `off` (a kernel argument).
+    pub(crate) fn addr(&self, off: usize) -> u64 {
+        let base = match (&self.gpu.inner.engine, self.mem.as_ref()) {
+            (Engine::Cuda(c), Some(Mem::Cuda(s))) => {
+                let (p, _sync) = s.device_ptr(&c.stream);
+                p
+            }
+            (_, Some(Mem::Host(h))) => h.0.as_ptr() as u64,
+            _ => 0,
+        };
+        base + (off * W::BYTES) as u64
+    }
+}
+
+impl<W: GpuWord> Drop for GpuBuffer<W> {
+    fn drop(&mut self) {
+        if let Some(m) = self.mem.take() {
+            self.gpu.give_back(m, (self.len * W::BYTES).max(8));
+        }
+    }
+}
