@@ -10,6 +10,7 @@
 #define __global__
 #define __host__
 #define __forceinline__ inline
+#define HK_UNROLL_SMALL
 
 struct hk_dim3 {
     unsigned x, y, z;

@@ -59,6 +59,11 @@ struct ModQ {
     }
 };
 
+// Full unrolling of a fixed-trip loop on the GPU (the host emulator leaves it to the compiler).
+#ifndef HK_UNROLL_SMALL
+#define HK_UNROLL_SMALL _Pragma("unroll")
+#endif
+
 // Grid-stride loop over `count` items.
 #define HK_FOR(i, count)                                                              \
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (u64)(count);        \

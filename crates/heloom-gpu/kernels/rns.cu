@@ -10,9 +10,13 @@
 //   [2k+m, 2k+m+mk) qhat_i mod p_j at j*k+i | next m: -Q mod p_j | next k: 1/q_i as f64 bits.
 
 #define HK_MAX_K 64
+#define HK_SMALL_K 8
 
-template <typename W>
-__device__ void hk_convert_body(const W* in, u64 in_stride, W* out, u64 out_stride, u32 npoly,
+// KMAX: capacity of the per-coefficient residue array. hk_convert (KMAX = 8, loops unrolled)
+// keeps it in registers: digits of up to 8 primes, the usual case. hk_convert_wide (up to 64
+// primes) keeps it in local memory, so the common kernel does not pay its register count.
+template <typename W, int KMAX>
+__device__ void hk_convert_impl(const W* in, u64 in_stride, W* out, u64 out_stride, u32 npoly,
                                 const u64* cv, u32 k, u32 m, const W* pt, u32 log_n) {
     const u32 n = 1u << log_n;
     const u64* src_primes = cv;
@@ -37,30 +41,49 @@ __device__ void hk_convert_body(const W* in, u64 in_stride, W* out, u64 out_stri
             }
             continue;
         }
-        W t[HK_MAX_K];
+        W t[KMAX];
         double acc = 0.0;
-        for (u32 i = 0; i < k; ++i) {
-            ModQ<W> mq = ModQ<W>::load(pt, (u32)src_primes[i]);
-            W ci = (W)qhat_inv[i];
-            t[i] = mq.mul(x[(u64)i * n], ci);
-            acc = __dadd_rn(acc, __dmul_rn((double)t[i], __longlong_as_double((long long)inv_q_bits[i])));
+        HK_UNROLL_SMALL
+        for (u32 i = 0; i < KMAX; ++i) {
+            if (i < k) {
+                ModQ<W> mq = ModQ<W>::load(pt, (u32)src_primes[i]);
+                W ci = (W)qhat_inv[i];
+                t[i] = mq.mul(x[(u64)i * n], ci);
+                acc = __dadd_rn(acc, __dmul_rn((double)t[i],
+                                               __longlong_as_double((long long)inv_q_bits[i])));
+            }
         }
         const W v = (W)(u64)round(acc);
         for (u32 j = 0; j < m; ++j) {
             ModQ<W> mp = ModQ<W>::load(pt, (u32)dst_primes[j]);
             const u64* cj = qhat_mod_p + (u64)j * k;
             W s = 0;
-            for (u32 i = 0; i < k; ++i) {
-                W cc = (W)cj[i];
-                s = mp.add(s, mp.reduce_wide(t[i] * cc, hk_mulhi(t[i], cc)));
+            HK_UNROLL_SMALL
+            for (u32 i = 0; i < KMAX; ++i) {
+                if (i < k) {
+                    W cc = (W)cj[i];
+                    s = mp.add(s, mp.reduce_wide(t[i] * cc, hk_mulhi(t[i], cc)));
+                }
             }
             s = mp.add(s, mp.mul(v, (W)neg_q[j]));
             y[(u64)j * n] = s;
         }
     }
 }
+template <typename W>
+__device__ void hk_convert_body(const W* in, u64 in_stride, W* out, u64 out_stride, u32 npoly,
+                                const u64* cv, u32 k, u32 m, const W* pt, u32 log_n) {
+    hk_convert_impl<W, HK_SMALL_K>(in, in_stride, out, out_stride, npoly, cv, k, m, pt, log_n);
+}
+template <typename W>
+__device__ void hk_convert_wide_body(const W* in, u64 in_stride, W* out, u64 out_stride,
+                                     u32 npoly, const u64* cv, u32 k, u32 m, const W* pt,
+                                     u32 log_n) {
+    hk_convert_impl<W, HK_MAX_K>(in, in_stride, out, out_stride, npoly, cv, k, m, pt, log_n);
+}
 #define HK_CONVERT_PARAMS(W)                                                              \
     (const W* in, u64 in_stride, W* out, u64 out_stride, u32 npoly, const u64* cv, u32 k, \
      u32 m, const W* pt, u32 log_n)
 #define HK_CONVERT_ARGS (in, in_stride, out, out_stride, npoly, cv, k, m, pt, log_n)
 HK_BOTH(hk_convert, HK_CONVERT_PARAMS, HK_CONVERT_ARGS)
+HK_BOTH(hk_convert_wide, HK_CONVERT_PARAMS, HK_CONVERT_ARGS)

@@ -176,6 +176,8 @@ pub struct GpuContext<W: GpuWord> {
     q_layout: Vec<GpuBuffer<u32>>,
     qp_layout: Vec<GpuBuffer<u32>>,
     ext_layout: Vec<GpuBuffer<u32>>,
+    /// `[l]`: the one limb of prime q_l (rescale's last limb).
+    single_layout: Vec<GpuBuffer<u32>>,
     modup: Vec<Vec<ConvConsts>>,
     moddown: Vec<ConvConsts>,
     rescale_scal: Vec<GpuBuffer<W>>,
@@ -241,6 +243,7 @@ impl<W: GpuWord> GpuContext<W> {
         let mut q_layout = Vec::with_capacity(num_q);
         let mut qp_layout = Vec::with_capacity(num_q);
         let mut ext_layout = Vec::with_capacity(num_q);
+        let mut single_layout = Vec::with_capacity(num_q);
         let mut modup = Vec::with_capacity(num_q);
         let mut moddown = Vec::with_capacity(num_q);
         let mut rescale_scal = Vec::with_capacity(num_q);
@@ -272,6 +275,7 @@ impl<W: GpuWord> GpuContext<W> {
             q_layout.push(gpu.upload(&q)?);
             qp_layout.push(gpu.upload(&qp)?);
             ext_layout.push(gpu.upload(&ext)?);
+            single_layout.push(gpu.upload(&[l as u32])?);
         }
         let pinv: Vec<u64> = (0..num_q)
             .map(|i| ctx.p_inv_mod(i))
@@ -293,6 +297,7 @@ impl<W: GpuWord> GpuContext<W> {
             q_layout,
             qp_layout,
             ext_layout,
+            single_layout,
             modup,
             moddown,
             rescale_scal,
@@ -514,8 +519,13 @@ impl<W: GpuWord> GpuContext<W> {
             self.pt.addr(0),
             self.log_n as u64,
         ];
+        let kernel = if c.k <= 8 {
+            "hk_convert"
+        } else {
+            "hk_convert_wide"
+        };
         self.gpu.launch(
-            &Self::name("hk_convert"),
+            &Self::name(kernel),
             (self.gpu.grid_for(count, block), 1),
             block,
             0,
@@ -616,13 +626,13 @@ impl<W: GpuWord> GpuContext<W> {
             }
             words.extend_from_slice(p.as_slice());
         }
-        Ok(self.gpu.upload(&words)?)
+        self.gpu.upload(&words)
     }
 
     fn check_polys(&self, buf: &GpuBuffer<W>, level: usize) -> Result<u32> {
         self.check_level(level)?;
         let per = (level + 1) * self.n;
-        if buf.is_empty() || buf.len() % per != 0 {
+        if buf.is_empty() || !buf.len().is_multiple_of(per) {
             return Err(GpuError::Mismatch(format!(
                 "buffer of {} words is not a whole number of polynomials at level {level}",
                 buf.len()
@@ -809,9 +819,8 @@ impl<W: GpuWord> GpuContext<W> {
             self.gpu
                 .copy(&mut last, p * n, &ct.data, p * in_stride + l * n, n)?;
         }
-        let single = self.single_layouts(l)?;
         let ls = span(&last, 0, n);
-        self.inverse(ls, ls, np as u32, 1, 0, single.addr(0))?;
+        self.inverse(ls, ls, np as u32, 1, 0, self.single_layout[l].addr(0))?;
         let out = self.gpu.alloc::<W>(np * l * n)?;
         let phases_n = phases(self.log_n, self.gpu.tile_log()).len();
         let work = if phases_n > 1 {
@@ -845,11 +854,6 @@ impl<W: GpuWord> GpuContext<W> {
             slots: ct.slots,
             fingerprint: ct.fingerprint,
         })
-    }
-
-    /// A one-entry layout naming prime `q_level` (the last limb of a rescale).
-    fn single_layouts(&self, level: usize) -> Result<GpuBuffer<u32>> {
-        self.gpu.upload(&[level as u32])
     }
 
     /// Key switching of `d` (one polynomial, NTT form, `level + 1` limbs, at word offset

@@ -81,6 +81,11 @@ pub fn version() -> Result<(i32, i32)> {
 
 /// Compiles every kernel to PTX for `arch` (a virtual architecture such as `compute_90`).
 pub fn compile(arch: &'static str) -> Result<Ptx> {
+    compile_source(&cuda_source(), arch)
+}
+
+/// Compiles CUDA source `src` to PTX for `arch`; errors carry NVRTC's log.
+pub fn compile_source(src: &str, arch: &'static str) -> Result<Ptx> {
     load()?;
     let opts = CompileOptions {
         arch: Some(arch),
@@ -90,7 +95,7 @@ pub fn compile(arch: &'static str) -> Result<Ptx> {
         options: vec!["-default-device".into()],
         ..Default::default()
     };
-    cudarc::nvrtc::compile_ptx_with_opts(cuda_source(), opts).map_err(|e| match e {
+    cudarc::nvrtc::compile_ptx_with_opts(src, opts).map_err(|e| match e {
         CompileError::CompileError { log, .. } => GpuError::Compile {
             arch: arch.into(),
             log: log.to_string_lossy().into_owned(),
@@ -100,6 +105,86 @@ pub fn compile(arch: &'static str) -> Result<Ptx> {
             log: format!("{other:?}"),
         },
     })
+}
+
+/// Real architectures CI assembles machine code for (ptxas through NVRTC): Ampere, Hopper.
+pub const CUBIN_ARCHS: [&str; 2] = ["sm_80", "sm_90"];
+
+/// Compiles every kernel to machine code (CUBIN) for a real architecture such as `sm_90`, which
+/// runs ptxas and so catches what PTX alone does not (register or shared-memory limits).
+/// Returns the CUBIN's size in bytes.
+pub fn compile_cubin(arch: &str) -> Result<usize> {
+    compile_cubin_with_log(arch, false).map(|(size, _)| size)
+}
+
+/// ptxas's report for every kernel on a real architecture (registers, spill stores and loads,
+/// shared and constant memory): the static check of the kernels' resource use.
+pub fn resource_report(arch: &str) -> Result<String> {
+    compile_cubin_with_log(arch, true).map(|(_, log)| log)
+}
+
+fn compile_cubin_with_log(arch: &str, verbose: bool) -> Result<(usize, String)> {
+    use cudarc::nvrtc::{result, sys};
+    load()?;
+    let fail = |log: String| GpuError::Compile {
+        arch: arch.into(),
+        log,
+    };
+    let src = std::ffi::CString::new(cuda_source()).map_err(|e| fail(e.to_string()))?;
+    let prog = result::create_program(&src, None).map_err(|e| fail(format!("{e:?}")))?;
+    let mut opts = vec![
+        format!("-arch={arch}"),
+        "--fmad=false".into(),
+        "-default-device".into(),
+    ];
+    if verbose {
+        opts.push("--ptxas-options=-v".into());
+    }
+    let read_log = |prog| -> String {
+        // SAFETY: `prog` is live; the log is a NUL-terminated buffer NVRTC filled.
+        unsafe { result::get_program_log(prog) }
+            .map(|v| {
+                let bytes: Vec<u8> = v
+                    .iter()
+                    .take_while(|&&c| c != 0)
+                    .map(|&c| c as u8)
+                    .collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            })
+            .unwrap_or_default()
+    };
+    // SAFETY: `prog` was just created and is destroyed below, after its last use.
+    let compiled = unsafe { result::compile_program(prog, &opts) };
+    let out = match compiled {
+        Err(e) => {
+            let log = read_log(prog);
+            Err(fail(if log.is_empty() {
+                format!("{e:?}")
+            } else {
+                log
+            }))
+        }
+        Ok(()) => {
+            let mut size = 0usize;
+            // SAFETY: `prog` is live and compiled; NVRTC writes one usize.
+            let r = unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) };
+            if r != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+                Err(fail(format!("no machine code produced ({r:?})")))
+            } else {
+                let mut buf = vec![0u8; size];
+                // SAFETY: `buf` holds exactly the size NVRTC reported for this program.
+                let r = unsafe { sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast()) };
+                if r != sys::nvrtcResult::NVRTC_SUCCESS || buf.get(..4) != Some(b"\x7fELF") {
+                    Err(fail(format!("could not read the machine code ({r:?})")))
+                } else {
+                    Ok((size, read_log(prog)))
+                }
+            }
+        }
+    };
+    // SAFETY: `prog` is live and not used after this.
+    let _ = unsafe { result::destroy_program(prog) };
+    out
 }
 
 /// Compiles the kernels for every architecture of [`CHECK_ARCHS`] and checks that each PTX
