@@ -48,6 +48,11 @@ pub enum CkksError {
     #[error("invalid input: {0}")]
     InvalidInput(String),
 
+    /// An accelerator backend (the GPU) failed or refused an operation; the message says which
+    /// and why.
+    #[error("accelerator backend: {0}")]
+    Backend(String),
+
     /// Bytes that are not a valid heloom object.
     #[error("format error: {0}")]
     Format(String),

@@ -134,6 +134,12 @@ impl<W: Word> Evaluator<W> {
         &self.ctx
     }
 
+    /// The evaluation keys (public material: relinearization and Galois keys), if any; an
+    /// accelerator uploads these to compute beside this evaluator.
+    pub fn evaluation_keys(&self) -> Option<&Arc<EvaluationKeys<W>>> {
+        self.keys.as_ref()
+    }
+
     fn keys(&self) -> Result<&EvaluationKeys<W>> {
         self.keys.as_deref().ok_or_else(|| {
             CkksError::MissingKey(

@@ -77,3 +77,46 @@ __device__ void hk_permute_body HK_PERMUTE_PARAMS(W) {
     }
 }
 HK_BOTH(hk_permute, HK_PERMUTE_PARAMS, HK_PERMUTE_ARGS)
+
+// Per-limb constants passed by value (a kernel parameter, so no host-to-device copy per op):
+// v[2l] and v[2l + 1] for limb l, e.g. a residue and its Shoup companion. Up to 64 limbs.
+#define HK_MAX_SCALAR_LIMBS 64
+struct HkScalars {
+    u64 v[2 * HK_MAX_SCALAR_LIMBS];
+};
+
+// out = in * s_l (mod q), Shoup product with s_l = v[2l], companion v[2l + 1]; limb l of a
+// polynomial is limb (i >> log_n) % lpp.
+#define HK_SCALAR_MUL_PARAMS(W) \
+    (W* out, const W* in, u32 limbs, u32 lpp, const u32* lp, const W* pt, u32 log_n, HkScalars s)
+#define HK_SCALAR_MUL_ARGS (out, in, limbs, lpp, lp, pt, log_n, s)
+template <typename W>
+__device__ void hk_scalar_mul_body HK_SCALAR_MUL_PARAMS(W) {
+    HK_FOR(i, (u64)limbs << log_n) {
+        const u32 l = (u32)(i >> log_n) % lpp;
+        ModQ<W> m = ModQ<W>::load(pt, lp[l]);
+        out[i] = m.mul_shoup(in[i], (W)s.v[2 * l], (W)s.v[2 * l + 1]);
+    }
+}
+HK_BOTH(hk_scalar_mul, HK_SCALAR_MUL_PARAMS, HK_SCALAR_MUL_ARGS)
+
+// out = in + v[2l] on the first `add_limbs` limbs (the first polynomial: a constant in every
+// slot is a constant in every NTT point), a copy elsewhere.
+#define HK_SCALAR_ADD_PARAMS(W)                                                         \
+    (W* out, const W* in, u32 limbs, u32 add_limbs, u32 lpp, const u32* lp, const W* pt, \
+     u32 log_n, HkScalars s)
+#define HK_SCALAR_ADD_ARGS (out, in, limbs, add_limbs, lpp, lp, pt, log_n, s)
+template <typename W>
+__device__ void hk_scalar_add_body HK_SCALAR_ADD_PARAMS(W) {
+    HK_FOR(i, (u64)limbs << log_n) {
+        const u32 limb = (u32)(i >> log_n);
+        if (limb < add_limbs) {
+            const u32 l = limb % lpp;
+            ModQ<W> m = ModQ<W>::load(pt, lp[l]);
+            out[i] = m.add(in[i], (W)s.v[2 * l]);
+        } else {
+            out[i] = in[i];
+        }
+    }
+}
+HK_BOTH(hk_scalar_add, HK_SCALAR_ADD_PARAMS, HK_SCALAR_ADD_ARGS)

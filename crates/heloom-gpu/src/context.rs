@@ -3,13 +3,27 @@
 //! operations, each a short chain of kernel launches with no host round trip.
 
 use crate::error::{GpuError, Result};
-use crate::gpu::{Gpu, GpuBuffer};
+use crate::gpu::{Gpu, GpuBuffer, ScalarPack, MAX_SCALAR_LIMBS};
 use crate::word::GpuWord;
 use heloom_ckks::{Ciphertext, Context, EvaluationKeys, SwitchingKey};
 use heloom_math::automorphism::{galois_element_for_step, NttPermutation};
 use heloom_math::{Form, Modulus, RnsPoly, Word};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+/// `round(c * scale)` as an exact integer (the CPU evaluator's rule, with its bound).
+fn scaled_int(c: f64, scale: f64) -> Result<i128> {
+    let v = (c * scale).round();
+    if !v.is_finite() || v.abs() >= 2f64.powi(120) {
+        return Err(GpuError::Ckks(heloom_ckks::CkksError::InvalidInput(
+            format!(
+                "constant {c} at scale 2^{:.1} does not fit (|c * scale| must be below 2^120)",
+                scale.log2()
+            ),
+        )));
+    }
+    Ok(v as i128)
+}
 
 /// Base-conversion constants on the device (layout in kernels/rns.cu).
 struct ConvConsts {
@@ -97,8 +111,10 @@ pub(crate) struct Fwd {
 }
 
 /// A ciphertext on the GPU: `size` polynomials of `level + 1` limbs (NTT form), contiguous.
+/// Operations never modify their inputs, so clones share the device buffer.
+#[derive(Clone)]
 pub struct GpuCiphertext<W: GpuWord> {
-    pub(crate) data: GpuBuffer<W>,
+    pub(crate) data: Arc<GpuBuffer<W>>,
     pub(crate) size: usize,
     pub(crate) level: usize,
     pub(crate) scale: f64,
@@ -421,6 +437,7 @@ impl<W: GpuWord> GpuContext<W> {
                 threads,
                 (W::BYTES as u32) << tile_log,
                 &args,
+                None,
             )?;
         }
         Ok(())
@@ -468,6 +485,7 @@ impl<W: GpuWord> GpuContext<W> {
                 threads,
                 (W::BYTES as u32) << tile_log,
                 &args,
+                None,
             )?;
         }
         Ok(())
@@ -501,6 +519,7 @@ impl<W: GpuWord> GpuContext<W> {
             block,
             0,
             &args,
+            None,
         )
     }
 
@@ -530,6 +549,7 @@ impl<W: GpuWord> GpuContext<W> {
             block,
             0,
             &args,
+            None,
         )
     }
 
@@ -558,7 +578,7 @@ impl<W: GpuWord> GpuContext<W> {
             words.extend_from_slice(p.as_slice());
         }
         Ok(GpuCiphertext {
-            data: self.gpu.upload(&words)?,
+            data: Arc::new(self.gpu.upload(&words)?),
             size: ct.size(),
             level: ct.level(),
             scale: ct.scale(),
@@ -679,17 +699,15 @@ impl<W: GpuWord> GpuContext<W> {
         self.check_level(ct.level)
     }
 
-    fn pair(&self, a: &GpuCiphertext<W>, b: &GpuCiphertext<W>, op: &str) -> Result<()> {
-        self.check_ct(a)?;
-        self.check_ct(b)?;
-        if a.level != b.level || a.size != b.size {
-            return Err(GpuError::Mismatch(format!(
-                "{op}: operands at levels {} and {} with {} and {} polynomials; bring them to one \
-                 level first (drop_to_level)",
-                a.level, b.level, a.size, b.size
-            )));
-        }
-        Ok(())
+    /// Relative tolerance under which two scales count as equal (as the CPU evaluator's:
+    /// half an ulp of the smallest prime).
+    pub fn scale_tolerance(&self) -> f64 {
+        let m = self.ctx.params().moduli();
+        1.0 / m.iter().copied().min().unwrap_or(2) as f64
+    }
+
+    fn scales_match(&self, a: f64, b: f64) -> bool {
+        ((a - b) / a.max(b)).abs() <= self.scale_tolerance()
     }
 
     fn combine(
@@ -698,28 +716,41 @@ impl<W: GpuWord> GpuContext<W> {
         b: &GpuCiphertext<W>,
         sub: bool,
     ) -> Result<GpuCiphertext<W>> {
-        self.pair(a, b, if sub { "sub" } else { "add" })?;
-        let tol = 1e-9 * a.scale.max(b.scale);
-        if (a.scale - b.scale).abs() > tol {
-            return Err(GpuError::Mismatch(format!(
-                "scales differ ({} and {}); rescale or multiply by a constant first",
-                a.scale, b.scale
-            )));
-        }
-        let out = self.gpu.alloc::<W>(a.data.len())?;
+        self.check_ct(a)?;
+        self.check_ct(b)?;
+        let (a, b) = if a.level == b.level && self.scales_match(a.scale, b.scale) {
+            (a.clone(), b.clone())
+        } else {
+            self.align(a, b)?
+        };
         let nl = a.level + 1;
+        let pw = nl * self.n;
+        let common = a.size.min(b.size);
+        let size = a.size.max(b.size);
+        let mut out = self.gpu.alloc::<W>(size * pw)?;
         self.elt(
             if sub { "hk_sub" } else { "hk_add" },
             out.addr(0),
             a.data.addr(0),
             b.data.addr(0),
-            a.size * nl,
+            common * nl,
             nl,
             self.q_layout[a.level].addr(0),
         )?;
+        // Polynomials only one operand has: copied (negated when subtracted).
+        for p in common..size {
+            if a.size > p {
+                self.gpu.copy(&mut out, p * pw, &a.data, p * pw, pw)?;
+            } else if sub {
+                let pack = self.limb_pack(a.level, |m| (m.value() - 1) as i128)?;
+                self.scalar_mul_raw(out.addr(p * pw), b.data.addr(p * pw), nl, a.level, &pack)?;
+            } else {
+                self.gpu.copy(&mut out, p * pw, &b.data, p * pw, pw)?;
+            }
+        }
         Ok(GpuCiphertext {
-            data: out,
-            size: a.size,
+            data: Arc::new(out),
+            size,
             level: a.level,
             scale: a.scale,
             slots: a.slots.max(b.slots),
@@ -727,12 +758,223 @@ impl<W: GpuWord> GpuContext<W> {
         })
     }
 
-    /// `a + b` (same level, size and scale).
+    /// Brings two ciphertexts to one level and one scale, as the CPU evaluator's `align`:
+    /// equal scales drop to the lower level; otherwise the higher one is moved to the lower's
+    /// level and scale by an integer multiple and a rescale.
+    pub fn align(
+        &self,
+        a: &GpuCiphertext<W>,
+        b: &GpuCiphertext<W>,
+    ) -> Result<(GpuCiphertext<W>, GpuCiphertext<W>)> {
+        self.check_ct(a)?;
+        self.check_ct(b)?;
+        if self.scales_match(a.scale, b.scale) {
+            let l = a.level.min(b.level);
+            return Ok((self.drop_to_level(a, l)?, self.drop_to_level(b, l)?));
+        }
+        let (hi, lo, swapped) = if a.level >= b.level {
+            (a, b, false)
+        } else {
+            (b, a, true)
+        };
+        if hi.level == lo.level {
+            return Err(GpuError::Ckks(heloom_ckks::CkksError::ScaleMismatch(format!(
+                "operands at level {} have scales 2^{:.4} and 2^{:.4}; bring them to one scale first",
+                hi.level,
+                a.scale.log2(),
+                b.scale.log2()
+            ))));
+        }
+        let hi = self.set_scale_by_rescale(hi, lo.level, lo.scale)?;
+        Ok(if swapped {
+            (lo.clone(), hi)
+        } else {
+            (hi, lo.clone())
+        })
+    }
+
+    /// Moves `ct` to `level` (below its own) with scale `target`: an integer multiple one level
+    /// above, then a rescale (the CPU evaluator's `set_scale_by_rescale`, bit for bit).
+    pub fn set_scale_by_rescale(
+        &self,
+        ct: &GpuCiphertext<W>,
+        level: usize,
+        target: f64,
+    ) -> Result<GpuCiphertext<W>> {
+        if level >= ct.level {
+            return Err(GpuError::Ckks(heloom_ckks::CkksError::OutOfLevels(format!(
+                "changing the scale needs one level above the target: ciphertext at level {}, target level {level}",
+                ct.level
+            ))));
+        }
+        let c = self.drop_to_level(ct, level + 1)?;
+        let q = self.ctx.params().moduli()[level + 1] as f64;
+        let k = (target * q / c.scale).round();
+        if k.is_nan() || k < 1.0 || k * self.scale_tolerance() < 0.5 || k >= 2f64.powi(62) {
+            return Err(GpuError::Ckks(heloom_ckks::CkksError::ScaleMismatch(
+                format!(
+                    "cannot move scale 2^{:.3} to 2^{:.3} exactly with one rescale (factor {k})",
+                    c.scale.log2(),
+                    target.log2()
+                ),
+            )));
+        }
+        let mut c = self.multiply_const_exact(&c, k as i128)?;
+        c.scale *= k;
+        let mut r = self.rescale(&c)?;
+        r.scale = target;
+        Ok(r)
+    }
+
+    /// Per-limb constants at `level`: `f(q_i)` reduced modulo `q_i`, with Shoup companions.
+    fn limb_pack(&self, level: usize, f: impl Fn(&Modulus<W>) -> i128) -> Result<ScalarPack> {
+        let mods = self.ctx.q_basis(level)?.moduli();
+        if mods.len() > MAX_SCALAR_LIMBS {
+            return Err(GpuError::Invalid(format!(
+                "{} limbs; the GPU's constant kernels take at most {MAX_SCALAR_LIMBS}",
+                mods.len()
+            )));
+        }
+        let mut pack = ScalarPack { v: [0; 128] };
+        for (i, m) in mods.iter().enumerate() {
+            let r = f(m).rem_euclid(m.value() as i128) as u64;
+            let w = W::from_u64(r);
+            pack.v[2 * i] = r;
+            pack.v[2 * i + 1] = m.shoup(w).to_u64();
+        }
+        Ok(pack)
+    }
+
+    fn scalar_mul_raw(
+        &self,
+        out: u64,
+        input: u64,
+        limbs: usize,
+        level: usize,
+        pack: &ScalarPack,
+    ) -> Result<()> {
+        let count = (limbs as u64) << self.log_n;
+        let block = self.gpu.block(256);
+        let args = [
+            out,
+            input,
+            limbs as u64,
+            (level + 1) as u64,
+            self.q_layout[level].addr(0),
+            self.pt.addr(0),
+            self.log_n as u64,
+        ];
+        self.gpu.launch(
+            &Self::name("hk_scalar_mul"),
+            (self.gpu.grid_for(count, block), 1),
+            block,
+            0,
+            &args,
+            Some(pack),
+        )
+    }
+
+    /// `ct * k` for any integer `k` (reduced modulo each prime); the scale is unchanged (the
+    /// caller relabels it).
+    pub fn multiply_const_exact(&self, ct: &GpuCiphertext<W>, k: i128) -> Result<GpuCiphertext<W>> {
+        self.check_ct(ct)?;
+        let pack = self.limb_pack(ct.level, |_| k)?;
+        let out = self.gpu.alloc::<W>(ct.data.len())?;
+        self.scalar_mul_raw(
+            out.addr(0),
+            ct.data.addr(0),
+            ct.size * (ct.level + 1),
+            ct.level,
+            &pack,
+        )?;
+        Ok(GpuCiphertext {
+            data: Arc::new(out),
+            ..ct.clone()
+        })
+    }
+
+    /// `ct * k` for a small integer: exact, no level used, scale unchanged.
+    pub fn multiply_int(&self, ct: &GpuCiphertext<W>, k: i64) -> Result<GpuCiphertext<W>> {
+        self.multiply_const_exact(ct, k as i128)
+    }
+
+    /// `ct * c` for a real constant encoded at scale `q_level` (so that a rescale restores the
+    /// scale exactly), as the CPU evaluator's `multiply_const`.
+    pub fn multiply_const(&self, ct: &GpuCiphertext<W>, c: f64) -> Result<GpuCiphertext<W>> {
+        self.check_ct(ct)?;
+        if ct.level == 0 {
+            return Err(GpuError::Ckks(heloom_ckks::CkksError::OutOfLevels(
+                "multiplying by a non-integer constant needs a level to rescale; the ciphertext is at level 0".into(),
+            )));
+        }
+        let s = self.ctx.params().moduli()[ct.level] as f64;
+        let k = scaled_int(c, s)?;
+        let mut out = self.multiply_const_exact(ct, k)?;
+        out.scale = ct.scale * s;
+        Ok(out)
+    }
+
+    /// `ct + c` in every slot (a real constant at the ciphertext's scale).
+    pub fn add_const(&self, ct: &GpuCiphertext<W>, c: f64) -> Result<GpuCiphertext<W>> {
+        self.check_ct(ct)?;
+        let k = scaled_int(c, ct.scale)?;
+        let pack = self.limb_pack(ct.level, |_| k)?;
+        let nl = ct.level + 1;
+        let out = self.gpu.alloc::<W>(ct.data.len())?;
+        let count = ((ct.size * nl) as u64) << self.log_n;
+        let block = self.gpu.block(256);
+        let args = [
+            out.addr(0),
+            ct.data.addr(0),
+            (ct.size * nl) as u64,
+            nl as u64,
+            nl as u64,
+            self.q_layout[ct.level].addr(0),
+            self.pt.addr(0),
+            self.log_n as u64,
+        ];
+        self.gpu.launch(
+            &Self::name("hk_scalar_add"),
+            (self.gpu.grid_for(count, block), 1),
+            block,
+            0,
+            &args,
+            Some(&pack),
+        )?;
+        Ok(GpuCiphertext {
+            data: Arc::new(out),
+            ..ct.clone()
+        })
+    }
+
+    /// `-ct`.
+    pub fn negate(&self, ct: &GpuCiphertext<W>) -> Result<GpuCiphertext<W>> {
+        self.multiply_const_exact(ct, -1)
+    }
+
+    /// `a^2` (three polynomials): the tensor product of `a` with itself, equal word for word
+    /// to the CPU's squaring (`2 a0 a1 = a0 a1 + a1 a0` modulo each prime).
+    pub fn square(&self, a: &GpuCiphertext<W>) -> Result<GpuCiphertext<W>> {
+        self.multiply(a, a)
+    }
+
+    /// The same ciphertext with its scale relabelled (no arithmetic; shares the buffer).
+    pub fn with_scale(&self, ct: &GpuCiphertext<W>, scale: f64) -> Result<GpuCiphertext<W>> {
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(GpuError::Invalid(format!("invalid scale {scale}")));
+        }
+        Ok(GpuCiphertext {
+            scale,
+            ..ct.clone()
+        })
+    }
+
+    /// `a + b`; levels and scales are aligned as the CPU evaluator aligns them.
     pub fn add(&self, a: &GpuCiphertext<W>, b: &GpuCiphertext<W>) -> Result<GpuCiphertext<W>> {
         self.combine(a, b, false)
     }
 
-    /// `a - b` (same level, size and scale).
+    /// `a - b`; levels and scales are aligned as the CPU evaluator aligns them.
     pub fn sub(&self, a: &GpuCiphertext<W>, b: &GpuCiphertext<W>) -> Result<GpuCiphertext<W>> {
         self.combine(a, b, true)
     }
@@ -746,6 +988,9 @@ impl<W: GpuWord> GpuContext<W> {
                 ct.level
             )));
         }
+        if level == ct.level {
+            return Ok(ct.clone());
+        }
         let (src_w, dst_w) = ((ct.level + 1) * self.n, (level + 1) * self.n);
         let mut out = self.gpu.alloc::<W>(ct.size * dst_w)?;
         for p in 0..ct.size {
@@ -753,7 +998,7 @@ impl<W: GpuWord> GpuContext<W> {
                 .copy(&mut out, p * dst_w, &ct.data, p * src_w, dst_w)?;
         }
         Ok(GpuCiphertext {
-            data: out,
+            data: Arc::new(out),
             size: ct.size,
             level,
             scale: ct.scale,
@@ -763,13 +1008,18 @@ impl<W: GpuWord> GpuContext<W> {
     }
 
     /// `a * b` without relinearization: three polynomials (tensor product in one kernel).
+    /// Levels are aligned by dropping, as on the CPU; the scales multiply.
     pub fn multiply(&self, a: &GpuCiphertext<W>, b: &GpuCiphertext<W>) -> Result<GpuCiphertext<W>> {
-        self.pair(a, b, "multiply")?;
-        if a.size != 2 {
+        self.check_ct(a)?;
+        self.check_ct(b)?;
+        if a.size != 2 || b.size != 2 {
             return Err(GpuError::Invalid(
                 "multiply takes two-polynomial ciphertexts; relinearize first".into(),
             ));
         }
+        let level = a.level.min(b.level);
+        let (a, b) = (self.drop_to_level(a, level)?, self.drop_to_level(b, level)?);
+        let (a, b) = (&a, &b);
         let nl = a.level + 1;
         let out = self.gpu.alloc::<W>(3 * nl * self.n)?;
         let count = (nl as u64) << self.log_n;
@@ -789,9 +1039,10 @@ impl<W: GpuWord> GpuContext<W> {
             block,
             0,
             &args,
+            None,
         )?;
         Ok(GpuCiphertext {
-            data: out,
+            data: Arc::new(out),
             size: 3,
             level: a.level,
             scale: a.scale * b.scale,
@@ -847,7 +1098,7 @@ impl<W: GpuWord> GpuContext<W> {
         })?;
         drop(work);
         Ok(GpuCiphertext {
-            data: out,
+            data: Arc::new(out),
             size: np,
             level: l - 1,
             scale: ct.scale / self.ctx.params().moduli()[l] as f64,
@@ -938,6 +1189,7 @@ impl<W: GpuWord> GpuContext<W> {
             block,
             0,
             &args,
+            None,
         )?;
         drop(ext);
         // 5. Mod-down of both halves.
@@ -1019,7 +1271,7 @@ impl<W: GpuWord> GpuContext<W> {
         let nl = (ct.level + 1) * self.n;
         let out = self.key_switch_raw(&ct.data, 2 * nl, ct.level, key, Some((&ct.data, 2)))?;
         Ok(GpuCiphertext {
-            data: out,
+            data: Arc::new(out),
             size: 2,
             level: ct.level,
             scale: ct.scale,
@@ -1060,11 +1312,12 @@ impl<W: GpuWord> GpuContext<W> {
             block,
             0,
             &args,
+            None,
         )?;
         let out =
             self.key_switch_raw(&permuted, nl * self.n, ct.level, key, Some((&permuted, 1)))?;
         Ok(GpuCiphertext {
-            data: out,
+            data: Arc::new(out),
             size: 2,
             level: ct.level,
             scale: ct.scale,
@@ -1107,10 +1360,11 @@ impl<W: GpuWord> GpuContext<W> {
             self.gpu.block(1024),
             0,
             &args,
+            None,
         )?;
         drop(scratch);
         Ok(GpuCiphertext {
-            data: out,
+            data: Arc::new(out),
             size: ct.size,
             level: l - 1,
             scale: ct.scale / self.ctx.params().moduli()[l] as f64,

@@ -12,6 +12,20 @@ use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// Per-limb constants passed to a kernel by value (the `HkScalars` parameter of
+/// kernels/eltwise.cu): `v[2l]`, `v[2l + 1]` for limb `l`, up to 64 limbs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ScalarPack {
+    pub v: [u64; 128],
+}
+
+/// Limbs a [`ScalarPack`] holds.
+pub(crate) const MAX_SCALAR_LIMBS: usize = 64;
+
+// SAFETY: a plain array of u64 with C layout, the same as the kernels' `HkScalars`.
+unsafe impl cudarc::driver::DeviceRepr for ScalarPack {}
+
 /// Which engine runs the kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GpuKind {
@@ -454,7 +468,8 @@ impl Gpu {
     }
 
     /// Launches kernel `name` on a `grid` of blocks of `block` threads with `smem` bytes of
-    /// dynamic shared memory; `args` are the parameters as 64-bit slots.
+    /// dynamic shared memory; `args` are the parameters as 64-bit slots, then `pack` (when
+    /// given) as the last parameter, by value.
     pub(crate) fn launch(
         &self,
         name: &str,
@@ -462,6 +477,7 @@ impl Gpu {
         block: u32,
         smem: u32,
         args: &[u64],
+        pack: Option<&ScalarPack>,
     ) -> Result<()> {
         let _g = lock(&self.inner.launch);
         match &self.inner.engine {
@@ -473,6 +489,9 @@ impl Gpu {
                 let mut b = c.stream.launch_builder(f);
                 for a in args {
                     cudarc::driver::PushKernelArg::arg(&mut b, a);
+                }
+                if let Some(p) = pack {
+                    cudarc::driver::PushKernelArg::arg(&mut b, p);
                 }
                 let cfg = LaunchConfig {
                     grid_dim: (grid.0, grid.1, 1),
@@ -490,10 +509,14 @@ impl Gpu {
                 let cname = std::ffi::CString::new(name)
                     .map_err(|_| GpuError::Invalid(format!("bad kernel name {name}")))?;
                 let mut slots: Vec<u64> = args.to_vec();
+                let mut pack_copy = pack.copied();
                 let mut ptrs: Vec<*mut std::ffi::c_void> = slots
                     .iter_mut()
                     .map(|s| s as *mut u64 as *mut std::ffi::c_void)
                     .collect();
+                if let Some(p) = pack_copy.as_mut() {
+                    ptrs.push(p as *mut ScalarPack as *mut std::ffi::c_void);
+                }
                 // SAFETY: the emulator reads one parameter from each slot pointer (all live
                 // for the call) and runs the kernel on host memory whose addresses the ops
                 // passed (live buffers, sized for the launch shape).
@@ -513,7 +536,7 @@ impl Gpu {
                     -1 => Err(GpuError::Emulator(format!("no kernel named {name}"))),
                     -2 => Err(GpuError::Emulator(format!(
                         "kernel {name} called with {} arguments (wrong count)",
-                        args.len()
+                        ptrs.len()
                     ))),
                     -3 => Err(GpuError::Emulator(format!(
                         "kernel {name}: bad launch shape {grid:?} x {block}"

@@ -20,6 +20,7 @@ pub mod context;
 pub mod error;
 pub mod gpu;
 pub mod nvrtc;
+pub mod polyops;
 pub mod source;
 pub mod word;
 

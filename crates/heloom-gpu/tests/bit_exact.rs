@@ -331,9 +331,12 @@ fn bad_inputs_are_refused() {
         .encrypt(&[0.5], &other.keys.public_key)
         .expect("encrypt");
     assert!(matches!(g.upload(&ox), Err(GpuError::Mismatch(_))));
-    // Levels that do not match.
+    // Scales that cannot be aligned (same level), levels that cannot be raised.
     let low = g.drop_to_level(&gx, 0).expect("drop");
-    assert!(matches!(g.add(&gx, &low), Err(GpuError::Mismatch(_))));
+    let odd = g.with_scale(&gx, gx.scale() * 3.0).expect("relabel");
+    let e = g.add(&gx, &odd).expect_err("scales differ at one level");
+    assert!(e.to_string().contains("scale"), "{e}");
+    assert!(g.with_scale(&gx, f64::NAN).is_err());
     assert!(matches!(g.rescale(&low), Err(GpuError::Invalid(_))));
     assert!(matches!(
         g.drop_to_level(&low, 1),

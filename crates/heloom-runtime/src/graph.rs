@@ -20,8 +20,7 @@
 
 use crate::cost::{CostModel, SplitCost};
 use crate::ops::OpKind;
-use heloom_ckks::{evaluate_polynomial_with, Ciphertext, CkksError, Evaluator, PolyBasis, PolyOps};
-use heloom_math::Word;
+use heloom_ckks::{evaluate_polynomial_with, CkksError, PolyBasis, PolyOps};
 use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
@@ -803,20 +802,19 @@ impl TaskGraph {
     /// Runs task `t` with `ev` (its thread budget applies to every op). `fetch(node)` returns
     /// the value of an operand computed outside the task: a job input or another task's
     /// output.
-    pub fn run_task<W: Word>(
+    pub fn run_task<O: PolyOps>(
         &self,
         t: usize,
-        ev: &Evaluator<W>,
-        fetch: &dyn Fn(NodeId) -> Option<Arc<Ciphertext<W>>>,
-    ) -> Result<Ciphertext<W>> {
+        ev: &O,
+        fetch: &dyn Fn(NodeId) -> Option<Arc<O::Ct>>,
+    ) -> Result<O::Ct> {
         let task = self
             .tasks
             .get(t)
             .ok_or_else(|| GraphError::Invalid(format!("no task {t}")))?;
         // Values computed inside the task, with how many later nodes of the task still read
         // them (a value read for the last time by a relabel is moved, not copied).
-        let mut local: Vec<(NodeId, Option<Ciphertext<W>>, usize)> =
-            Vec::with_capacity(task.nodes.len());
+        let mut local: Vec<(NodeId, Option<O::Ct>, usize)> = Vec::with_capacity(task.nodes.len());
         for (pos, &v) in task.nodes.iter().enumerate() {
             let uses = task.nodes[pos + 1..]
                 .iter()
@@ -824,7 +822,7 @@ impl TaskGraph {
                 .count();
             let out = match self.nodes[v].op {
                 NodeOp::SetScale(a, s) => {
-                    let mut c = match local.iter_mut().find(|(id, _, _)| *id == a) {
+                    let c = match local.iter_mut().find(|(id, _, _)| *id == a) {
                         Some((_, slot, left)) => {
                             *left = left.saturating_sub(1);
                             if *left == 0 && a != task.output {
@@ -836,18 +834,17 @@ impl TaskGraph {
                         None => fetch(a).map(Arc::unwrap_or_clone),
                     }
                     .ok_or_else(|| missing(t, a))?;
-                    c.set_scale(s);
-                    c
+                    ev.with_scale(c, s)?
                 }
                 _ => {
                     let ops = self.nodes[v].op.operands();
-                    let mut shared: Vec<Arc<Ciphertext<W>>> = Vec::new();
+                    let mut shared: Vec<Arc<O::Ct>> = Vec::new();
                     for &o in &ops {
                         if !local.iter().any(|(id, _, _)| *id == o) {
                             shared.push(fetch(o).ok_or_else(|| missing(t, o))?);
                         }
                     }
-                    let mut args: Vec<&Ciphertext<W>> = Vec::with_capacity(ops.len());
+                    let mut args: Vec<&O::Ct> = Vec::with_capacity(ops.len());
                     let mut si = 0;
                     for &o in &ops {
                         match local.iter().find(|(id, _, _)| *id == o) {
@@ -881,12 +878,7 @@ impl TaskGraph {
             .ok_or_else(|| GraphError::Invalid(format!("task {t} produced no output")))
     }
 
-    fn eval_node<W: Word>(
-        &self,
-        v: NodeId,
-        ev: &Evaluator<W>,
-        args: &[&Ciphertext<W>],
-    ) -> Result<Ciphertext<W>> {
+    fn eval_node<O: PolyOps>(&self, v: NodeId, ev: &O, args: &[&O::Ct]) -> Result<O::Ct> {
         let node = &self.nodes[v];
         let arg = |i: usize| {
             args.get(i)
@@ -903,25 +895,22 @@ impl TaskGraph {
             NodeOp::Sub(..) => ev.sub(arg(0)?, arg(1)?)?,
             NodeOp::AddConst(_, c) => ev.add_const(arg(0)?, c)?,
             NodeOp::MulInt(_, k) => ev.multiply_int(arg(0)?, k)?,
-            NodeOp::MulConstExact(_, k) => PolyOps::multiply_const_exact(ev, arg(0)?, k)?,
+            NodeOp::MulConstExact(_, k) => ev.multiply_const_exact(arg(0)?, k)?,
             NodeOp::MulConst(_, c) => ev.multiply_const(arg(0)?, c)?,
             NodeOp::Multiply(..) => ev.multiply(arg(0)?, arg(1)?)?,
             NodeOp::Square(_) => ev.square(arg(0)?)?,
             NodeOp::Relinearize(_) => ev.relinearize(arg(0)?)?,
             NodeOp::Rescale(_) => ev.rescale(arg(0)?)?,
             NodeOp::DropToLevel(_, l) => ev.drop_to_level(arg(0)?, l)?,
-            NodeOp::SetScale(_, s) => {
-                let mut c = arg(0)?.clone();
-                c.set_scale(s);
-                c
-            }
+            NodeOp::SetScale(_, s) => ev.with_scale(arg(0)?.clone(), s)?,
         };
-        if out.level() != node.level || out.size() != node.size {
+        let (level, size) = (ev.level_of(&out), ev.size_of(&out));
+        if level != node.level || size != node.size {
             return Err(GraphError::Invalid(format!(
                 "node {v} ({}) came out at level {} size {}, the graph expected level {} size {}",
                 node.op.name(),
-                out.level(),
-                out.size(),
+                level,
+                size,
                 node.level,
                 node.size
             )));
@@ -930,13 +919,12 @@ impl TaskGraph {
     }
 
     /// Runs the whole graph on `inputs`, one task after another, each on `ev`'s budget.
-    pub fn run<W: Word>(
-        &self,
-        ev: &Evaluator<W>,
-        inputs: &[Ciphertext<W>],
-    ) -> Result<Vec<Ciphertext<W>>> {
-        self.check_inputs(inputs.iter().map(|c| (c.level(), c.scale())))?;
-        let mut values: Vec<Option<Arc<Ciphertext<W>>>> = vec![None; self.nodes.len()];
+    ///
+    /// `ev` is any [`PolyOps`] backend: the CPU [`heloom_ckks::Evaluator`] or an accelerator's (the GPU
+    /// evaluator of heloom-gpu), which then keeps every intermediate on its device.
+    pub fn run<O: PolyOps>(&self, ev: &O, inputs: &[O::Ct]) -> Result<Vec<O::Ct>> {
+        self.check_inputs(inputs.iter().map(|c| (ev.level_of(c), ev.scale_of(c))))?;
+        let mut values: Vec<Option<Arc<O::Ct>>> = vec![None; self.nodes.len()];
         for (i, &node) in self.inputs.iter().enumerate() {
             values[node] = Some(Arc::new(inputs[i].clone()));
         }
