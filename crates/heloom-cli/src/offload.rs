@@ -61,7 +61,8 @@ pub struct OffloadArgs {
     /// Internal: longest a --burn-core process spins, s.
     #[arg(long, hide = true, default_value_t = BURN_MAX_S)]
     pub burn_max_s: u64,
-    /// Devices, comma-separated: cpu[:workers], soft[:workers], kernel[:workers], gpu
+    /// Devices, comma-separated: cpu[:workers], soft[:workers], kernel[:workers], gpu (HE jobs:
+    /// cpu-pool[:threads], gpu)
     /// (default workers split the cores among the CPU-bound devices).
     #[arg(long, default_value = "cpu,soft")]
     pub devices: String,
@@ -648,15 +649,32 @@ fn list(args: &OffloadArgs) -> Result<()> {
             }
         }
     }
+    // HE devices: the worker pool always; the GPU where heloom's CUDA backend finds one.
+    let he_gpu = match heloom_devices::he_gpu::GpuHeDevice::cuda(0) {
+        Ok(d) => json!({"kind": "gpu", "available": true, "info": d.info()}),
+        Err(e) => json!({"kind": "gpu", "available": false, "error": e.to_string()}),
+    };
     if args.json {
-        let v = json!({"machine": machine(), "devices": js});
+        let v = json!({
+            "machine": machine(),
+            "devices": js,
+            "he_devices": [{"kind": "cpu-pool", "available": true}, he_gpu],
+        });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!("AES devices on this machine ({}):", cpu_model());
         for r in &rows {
             println!("  {:<7} {:<12} {}", r[0], r[1], r[2]);
         }
-        println!("  cpu-pool available    HE jobs only: heloom offload --he (e^x task graphs on shares of the worker pool)");
+        println!("HE devices (heloom offload --he --devices ...):");
+        println!("  cpu-pool available    e^x task graphs on shares of the worker pool");
+        match he_gpu.get("error").and_then(|e| e.as_str()) {
+            Some(e) => println!("  gpu      unavailable  {e}"),
+            None => println!(
+                "  gpu      available    {}",
+                he_gpu["info"]["engine"].as_str().unwrap_or("CUDA backend")
+            ),
+        }
     }
     Ok(())
 }

@@ -15,7 +15,6 @@ use heloom_runtime::profile::XEON_PHI;
 use heloom_runtime::workload::{default_params, ExpWorkload, EXP_TOLERANCE};
 use heloom_runtime::{ExpVariant, Profile, TaskGraph};
 
-use crate::aes::gpu::driver_present;
 use crate::device::{Device, DeviceInfo, DeviceKind, Worker, Workload};
 use crate::error::{DeviceError, Result};
 
@@ -299,26 +298,21 @@ impl Device<HeJobs> for CpuPoolDevice {
     }
 }
 
-/// Explains why HE jobs cannot run on the `gpu` device here: they need heloom's CUDA backend, not built yet.
+/// Explains why HE jobs cannot run on the `gpu` device here: what heloom's CUDA backend found
+/// missing (driver, device or NVRTC), with what to do instead.
 pub fn gpu_unavailable() -> DeviceError {
-    if driver_present() {
-        DeviceError::Unavailable {
+    match crate::he_gpu::GpuHeDevice::cuda(0) {
+        Err(e) => e,
+        Ok(d) => DeviceError::Unavailable {
             device: "gpu".into(),
-            reason: "an NVIDIA driver is present, but this build of heloom has no CUDA backend for HE task graphs yet"
-                .into(),
-            hint: "it lands with the CUDA backend; run HE jobs on cpu-pool devices meanwhile".into(),
-        }
-    } else {
-        DeviceError::Unavailable {
-            device: "gpu".into(),
-            reason: "no NVIDIA GPU driver found (/proc/driver/nvidia/version and /dev/nvidia0 are missing)".into(),
-            hint: "run on a machine with an NVIDIA GPU and driver, or run HE jobs on cpu-pool devices".into(),
-        }
+            reason: format!("{} is available", d.gpu().info().name),
+            hint: "nothing is missing: open it with --devices gpu (or cpu-pool for the CPU)".into(),
+        },
     }
 }
 
-/// Opens HE devices from a list such as `cpu-pool:1,cpu-pool:1` (`cpu:t` means the same); `gpu` explains why it
-/// cannot run yet; AES-only kinds are refused.
+/// Opens HE devices from a list such as `cpu-pool:1,gpu` (`cpu:t` means `cpu-pool:t`); `gpu` is the first CUDA
+/// device, with a clear error where there is none; AES-only kinds are refused.
 pub fn open_he_devices(specs: &[crate::spec::DeviceSpec]) -> Result<Vec<Box<dyn Device<HeJobs>>>> {
     let default = crate::spec::default_workers(specs, DeviceKind::CpuPool);
     // `cpu` means a pool share here; name them all `cpu-pool:t` (numbering repeats).
@@ -343,7 +337,9 @@ pub fn open_he_devices(specs: &[crate::spec::DeviceSpec]) -> Result<Vec<Box<dyn 
             DeviceKind::Cpu | DeviceKind::CpuPool => {
                 out.push(Box::new(CpuPoolDevice::new(t)?.with_name(name)));
             }
-            DeviceKind::Gpu => return Err(gpu_unavailable()),
+            DeviceKind::Gpu => {
+                out.push(Box::new(crate::he_gpu::GpuHeDevice::cuda(0)?.with_name(name)));
+            }
             DeviceKind::Soft | DeviceKind::Kernel => {
                 return Err(DeviceError::BadSpec {
                     spec: s.kind.name().into(),

@@ -15,6 +15,7 @@ pub mod cost;
 pub mod device;
 pub mod error;
 pub mod he;
+pub mod he_gpu;
 pub mod spec;
 pub mod speed;
 

@@ -139,6 +139,10 @@ fn bad_parameters_are_refused() {
 
 #[test]
 fn gpu_explains_why_it_cannot_run_he_jobs() {
+    if heloom_gpu::Gpu::cuda(0).is_ok() {
+        eprintln!("a GPU is present: nothing to explain");
+        return;
+    }
     match gpu_unavailable() {
         DeviceError::Unavailable {
             device,
@@ -146,10 +150,52 @@ fn gpu_explains_why_it_cannot_run_he_jobs() {
             hint,
         } => {
             assert_eq!(device, "gpu");
-            assert!(!reason.is_empty());
+            assert!(
+                reason.contains("GPU") || reason.contains("NVRTC"),
+                "{reason}"
+            );
             assert!(hint.contains("cpu-pool"), "{hint}");
         }
         other => panic!("expected Unavailable, got {other}"),
+    }
+}
+
+/// The GPU device (on the kernel emulator here, a real GPU where one is present) pulls jobs
+/// from the same queue as a cpu-pool device; every result equals the CPU's word for word.
+#[test]
+fn gpu_device_shares_the_queue_with_the_cpu_pool() {
+    use heloom_devices::balance::{Balancer, Method};
+    use heloom_devices::he_gpu::GpuHeDevice;
+    let jobs = HeJobs::mixed(11, 4, 5).expect("workload");
+    let cpu = CpuPoolDevice::new(1).expect("cpu");
+    let want = run_all(&cpu, &jobs);
+    let gpu = match GpuHeDevice::cuda(0) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("no GPU ({e}); the device runs on the kernel emulator");
+            GpuHeDevice::emulator()
+        }
+    };
+    assert_eq!(gpu.info().kind, DeviceKind::Gpu);
+    let devices: [&dyn Device<HeJobs>; 2] = [&cpu, &gpu];
+    for method in [Method::Single(1), Method::RoundRobin, Method::Pull] {
+        let out = Balancer::new(method).run(&devices, &jobs).expect("run");
+        assert_eq!(out.outputs.len(), 4);
+        for (i, (got, exp)) in out.outputs.iter().zip(&want).enumerate() {
+            for (a, b) in got.polys().iter().zip(exp.polys()) {
+                assert!(
+                    a.as_slice() == b.as_slice(),
+                    "{method:?}: job {i} differs from the CPU's"
+                );
+            }
+        }
+        assert!(jobs.verify(&out.outputs).expect("verify") <= EXP_TOLERANCE);
+        if matches!(method, Method::Single(1) | Method::RoundRobin) {
+            assert!(
+                out.report.items_per_device[1] > 0,
+                "{method:?}: the GPU ran nothing"
+            );
+        }
     }
 }
 
@@ -181,10 +227,12 @@ fn he_jobs_through_every_balancer() {
         assert!((total - 6.0).abs() < 1e-9, "{}: {total}", r.method);
         assert!(r.ms > 0.0 && r.efficiency > 0.0);
     }
-    // AES-only engines and the GPU give clear errors for HE jobs.
+    // AES-only engines give clear errors for HE jobs; so does `gpu` on a machine without one.
     assert!(open_he_devices(&DeviceSpec::parse_list("soft").expect("spec")).is_err());
-    assert!(matches!(
-        open_he_devices(&DeviceSpec::parse_list("gpu").expect("spec")),
-        Err(heloom_devices::DeviceError::Unavailable { .. })
-    ));
+    if heloom_gpu::Gpu::cuda(0).is_err() {
+        assert!(matches!(
+            open_he_devices(&DeviceSpec::parse_list("gpu").expect("spec")),
+            Err(heloom_devices::DeviceError::Unavailable { .. })
+        ));
+    }
 }

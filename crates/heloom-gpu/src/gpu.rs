@@ -146,7 +146,7 @@ impl Gpu {
         if !driver_present() {
             return Err(GpuError::Unavailable(
                 "no CUDA driver (libcuda.so) on this machine; heloom's GPU backend needs an NVIDIA \
-                 GPU with its driver. Use the CPU backend, or `Gpu::emulator()` to check kernels"
+                 GPU with its driver"
                     .into(),
             ));
         }

@@ -1,5 +1,6 @@
-//! `gpu`: AES on CUDA. The device slot is here so specifications, balancers and reports already handle it; the
-//! kernels arrive with heloom's CUDA backend. Until then opening it says precisely why it cannot run.
+//! `gpu`: AES on CUDA. The device slot is here so specifications, balancers and reports already handle it.
+//! heloom's CUDA backend (`heloom-gpu`) runs HE kernels; AES kernels are not part of it yet, so opening the
+//! AES device says precisely why it cannot run (HE jobs do run on `gpu`).
 
 use crate::error::DeviceError;
 
@@ -15,9 +16,9 @@ pub fn unavailable() -> DeviceError {
         DeviceError::Unavailable {
             device: "gpu".into(),
             reason:
-                "an NVIDIA driver is present, but this build of heloom has no CUDA AES kernels yet"
+                "an NVIDIA driver is present, but heloom's CUDA backend has HE kernels only, no AES kernels yet"
                     .into(),
-            hint: "they land with the CUDA backend; use --devices cpu,soft (or kernel) meanwhile"
+            hint: "use --devices cpu,soft (or kernel) for AES; `--he --devices cpu-pool,gpu` runs HE jobs on the GPU"
                 .into(),
         }
     } else {
