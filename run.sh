@@ -7,10 +7,12 @@
 #   ./run.sh schedule ...    schedule e^x job streams (see ./run.sh schedule --help)
 #   ./run.sh profile ...     measure this machine's cost profile
 #   ./run.sh offload ...     share AES / HE work among devices (see ./run.sh offload --help)
+#   ./run.sh bench gpu ...   the CUDA backend against the CPU (needs an NVIDIA GPU; --emulator checks it anywhere)
 #   ./run.sh python ...      run python (e.g. an example) with the heloom package installed
-# Installs what is missing before it runs: a Rust toolchain >= 1.89 with rustfmt and clippy, and
-# for the Python package a virtual environment in .venv with maturin, numpy, pytest, ruff, mypy
-# (and TenSEAL when a benchmark asks for `--vs tenseal`).
+# Installs what is missing before it runs: a Rust toolchain >= 1.89 with rustfmt and clippy, a
+# C++17 compiler (the GPU kernel emulator), and for the Python package a virtual environment in
+# .venv with maturin, numpy, pytest, ruff, mypy (and TenSEAL when a benchmark asks for
+# `--vs tenseal`); `test` also puts NVRTC (nvidia-cuda-nvrtc-cu12) there.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -25,6 +27,7 @@ rust_ok() {
 
 ensure_rust() {
   export PATH="$HOME/.cargo/bin:$PATH"
+  ensure_cxx
   if rust_ok; then
     return
   fi
@@ -37,6 +40,21 @@ ensure_rust() {
   if ! rust_ok; then
     echo "heloom: needs Rust 1.$MIN_RUST_MINOR or newer (AVX-512 intrinsics); found: $(rustc --version 2>/dev/null || echo none)." >&2
     echo "Install it with rustup (https://rustup.rs) and run this again." >&2
+    exit 1
+  fi
+}
+
+# The GPU crate compiles its kernel emulator (the CUDA kernels built for the host) with C++17.
+ensure_cxx() {
+  if command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 || command -v clang++ >/dev/null 2>&1; then
+    return
+  fi
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "heloom: installing a C++ compiler (g++) for the GPU kernel emulator" >&2
+    apt-get update -qq && apt-get install -y -qq g++ >/dev/null
+  fi
+  if ! command -v c++ >/dev/null 2>&1 && ! command -v g++ >/dev/null 2>&1; then
+    echo "heloom: needs a C++17 compiler (g++ or clang++) to build; install one and run this again." >&2
     exit 1
   fi
 }
@@ -66,6 +84,22 @@ ensure_python() {
     "$py" -m venv .venv
   fi
   .venv/bin/python -m pip install -q --disable-pip-version-check maturin numpy pytest ruff mypy
+}
+
+# NVRTC (CUDA's runtime compiler) from the PyPI wheel, so tests compile every GPU kernel for
+# real GPU architectures even on a machine without a GPU; HELOOM_REQUIRE_NVRTC makes a missing
+# or failing compiler an error instead of a skip.
+ensure_nvrtc() {
+  ensure_python
+  local lib
+  lib=$(ls .venv/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 2>/dev/null | head -1 || true)
+  if [ -z "$lib" ]; then
+    echo "heloom: installing NVRTC (nvidia-cuda-nvrtc-cu12) to compile-check the CUDA kernels" >&2
+    .venv/bin/python -m pip install -q --disable-pip-version-check nvidia-cuda-nvrtc-cu12
+    lib=$(ls .venv/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 | head -1)
+  fi
+  export HELOOM_NVRTC="$PWD/$lib"
+  export HELOOM_REQUIRE_NVRTC=1
 }
 
 # Builds the heloom Python package (release, abi3) into .venv.
@@ -102,7 +136,8 @@ case "$cmd" in
     cargo fmt --all -- --check
     echo "== cargo clippy -D warnings"
     cargo clippy --workspace --all-targets --release -q -- -D warnings
-    echo "== cargo test"
+    echo "== cargo test (GPU kernels: bit-exact on the host emulator, compiled by NVRTC for sm_70..sm_90)"
+    ensure_nvrtc
     cargo test --workspace --release
     echo "== Python package: build, ruff, pytest"
     build_python

@@ -1,5 +1,5 @@
 //! Compiles the kernel emulator: the CUDA kernels in `kernels/` built for the host with
-//! `emu/emu.hpp` standing in for the CUDA built-ins (C++20 for `std::barrier`).
+//! `emu/emu.hpp` standing in for the CUDA built-ins (C++17; any g++ or clang++ of the last years).
 
 fn main() {
     for f in [
@@ -18,7 +18,7 @@ fn main() {
     cc::Build::new()
         .cpp(true)
         .file("emu/emu.cpp")
-        .flag("-std=c++20")
+        .flag("-std=c++17")
         // Products and sums separately rounded, as the kernels' __dmul_rn / __dadd_rn are.
         .flag("-ffp-contract=off")
         .flag_if_supported("-fno-fast-math")

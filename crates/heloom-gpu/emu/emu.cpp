@@ -1,7 +1,7 @@
 // Kernel emulator: compiles heloom's CUDA kernels for the host and launches them by name.
 #include "emu.hpp"
 
-#include <barrier>
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <thread>
@@ -21,7 +21,28 @@ thread_local hk_dim3 blockDim;
 thread_local hk_dim3 gridDim;
 
 namespace {
-thread_local std::barrier<>* hk_bar = nullptr;
+// A reusable sense-reversing barrier for a block's threads (C++17; std::barrier would need
+// C++20). Waiters yield: blocks have a handful of threads, often more than cores.
+class Barrier {
+   public:
+    explicit Barrier(unsigned count) : count_(count), left_(count) {}
+    void wait() {
+        const bool sense = sense_.load(std::memory_order_acquire);
+        if (left_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            left_.store(count_, std::memory_order_relaxed);
+            sense_.store(!sense, std::memory_order_release);
+        } else {
+            while (sense_.load(std::memory_order_acquire) == sense) std::this_thread::yield();
+        }
+    }
+
+   private:
+    const unsigned count_;
+    std::atomic<unsigned> left_;
+    std::atomic<bool> sense_{false};
+};
+
+thread_local Barrier* hk_bar = nullptr;
 thread_local unsigned char* hk_smem = nullptr;
 
 using ErasedFn = void (*)();
@@ -64,7 +85,7 @@ const Entry* find(const char* name) {
 }
 }  // namespace
 
-void __syncthreads() { hk_bar->arrive_and_wait(); }
+void __syncthreads() { hk_bar->wait(); }
 unsigned char* hk_emu_shared() { return hk_smem; }
 
 // Runs kernel `name` over a gx x gy grid of blocks of bx threads with `smem` bytes of shared
@@ -78,7 +99,7 @@ extern "C" int hk_emu_launch(const char* name, unsigned gx, unsigned gy, unsigne
     if (gx == 0 || gy == 0 || bx == 0 || bx > 1024) return -3;
     try {
         std::vector<unsigned char> shared((std::size_t)smem + 16);
-        std::barrier<> bar((std::ptrdiff_t)bx);
+        Barrier bar(bx);
         auto worker = [&](unsigned tid) {
             hk_bar = &bar;
             hk_smem = shared.data();
@@ -90,7 +111,7 @@ extern "C" int hk_emu_launch(const char* name, unsigned gx, unsigned gy, unsigne
                     blockIdx = hk_dim3{x, y, 0};
                     e->call(e->fn, args);
                     // A block's shared memory is reused only once all its threads are done.
-                    bar.arrive_and_wait();
+                    bar.wait();
                 }
             }
         };

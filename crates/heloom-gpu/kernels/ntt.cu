@@ -37,6 +37,28 @@ __device__ __forceinline__ void hk_fwd_bf(const ModQ<W>& m, bool lazy, W& x, W& 
     }
 }
 
+// Gentleman-Sande butterfly: inputs below 2q (lazy) or q; the last layer of the transform folds
+// in N^-1 (sum) and N^-1 psi^-bitrev(1) (difference) and leaves both reduced.
+template <typename W>
+__device__ __forceinline__ void hk_inv_bf(const ModQ<W>& m, bool lazy, bool final_layer, W& x,
+                                          W& y, W w, W ws, W n_inv, W n_inv_s, W n_inv_w,
+                                          W n_inv_ws) {
+    // Sum and difference as words below 2^w: [0, 4q) lazily, [0, 2q) otherwise.
+    W bound = lazy ? m.two_q() : m.q;
+    W s = x + y;
+    W d = x - y + bound;
+    if (final_layer) {
+        x = m.mul_shoup(s, n_inv, n_inv_s);
+        y = m.mul_shoup(d, n_inv_w, n_inv_ws);
+    } else if (lazy) {
+        x = s >= bound ? s - bound : s;
+        y = m.mul_shoup_lazy(d, w, ws);
+    } else {
+        x = m.cond_sub(s);
+        y = m.mul_shoup(m.cond_sub(d), w, ws);
+    }
+}
+
 template <typename W>
 __device__ __forceinline__ W hk_full_reduce(const ModQ<W>& m, bool lazy, W v) {
     if (lazy) {
@@ -84,19 +106,50 @@ __device__ void hk_ntt_fwd_impl(const W* in, u64 in_stride, W* out, u64 out_stri
         sm[e] = v;
     }
     __syncthreads();
-    for (int b = (int)hb - 1; b >= (int)lb; --b) {
-        const u32 lbit = (u32)b - lb;
-        for (u32 t = threadIdx.x; t < (tile >> 1); t += blockDim.x) {
-            u32 low = t & (C - 1), pm = t >> c_log;
-            u32 mid_x = ((pm >> lbit) << (lbit + 1)) | (pm & ((1u << lbit) - 1));
-            u32 sx = (mid_x << c_log) | low;
-            u32 sy = sx | (1u << (lbit + c_log));
-            u32 jx = (high << hb) | (mid_x << lb) | (low0 + low);
-            u32 r = (n >> (b + 1)) + (jx >> (b + 1));
-            W x = sm[sx], y = sm[sy];
-            hk_fwd_bf(m, lazy, x, y, rt[r], rts[r]);
-            sm[sx] = x;
-            sm[sy] = y;
+    // Two layers per round (radix 4: four words in registers, three twiddles), a single
+    // radix-2 layer when an odd one is left; one barrier per round.
+    int b = (int)hb - 1;
+    while (b >= (int)lb) {
+        if (b - 1 >= (int)lb) {
+            const u32 lo_bit = (u32)b - 1 - lb;  // local bit of the second layer
+            for (u32 t = threadIdx.x; t < (tile >> 2); t += blockDim.x) {
+                u32 low = t & (C - 1), pm = t >> c_log;
+                u32 m00 = ((pm >> lo_bit) << (lo_bit + 2)) | (pm & ((1u << lo_bit) - 1));
+                u32 s00 = (m00 << c_log) | low;
+                u32 s01 = s00 | (1u << (lo_bit + c_log));
+                u32 s10 = s00 | (1u << (lo_bit + 1 + c_log));
+                u32 s11 = s01 | s10;
+                u32 j00 = (high << hb) | (m00 << lb) | (low0 + low);
+                u32 j10 = j00 | (1u << b);
+                u32 r1 = (n >> (b + 1)) + (j00 >> (b + 1));
+                u32 r2a = (n >> b) + (j00 >> b);
+                u32 r2b = (n >> b) + (j10 >> b);
+                W x00 = sm[s00], x01 = sm[s01], x10 = sm[s10], x11 = sm[s11];
+                hk_fwd_bf(m, lazy, x00, x10, rt[r1], rts[r1]);
+                hk_fwd_bf(m, lazy, x01, x11, rt[r1], rts[r1]);
+                hk_fwd_bf(m, lazy, x00, x01, rt[r2a], rts[r2a]);
+                hk_fwd_bf(m, lazy, x10, x11, rt[r2b], rts[r2b]);
+                sm[s00] = x00;
+                sm[s01] = x01;
+                sm[s10] = x10;
+                sm[s11] = x11;
+            }
+            b -= 2;
+        } else {
+            const u32 lbit = (u32)b - lb;
+            for (u32 t = threadIdx.x; t < (tile >> 1); t += blockDim.x) {
+                u32 low = t & (C - 1), pm = t >> c_log;
+                u32 mid_x = ((pm >> lbit) << (lbit + 1)) | (pm & ((1u << lbit) - 1));
+                u32 sx = (mid_x << c_log) | low;
+                u32 sy = sx | (1u << (lbit + c_log));
+                u32 jx = (high << hb) | (mid_x << lb) | (low0 + low);
+                u32 r = (n >> (b + 1)) + (jx >> (b + 1));
+                W x = sm[sx], y = sm[sy];
+                hk_fwd_bf(m, lazy, x, y, rt[r], rts[r]);
+                sm[sx] = x;
+                sm[sy] = y;
+            }
+            b -= 1;
         }
         __syncthreads();
     }
@@ -141,35 +194,51 @@ __device__ void hk_ntt_inv_impl(const W* in, u64 in_stride, W* out, u64 out_stri
         sm[e] = src[j];
     }
     __syncthreads();
-    for (u32 b = lb; b < hb; ++b) {
-        const u32 lbit = b - lb;
-        const bool final_layer = b + 1 == log_n;
-        for (u32 t = threadIdx.x; t < (tile >> 1); t += blockDim.x) {
-            u32 low = t & (C - 1), pm = t >> c_log;
-            u32 mid_x = ((pm >> lbit) << (lbit + 1)) | (pm & ((1u << lbit) - 1));
-            u32 sx = (mid_x << c_log) | low;
-            u32 sy = sx | (1u << (lbit + c_log));
-            W x = sm[sx], y = sm[sy];
-            // Sum and difference as words below 2^w: [0, 4q) lazily, [0, 2q) otherwise.
-            W bound = lazy ? m.two_q() : m.q;
-            W s = x + y;
-            W d = x - y + bound;
-            if (final_layer) {
-                x = m.mul_shoup(s, n_inv, n_inv_s);
-                y = m.mul_shoup(d, n_inv_w, n_inv_ws);
-            } else {
+    // Two layers per round (radix 4 in registers), a radix-2 layer when an odd one is left.
+    u32 b = lb;
+    while (b < hb) {
+        if (b + 1 < hb) {
+            const u32 lo_bit = b - lb;
+            for (u32 t = threadIdx.x; t < (tile >> 2); t += blockDim.x) {
+                u32 low = t & (C - 1), pm = t >> c_log;
+                u32 m00 = ((pm >> lo_bit) << (lo_bit + 2)) | (pm & ((1u << lo_bit) - 1));
+                u32 s00 = (m00 << c_log) | low;
+                u32 s01 = s00 | (1u << (lo_bit + c_log));
+                u32 s10 = s00 | (1u << (lo_bit + 1 + c_log));
+                u32 s11 = s01 | s10;
+                u32 j00 = (high << hb) | (m00 << lb) | (low0 + low);
+                u32 j10 = j00 | (1u << (b + 1));
+                u32 r1a = (n >> (b + 1)) + (j00 >> (b + 1));
+                u32 r1b = (n >> (b + 1)) + (j10 >> (b + 1));
+                u32 r2 = (n >> (b + 2)) + (j00 >> (b + 2));
+                W x00 = sm[s00], x01 = sm[s01], x10 = sm[s10], x11 = sm[s11];
+                hk_inv_bf(m, lazy, false, x00, x01, rt[r1a], rts[r1a], n_inv, n_inv_s, n_inv_w, n_inv_ws);
+                hk_inv_bf(m, lazy, false, x10, x11, rt[r1b], rts[r1b], n_inv, n_inv_s, n_inv_w, n_inv_ws);
+                const bool fin = b + 2 == log_n;
+                hk_inv_bf(m, lazy, fin, x00, x10, rt[r2], rts[r2], n_inv, n_inv_s, n_inv_w, n_inv_ws);
+                hk_inv_bf(m, lazy, fin, x01, x11, rt[r2], rts[r2], n_inv, n_inv_s, n_inv_w, n_inv_ws);
+                sm[s00] = x00;
+                sm[s01] = x01;
+                sm[s10] = x10;
+                sm[s11] = x11;
+            }
+            b += 2;
+        } else {
+            const u32 lbit = b - lb;
+            const bool fin = b + 1 == log_n;
+            for (u32 t = threadIdx.x; t < (tile >> 1); t += blockDim.x) {
+                u32 low = t & (C - 1), pm = t >> c_log;
+                u32 mid_x = ((pm >> lbit) << (lbit + 1)) | (pm & ((1u << lbit) - 1));
+                u32 sx = (mid_x << c_log) | low;
+                u32 sy = sx | (1u << (lbit + c_log));
                 u32 jx = (high << hb) | (mid_x << lb) | (low0 + low);
                 u32 r = (n >> (b + 1)) + (jx >> (b + 1));
-                if (lazy) {
-                    x = s >= bound ? s - bound : s;
-                    y = m.mul_shoup_lazy(d, rt[r], rts[r]);
-                } else {
-                    x = m.cond_sub(s);
-                    y = m.mul_shoup(m.cond_sub(d), rt[r], rts[r]);
-                }
+                W x = sm[sx], y = sm[sy];
+                hk_inv_bf(m, lazy, fin, x, y, rt[r], rts[r], n_inv, n_inv_s, n_inv_w, n_inv_ws);
+                sm[sx] = x;
+                sm[sy] = y;
             }
-            sm[sx] = x;
-            sm[sy] = y;
+            b += 1;
         }
         __syncthreads();
     }
