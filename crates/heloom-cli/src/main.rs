@@ -110,6 +110,27 @@ enum BenchCommand {
         #[arg(long)]
         python: Option<std::path::PathBuf>,
     },
+    /// The CUDA backend against heloom's CPU on one core and on every core: forward NTT,
+    /// rescale (and the naive GPU baseline), multiply, multiply+relinearize, relinearize and
+    /// rotate at N = 2^14..2^16 with up to 30 64-bit limbs (and 32-bit words), every GPU result
+    /// checked against the CPU's first; the H200 targets checked. Exits with status 2
+    /// when there is no GPU.
+    Gpu {
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Only N = 2^14, fewer repetitions.
+        #[arg(long)]
+        quick: bool,
+        /// Run on the host emulator of the GPU kernels with tiny parameters (N = 2^11, 4
+        /// limbs): a correctness smoke test of the benchmark, not a speed.
+        #[arg(long)]
+        emulator: bool,
+        /// Also write gpu-<gpu name>.json, .txt and .svg (speedups over one core) into this
+        /// directory.
+        #[arg(long, value_name = "DIR")]
+        out: Option<std::path::PathBuf>,
+    },
 }
 
 /// Libraries `heloom bench ckks --vs` compares against.
@@ -262,6 +283,38 @@ fn main() -> Result<()> {
                 println!("{js}");
             } else {
                 print!("{}", bench::ckks::render(&report));
+            }
+            Ok(())
+        }
+        Command::Bench {
+            which:
+                BenchCommand::Gpu {
+                    json,
+                    quick,
+                    emulator,
+                    out,
+                },
+        } => {
+            let gpu = match bench::gpu::open_device(emulator) {
+                Ok(g) => g,
+                Err(e) => {
+                    // Not a failure of the benchmark but of the machine: a distinct status so
+                    // scripts can tell "no GPU here" from "the GPU backend is wrong".
+                    eprintln!("error: {e}");
+                    std::process::exit(2);
+                }
+            };
+            let opts = bench::gpu::GpuBenchOptions::new(quick, emulator);
+            let report = bench::gpu::run(&gpu, &opts)?;
+            if let Some(dir) = out {
+                for p in bench::gpu::save(&report, &dir)? {
+                    eprintln!("wrote {}", p.display());
+                }
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", bench::gpu::render(&report));
             }
             Ok(())
         }
