@@ -384,8 +384,13 @@ impl<W: GpuWord> GpuContext<W> {
 
     // ----- kernels -----
 
+    /// The phase plan of a transform over `rows` (polynomial, limb) rows.
+    fn plan(&self, rows: u32) -> Vec<Phase> {
+        phases(self.log_n, self.gpu.tile_log(self.log_n, rows))
+    }
+
     pub(crate) fn forward(&self, f: &Fwd) -> Result<()> {
-        let ph = phases(self.log_n, self.gpu.tile_log());
+        let ph = self.plan(f.npoly * f.nl);
         let last = ph.len() - 1;
         for (i, p) in ph.iter().enumerate() {
             let spread = if i == 0 { f.spread } else { None };
@@ -455,7 +460,7 @@ impl<W: GpuWord> GpuContext<W> {
         limb0: u32,
         lp: u64,
     ) -> Result<()> {
-        let mut ph = phases(self.log_n, self.gpu.tile_log());
+        let mut ph = self.plan(npoly * nl);
         ph.reverse();
         for (i, p) in ph.iter().enumerate() {
             let input = if i == 0 { src } else { dst };
@@ -1073,7 +1078,7 @@ impl<W: GpuWord> GpuContext<W> {
         let ls = span(&last, 0, n);
         self.inverse(ls, ls, np as u32, 1, 0, self.single_layout[l].addr(0))?;
         let out = self.gpu.alloc::<W>(np * l * n)?;
-        let phases_n = phases(self.log_n, self.gpu.tile_log()).len();
+        let phases_n = self.plan((np * l) as u32).len();
         let work = if phases_n > 1 {
             Some(self.gpu.alloc::<W>(np * l * n)?)
         } else {

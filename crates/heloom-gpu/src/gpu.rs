@@ -46,6 +46,8 @@ pub struct GpuInfo {
     pub compute_capability: (i32, i32),
     /// Device memory in bytes (0 when unknown).
     pub total_memory: usize,
+    /// Streaming multiprocessors (0 for the emulator).
+    pub multiprocessors: u32,
     /// Architecture the kernels were compiled for.
     pub arch: String,
     /// Where NVRTC was loaded from.
@@ -164,6 +166,12 @@ impl Gpu {
             .map_err(driver_err("reading the compute capability"))?;
         let name = ctx.name().map_err(driver_err("reading the device name"))?;
         let total = ctx.total_mem().unwrap_or(0);
+        let sms = ctx
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .unwrap_or(0)
+            .max(0) as u32;
         let nvrtc = crate::nvrtc::load()?;
         let arch = arch_for(cc);
         let ptx = crate::nvrtc::compile(arch)?;
@@ -189,6 +197,7 @@ impl Gpu {
                 name,
                 compute_capability: cc,
                 total_memory: total,
+                multiprocessors: sms,
                 arch: arch.into(),
                 nvrtc,
             },
@@ -207,6 +216,7 @@ impl Gpu {
                 name: "host emulator".into(),
                 compute_capability: (0, 0),
                 total_memory: 0,
+                multiprocessors: 0,
                 arch: "host".into(),
                 nvrtc: "not used".into(),
             },
@@ -265,11 +275,20 @@ impl Gpu {
         }
     }
 
-    /// log2 of the largest NTT tile a block keeps in shared memory (the emulator uses small
-    /// tiles so that tests run the multi-phase code paths).
-    pub(crate) fn tile_log(&self) -> u32 {
+    /// log2 of the NTT tile a block keeps in shared memory for a launch over `rows` limbs of
+    /// 2^`log_n` words: 4096 words (32 KiB of u64), smaller when that would leave fewer than
+    /// two blocks per multiprocessor (small rings, few limbs). The emulator uses small tiles so
+    /// that tests run the multi-phase code paths.
+    pub(crate) fn tile_log(&self, log_n: u32, rows: u32) -> u32 {
         match self.inner.engine {
-            Engine::Cuda(_) => 12,
+            Engine::Cuda(_) => {
+                let want = 2 * u64::from(self.inner.info.multiprocessors.max(1));
+                let mut t = 12u32.min(log_n);
+                while t > 8 && ((1u64 << (log_n - t)) * u64::from(rows)) < want {
+                    t -= 1;
+                }
+                t
+            }
             Engine::Emulator => 6,
         }
     }
