@@ -359,7 +359,15 @@ def test_result_object() -> None:
 
 def test_offload_devices() -> None:
     devices = heloom.offload_devices()
-    assert [d["kind"] for d in devices] == ["cpu", "soft", "kernel", "gpu", "cpu-pool"]
+    kinds = [(d["kind"], d["workload"]) for d in devices]
+    assert kinds == [
+        ("cpu", "aes"),
+        ("soft", "aes"),
+        ("kernel", "aes"),
+        ("gpu", "aes"),
+        ("cpu-pool", "he"),
+        ("gpu", "he"),
+    ]
     for d in devices:
         assert set(d) == {"kind", "workload", "available", "engine", "error"}
         if d["available"]:
@@ -369,11 +377,15 @@ def test_offload_devices() -> None:
             assert d["engine"] is None
             assert isinstance(d["error"], str)
             assert d["kind"] in d["error"]
-    by_kind = {d["kind"]: d for d in devices}
-    assert by_kind["cpu"]["available"]
-    assert by_kind["soft"]["available"]
-    assert not by_kind["gpu"]["available"]
-    assert by_kind["cpu-pool"]["workload"] == "he"
+    by_kind = {(d["kind"], d["workload"]): d for d in devices}
+    assert by_kind[("cpu", "aes")]["available"]
+    assert by_kind[("soft", "aes")]["available"]
+    # No CUDA AES kernels exist; HE jobs run on a GPU wherever the CUDA backend finds one.
+    assert not by_kind[("gpu", "aes")]["available"]
+    assert by_kind[("cpu-pool", "he")]["available"]
+    gpu_he = by_kind[("gpu", "he")]
+    if not gpu_he["available"]:
+        assert "GPU" in gpu_he["error"] or "NVRTC" in gpu_he["error"]
 
 
 def test_offload_compare_small() -> None:

@@ -183,5 +183,88 @@ pub fn run() -> Result<()> {
     }
     println!("\nevery scheduled job's result decrypted correctly");
     crate::offload::demo(std::path::Path::new("target/heloom-demo/offload"))?;
+    gpu_demo()?;
+    Ok(())
+}
+
+/// The CUDA backend: a client's ciphertexts multiplied, relinearized, rescaled and rotated on
+/// the GPU, checked against the CPU word for word and decrypted. Without a GPU it says why and
+/// runs the same kernels on the host emulator at a small ring (a correctness check, not a speed).
+fn gpu_demo() -> Result<()> {
+    use heloom_gpu::{Gpu, GpuContext, GpuEvaluator};
+    println!(
+        "
+CUDA backend"
+    );
+    let (gpu, params) = match Gpu::cuda(0) {
+        Ok(g) => {
+            let i = g.info();
+            println!(
+                "  {} (compute {}.{}, {} SMs), kernels compiled by NVRTC for {}",
+                i.name, i.compute_capability.0, i.compute_capability.1, i.multiprocessors, i.arch
+            );
+            (
+                g,
+                CkksParameters::builder(1 << 14)
+                    .levels(7)
+                    .scale_bits(40)
+                    .build()?,
+            )
+        }
+        Err(e) => {
+            println!("  {e}");
+            println!("  running the same CUDA kernels on the host emulator instead (N = 2^11, not a speed)");
+            let p = CkksParameters::builder(1 << 11)
+                .levels(3)
+                .scale_bits(40)
+                .security(heloom_ckks::SecurityLevel::None)
+                .build()?;
+            (Gpu::emulator(), p)
+        }
+    };
+    let ctx = Context::<u64>::new(params)?;
+    let keys = keygen(&ctx, &[1], false)?;
+    let slots = ctx.params().slots();
+    let mut rng = ChaCha20Rng::seed_from_u64(2027);
+    let x: Vec<f64> = (0..slots).map(|_| rng.gen_range(-1.0..1.0)).collect();
+    let y: Vec<f64> = (0..slots).map(|_| rng.gen_range(-1.0..1.0)).collect();
+    let enc = Encryptor::new(&ctx);
+    let (cx, cy) = (
+        enc.encrypt(&x, &keys.public_key)?,
+        enc.encrypt(&y, &keys.public_key)?,
+    );
+    let g = GpuContext::new(&gpu, &ctx)?;
+    let ge = GpuEvaluator::new(&g, &keys.evaluation_keys)?;
+    let t = Instant::now();
+    let (gx, gy) = (g.upload(&cx)?, g.upload(&cy)?);
+    let r = ge.rotate(&ge.multiply_relin_rescale(&gx, &gy)?, 1)?;
+    let out = g.download(&r)?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let cpu = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone()))?;
+    let want = cpu.rotate(&cpu.multiply_relin_rescale(&cx, &cy)?, 1)?;
+    let same = out
+        .polys()
+        .iter()
+        .zip(want.polys())
+        .all(|(a, b)| a.as_slice() == b.as_slice());
+    let got = Decryptor::new(&ctx, &keys.secret_key)?.decrypt(&out)?;
+    let plain: Vec<f64> = (0..slots)
+        .map(|i| x[(i + 1) % slots] * y[(i + 1) % slots])
+        .collect();
+    let mut ok = true;
+    report(
+        "GPU: rotate(x * y, 1), decrypted",
+        &got,
+        &plain,
+        2f64.powi(-20),
+        &mut ok,
+    );
+    println!(
+        "  upload, multiply + relinearize + rescale, rotate, download: {ms:.1} ms; equal to the CPU word for word: {}",
+        if same { "yes" } else { "NO" }
+    );
+    if !(ok && same) {
+        bail!("the GPU result differs from the CPU's or decrypts wrongly (see above)");
+    }
     Ok(())
 }

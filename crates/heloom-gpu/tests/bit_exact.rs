@@ -376,3 +376,22 @@ fn missing_gpu_is_a_clear_error() {
     }
     assert!(Gpu::cuda(999).is_err());
 }
+
+/// The benchmark's full-size parameter sets (N = 2^15 with 15 limbs, N = 2^16 with 30 limbs,
+/// 128-bit secure, 64-bit words) through every op on the emulator: slow (many minutes), so
+/// run by hand with `cargo test --release -p heloom-gpu --test bit_exact -- --ignored`.
+#[test]
+#[ignore = "slow: full-size parameters on the host emulator"]
+fn full_size_parameter_sets_on_the_emulator() {
+    let gpu = Gpu::emulator();
+    for (log_n, limbs) in [(15u32, 15usize), (16, 30)] {
+        let p = CkksParameters::builder(1 << log_n)
+            .levels(limbs - 1)
+            .scale_bits(40)
+            .first_bits(50)
+            .build()
+            .expect("parameters");
+        eprintln!("N = 2^{log_n}, {limbs} limbs, dnum {}", p.dnum());
+        check_ops::<u64>(&gpu, p);
+    }
+}

@@ -446,7 +446,7 @@ fn probe<'py>(
 
 /// The device kinds and whether this machine (and this build) can use them: a dict per kind
 /// with ``kind`` (``"cpu"``, ``"soft"``, ``"kernel"``, ``"gpu"`` for AES items,
-/// ``"cpu-pool"`` for HE jobs), ``workload`` (``"aes"`` or ``"he"``), ``available``,
+/// ``"cpu-pool"`` and ``"gpu"`` (heloom's CUDA backend) for HE jobs), ``workload`` (``"aes"`` or ``"he"``), ``available``,
 /// ``engine`` (what runs the work, or None) and ``error`` (why it cannot be used and what to
 /// do, or None). Each device is opened with one worker to find out.
 #[pyfunction]
@@ -473,16 +473,18 @@ pub fn offload_devices(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
                 (kind, "aes", r)
             })
             .collect();
-        let spec = [DeviceSpec {
-            kind: DeviceKind::CpuPool,
-            workers: Some(1),
-        }];
-        let r = open_he_devices(&spec).and_then(|d| {
-            d.first()
-                .map(|d| d.info().engine.clone())
-                .ok_or_else(|| DeviceError::InvalidParameter("no device opened".into()))
-        });
-        out.push((DeviceKind::CpuPool, "he", r));
+        for kind in [DeviceKind::CpuPool, DeviceKind::Gpu] {
+            let spec = [DeviceSpec {
+                kind,
+                workers: Some(1),
+            }];
+            let r = open_he_devices(&spec).and_then(|d| {
+                d.first()
+                    .map(|d| d.info().engine.clone())
+                    .ok_or_else(|| DeviceError::InvalidParameter("no device opened".into()))
+            });
+            out.push((kind, "he", r));
+        }
         out
     });
     results
