@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds everything a GPU machine needs to check and benchmark heloom's CUDA backend and collects
+# it in .device-pack/ (git-ignored): the `heloom` binary, the GPU test binaries and run-on-gpu.sh.
+# The GPU machine needs no Rust toolchain and no network: copy the folder there (or carry it to a
+# lent device) and run `./run-on-gpu.sh OUTDIR`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export PATH="$HOME/.cargo/bin:$PATH"
+pack=.device-pack
+rm -rf "$pack" && mkdir -p "$pack"
+cargo build --release -q -p heloom-cli
+cp target/release/heloom "$pack/"
+# Test binaries: cargo prints their paths as JSON when asked to build without running.
+cargo test --release -q -p heloom-gpu -p heloom-devices --no-run --message-format=json 2>/dev/null |
+  python3 -c '
+import json, shutil, sys
+want = {"bit_exact", "graphs", "nvrtc", "he"}
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in want:
+        if "test" in m["target"]["kind"]:
+            shutil.copy(m["executable"], sys.argv[1] + "/test-" + m["target"]["name"])
+' "$pack"
+cp bench/gpu/run-on-gpu.sh "$pack/"
+strip "$pack"/heloom "$pack"/test-* 2>/dev/null || true
+ls -la "$pack"
+echo "carry $pack to the GPU machine and run: $pack/run-on-gpu.sh OUTDIR"
