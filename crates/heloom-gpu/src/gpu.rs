@@ -161,6 +161,10 @@ impl Gpu {
             )));
         }
         let ctx = CudaContext::new(ordinal).map_err(driver_err("opening the device"))?;
+        // SAFETY: every allocation, copy and launch of this handle goes to the context's one
+        // default stream, whose order already serializes them; per-buffer events would only
+        // add driver calls to every allocation.
+        unsafe { ctx.disable_event_tracking() };
         let cc = ctx
             .compute_capability()
             .map_err(driver_err("reading the compute capability"))?;
