@@ -62,6 +62,11 @@ pub(crate) fn phases(log_n: u32, tile_log: u32) -> Vec<Phase> {
     out
 }
 
+/// Number of launches a transform of 2^`log_n` takes with tiles of 2^`tile_log` words.
+pub(crate) fn phase_count(log_n: u32, tile_log: u32) -> usize {
+    phases(log_n, tile_log).len()
+}
+
 /// The NTT phase plan as `(lb, hb, c_log)` triples, forward order (see kernels/ntt.cu): for
 /// inspection and tests.
 pub fn phase_plan(log_n: u32, tile_log: u32) -> Vec<(u32, u32, u32)> {

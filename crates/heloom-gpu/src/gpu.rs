@@ -281,18 +281,12 @@ impl Gpu {
 
     /// log2 of the NTT tile a block keeps in shared memory for a launch over `rows` limbs of
     /// 2^`log_n` words: 4096 words (32 KiB of u64), smaller when that would leave fewer than
-    /// two blocks per multiprocessor (small rings, few limbs). The emulator uses small tiles so
-    /// that tests run the multi-phase code paths.
+    /// two blocks per multiprocessor (small rings, few limbs) as long as the transform keeps
+    /// its number of phases (a launch more costs more than the idle multiprocessors). The
+    /// emulator uses small tiles so that tests run the multi-phase code paths.
     pub(crate) fn tile_log(&self, log_n: u32, rows: u32) -> u32 {
         match self.inner.engine {
-            Engine::Cuda(_) => {
-                let want = 2 * u64::from(self.inner.info.multiprocessors.max(1));
-                let mut t = 12u32.min(log_n);
-                while t > 8 && ((1u64 << (log_n - t)) * u64::from(rows)) < want {
-                    t -= 1;
-                }
-                t
-            }
+            Engine::Cuda(_) => cuda_tile_log(log_n, rows, self.inner.info.multiprocessors),
             Engine::Emulator => 6,
         }
     }
@@ -578,6 +572,49 @@ impl Gpu {
         if pool.stats.pooled_bytes + bytes <= pool.limit {
             pool.stats.pooled_bytes += bytes;
             pool.free.entry(bytes).or_default().push(mem);
+        }
+    }
+}
+
+/// The tile policy of [`Gpu::tile_log`] on a GPU with `sms` multiprocessors.
+pub(crate) fn cuda_tile_log(log_n: u32, rows: u32, sms: u32) -> u32 {
+    let want = 2 * u64::from(sms.max(1));
+    let mut t = 12u32.min(log_n);
+    let count = crate::context::phase_count(log_n, t);
+    while t > 8
+        && ((1u64 << (log_n - t)) * u64::from(rows)) < want
+        && crate::context::phase_count(log_n, t - 1) == count
+    {
+        t -= 1;
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cuda_tile_log;
+
+    #[test]
+    fn tiles_shrink_for_occupancy_but_never_add_a_launch() {
+        // H200: 132 multiprocessors.
+        assert_eq!(cuda_tile_log(16, 30, 132), 12, "480 blocks already");
+        assert_eq!(
+            cuda_tile_log(15, 2, 132),
+            10,
+            "rescale's last limbs: 2 phases kept"
+        );
+        assert_eq!(cuda_tile_log(14, 8, 132), 9, "256 blocks, still 2 phases");
+        assert_eq!(
+            cuda_tile_log(10, 1, 132),
+            10,
+            "one phase, never below the ring"
+        );
+        assert_eq!(cuda_tile_log(17, 60, 132), 12);
+        for log_n in 4..=17 {
+            for rows in [1, 2, 7, 64] {
+                let t = cuda_tile_log(log_n, rows, 132);
+                assert!(t <= 12 && (t >= 8 || t == log_n), "{log_n} {rows} -> {t}");
+            }
         }
     }
 }
