@@ -590,35 +590,6 @@ pub(crate) fn cuda_tile_log(log_n: u32, rows: u32, sms: u32) -> u32 {
     t
 }
 
-#[cfg(test)]
-mod tests {
-    use super::cuda_tile_log;
-
-    #[test]
-    fn tiles_shrink_for_occupancy_but_never_add_a_launch() {
-        // H200: 132 multiprocessors.
-        assert_eq!(cuda_tile_log(16, 30, 132), 12, "480 blocks already");
-        assert_eq!(
-            cuda_tile_log(15, 2, 132),
-            10,
-            "rescale's last limbs: 2 phases kept"
-        );
-        assert_eq!(cuda_tile_log(14, 8, 132), 9, "256 blocks, still 2 phases");
-        assert_eq!(
-            cuda_tile_log(10, 1, 132),
-            10,
-            "one phase, never below the ring"
-        );
-        assert_eq!(cuda_tile_log(17, 60, 132), 12);
-        for log_n in 4..=17 {
-            for rows in [1, 2, 7, 64] {
-                let t = cuda_tile_log(log_n, rows, 132);
-                assert!(t <= 12 && (t >= 8 || t == log_n), "{log_n} {rows} -> {t}");
-            }
-        }
-    }
-}
-
 fn arch_for(cc: (i32, i32)) -> &'static str {
     match cc {
         (9, _) => "compute_90",
@@ -715,6 +686,35 @@ impl<W: GpuWord> Drop for GpuBuffer<W> {
     fn drop(&mut self) {
         if let Some(m) = self.mem.take() {
             self.gpu.give_back(m, (self.len * W::BYTES).max(8));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cuda_tile_log;
+
+    #[test]
+    fn tiles_shrink_for_occupancy_but_never_add_a_launch() {
+        // H200: 132 multiprocessors.
+        assert_eq!(cuda_tile_log(16, 30, 132), 12, "480 blocks already");
+        assert_eq!(
+            cuda_tile_log(15, 2, 132),
+            10,
+            "rescale's last limbs: 2 phases kept"
+        );
+        assert_eq!(cuda_tile_log(14, 8, 132), 9, "256 blocks, still 2 phases");
+        assert_eq!(
+            cuda_tile_log(10, 1, 132),
+            10,
+            "one phase, never below the ring"
+        );
+        assert_eq!(cuda_tile_log(17, 60, 132), 12);
+        for log_n in 4..=17 {
+            for rows in [1, 2, 7, 64] {
+                let t = cuda_tile_log(log_n, rows, 132);
+                assert!(t <= 12 && (t >= 8 || t == log_n), "{log_n} {rows} -> {t}");
+            }
         }
     }
 }
