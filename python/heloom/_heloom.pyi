@@ -819,9 +819,10 @@ def aes_decrypt(
 def offload_devices() -> list[dict[str, Any]]:
     """The device kinds and whether this machine (and this build) can use them: a dict per
     kind with ``kind`` (``"cpu"``, ``"soft"``, ``"kernel"``, ``"gpu"`` for AES items,
-    ``"cpu-pool"`` and ``"gpu"`` (heloom's CUDA backend) for HE jobs), ``workload`` (``"aes"`` or ``"he"``), ``available``,
-    ``engine`` (what runs the work, or None) and ``error`` (why it cannot be used and what
-    to do, or None). Each device is opened with one worker to find out."""
+    ``"cpu-pool"`` and ``"gpu"`` (heloom's CUDA backend) for HE jobs), ``workload``
+    (``"aes"`` or ``"he"``), ``available``, ``engine`` (what runs the work, or None) and
+    ``error`` (why it cannot be used and what to do, or None). Each device is opened with
+    one worker to find out."""
 
 def offload_compare(
     *,

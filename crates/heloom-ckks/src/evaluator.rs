@@ -169,22 +169,14 @@ impl<W: Word> Evaluator<W> {
     }
 
     /// Relative tolerance under which two scales count as equal: half an ulp of the smallest
-    /// scaling prime, far below the noise of any CKKS ciphertext.
+    /// prime, far below the noise of any CKKS ciphertext.
     pub fn scale_tolerance(&self) -> f64 {
-        let m = self.ctx.params().moduli();
-        let qmin = m
-            .iter()
-            .skip(1)
-            .chain(m.first())
-            .copied()
-            .min()
-            .unwrap_or(2) as f64;
-        1.0 / qmin
+        crate::polyeval::scale_tolerance(self.ctx.params().moduli())
     }
 
     /// Whether two scales are equal within [`Self::scale_tolerance`].
     pub fn scales_match(&self, a: f64, b: f64) -> bool {
-        ((a - b) / a.max(b)).abs() <= self.scale_tolerance()
+        crate::polyeval::scales_match(self.ctx.params().moduli(), a, b)
     }
 
     // ----- levels -----
@@ -330,7 +322,8 @@ impl<W: Word> Evaluator<W> {
         })
     }
 
-    /// Brings two ciphertexts to one level and one scale (see the module docs).
+    /// Brings two ciphertexts to one level and one scale (see the module docs and
+    /// [`crate::polyeval::align_with`]).
     pub fn align(
         &self,
         a: &Ciphertext<W>,
@@ -338,61 +331,19 @@ impl<W: Word> Evaluator<W> {
     ) -> Result<(Ciphertext<W>, Ciphertext<W>)> {
         self.check(a)?;
         self.check(b)?;
-        if self.scales_match(a.scale, b.scale) {
-            let l = a.level.min(b.level);
-            return Ok((self.drop_to_level(a, l)?, self.drop_to_level(b, l)?));
-        }
-        let (hi, lo, swapped) = if a.level >= b.level {
-            (a, b, false)
-        } else {
-            (b, a, true)
-        };
-        if hi.level == lo.level {
-            return Err(CkksError::ScaleMismatch(format!(
-                "operands at level {} have scales 2^{:.4} and 2^{:.4}; bring them to one scale first (rescale the larger one, or multiply by a constant and rescale)",
-                hi.level,
-                a.scale.log2(),
-                b.scale.log2()
-            )));
-        }
-        let hi = self.set_scale_by_rescale(hi, lo.level, lo.scale)?;
-        Ok(if swapped {
-            (lo.clone(), hi)
-        } else {
-            (hi, lo.clone())
-        })
+        crate::polyeval::align_with(self, a, b)
     }
 
     /// Moves `ct` to `level` (below its own) with scale `target`, by multiplying by an integer
-    /// constant one level above `level` and rescaling. Errors when that constant would be too
-    /// small to hit `target` within [`Self::scale_tolerance`].
+    /// constant one level above `level` and rescaling (see
+    /// [`crate::polyeval::set_scale_by_rescale_with`]).
     pub fn set_scale_by_rescale(
         &self,
         ct: &Ciphertext<W>,
         level: usize,
         target: f64,
     ) -> Result<Ciphertext<W>> {
-        if level >= ct.level {
-            return Err(CkksError::OutOfLevels(format!(
-                "changing the scale needs one level above the target: ciphertext at level {}, target level {level}",
-                ct.level
-            )));
-        }
-        let c = self.drop_to_level(ct, level + 1)?;
-        let q = self.ctx.params().moduli()[level + 1] as f64;
-        let k = (target * q / c.scale).round();
-        if k.is_nan() || k < 1.0 || k * self.scale_tolerance() < 0.5 || k >= 2f64.powi(62) {
-            return Err(CkksError::ScaleMismatch(format!(
-                "cannot move scale 2^{:.3} to 2^{:.3} exactly with one rescale (factor {k}); align scales explicitly",
-                c.scale.log2(),
-                target.log2()
-            )));
-        }
-        let mut c = self.multiply_int_raw(&c, k as i128)?;
-        c.scale *= k;
-        let mut r = self.rescale(&c)?;
-        r.scale = target;
-        Ok(r)
+        crate::polyeval::set_scale_by_rescale_with(self, ct, level, target)
     }
 
     // ----- additive -----

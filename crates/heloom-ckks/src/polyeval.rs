@@ -105,6 +105,84 @@ impl<W: Word> PolyOps for Evaluator<W> {
     }
 }
 
+/// Relative tolerance under which two scales count as equal for a chain of `moduli`: half an
+/// ulp of the smallest prime, far below the noise of any CKKS ciphertext.
+pub fn scale_tolerance(moduli: &[u64]) -> f64 {
+    1.0 / moduli.iter().copied().min().unwrap_or(2) as f64
+}
+
+/// Whether two scales are equal within [`scale_tolerance`].
+pub fn scales_match(moduli: &[u64], a: f64, b: f64) -> bool {
+    ((a - b) / a.max(b)).abs() <= scale_tolerance(moduli)
+}
+
+/// Brings two ciphertexts to one level and one scale on any backend: equal scales drop to the
+/// lower level; otherwise the one at the higher level is moved to the other's level and scale
+/// with [`set_scale_by_rescale_with`]. The CPU evaluator and accelerators share this rule, so
+/// their results agree word for word.
+pub fn align_with<O: PolyOps>(ops: &O, a: &O::Ct, b: &O::Ct) -> Result<(O::Ct, O::Ct)> {
+    let (sa, sb) = (ops.scale_of(a), ops.scale_of(b));
+    let (la, lb) = (ops.level_of(a), ops.level_of(b));
+    if scales_match(ops.moduli(), sa, sb) {
+        let l = la.min(lb);
+        return Ok((ops.drop_to_level(a, l)?, ops.drop_to_level(b, l)?));
+    }
+    let (hi, lo, swapped) = if la >= lb {
+        (a, b, false)
+    } else {
+        (b, a, true)
+    };
+    if la == lb {
+        return Err(CkksError::ScaleMismatch(format!(
+            "operands at level {la} have scales 2^{:.4} and 2^{:.4}; bring them to one scale first (rescale the larger one, or multiply by a constant and rescale)",
+            sa.log2(),
+            sb.log2()
+        )));
+    }
+    let moved = set_scale_by_rescale_with(ops, hi, ops.level_of(lo), ops.scale_of(lo))?;
+    Ok(if swapped {
+        (lo.clone(), moved)
+    } else {
+        (moved, lo.clone())
+    })
+}
+
+/// Moves `ct` to `level` (below its own) with scale `target` on any backend, by multiplying by
+/// an integer constant one level above `level` and rescaling. Errors when that constant would
+/// be too small to hit `target` within [`scale_tolerance`].
+pub fn set_scale_by_rescale_with<O: PolyOps>(
+    ops: &O,
+    ct: &O::Ct,
+    level: usize,
+    target: f64,
+) -> Result<O::Ct> {
+    if level >= ops.level_of(ct) {
+        return Err(CkksError::OutOfLevels(format!(
+            "changing the scale needs one level above the target: ciphertext at level {}, target level {level}",
+            ops.level_of(ct)
+        )));
+    }
+    let moduli = ops.moduli();
+    let c = ops.drop_to_level(ct, level + 1)?;
+    let q = *moduli
+        .get(level + 1)
+        .ok_or_else(|| CkksError::OutOfLevels(format!("level {} does not exist", level + 1)))?
+        as f64;
+    let scale = ops.scale_of(&c);
+    let k = (target * q / scale).round();
+    if k.is_nan() || k < 1.0 || k * scale_tolerance(moduli) < 0.5 || k >= 2f64.powi(62) {
+        return Err(CkksError::ScaleMismatch(format!(
+            "cannot move scale 2^{:.3} to 2^{:.3} exactly with one rescale (factor {k}); align scales explicitly",
+            scale.log2(),
+            target.log2()
+        )));
+    }
+    let c = ops.multiply_const_exact(&c, k as i128)?;
+    let c = ops.with_scale(c, scale * k)?;
+    let r = ops.rescale(&c)?;
+    ops.with_scale(r, target)
+}
+
 /// The basis the coefficients are given in.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum PolyBasis {

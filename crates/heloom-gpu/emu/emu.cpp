@@ -2,8 +2,10 @@
 #include "emu.hpp"
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -22,7 +24,8 @@ thread_local hk_dim3 gridDim;
 
 namespace {
 // A reusable sense-reversing barrier for a block's threads (C++17; std::barrier would need
-// C++20). Waiters yield: blocks have a handful of threads, often more than cores.
+// C++20). Waiters spin a little (blocks are short), then sleep on a condition variable, so
+// that a loaded machine (other tests, a build) does not starve the thread everyone waits for.
 class Barrier {
    public:
     explicit Barrier(unsigned count) : count_(count), left_(count) {}
@@ -30,16 +33,29 @@ class Barrier {
         const bool sense = sense_.load(std::memory_order_acquire);
         if (left_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
             left_.store(count_, std::memory_order_relaxed);
-            sense_.store(!sense, std::memory_order_release);
-        } else {
-            while (sense_.load(std::memory_order_acquire) == sense) std::this_thread::yield();
+            {
+                // Flipped under the lock: a waiter checks the sense under it, so none misses
+                // the wake-up.
+                std::lock_guard<std::mutex> lock(m_);
+                sense_.store(!sense, std::memory_order_release);
+            }
+            cv_.notify_all();
+            return;
         }
+        for (int i = 0; i < 64; ++i) {
+            if (sense_.load(std::memory_order_acquire) != sense) return;
+            std::this_thread::yield();
+        }
+        std::unique_lock<std::mutex> lock(m_);
+        cv_.wait(lock, [&] { return sense_.load(std::memory_order_acquire) != sense; });
     }
 
    private:
     const unsigned count_;
     std::atomic<unsigned> left_;
     std::atomic<bool> sense_{false};
+    std::mutex m_;
+    std::condition_variable cv_;
 };
 
 thread_local Barrier* hk_bar = nullptr;

@@ -12,35 +12,28 @@ __device__ __forceinline__ ModQ<W> hk_limb_mod(const W* pt, const u32* lp, u64 i
     return ModQ<W>::load(pt, lp[(u32)(i >> log_n) % lpp]);
 }
 
-template <typename W>
-__device__ void hk_add_body HK_ELT_PARAMS(W) {
+// One body for the four element-wise kernels: OP 0 add, 1 sub, 2 mul, 3 multiply-add.
+template <typename W, int OP>
+__device__ void hk_elt_apply HK_ELT_PARAMS(W) {
     HK_FOR(i, (u64)limbs << log_n) {
         ModQ<W> m = hk_limb_mod(pt, lp, i, log_n, lpp);
-        out[i] = m.add(a[i], b[i]);
+        W v;
+        if (OP == 0) v = m.add(a[i], b[i]);
+        if (OP == 1) v = m.sub(a[i], b[i]);
+        if (OP == 2) v = m.mul(a[i], b[i]);
+        if (OP == 3) v = m.add(out[i], m.mul(a[i], b[i]));
+        out[i] = v;
     }
 }
 template <typename W>
-__device__ void hk_sub_body HK_ELT_PARAMS(W) {
-    HK_FOR(i, (u64)limbs << log_n) {
-        ModQ<W> m = hk_limb_mod(pt, lp, i, log_n, lpp);
-        out[i] = m.sub(a[i], b[i]);
-    }
-}
+__device__ void hk_add_body HK_ELT_PARAMS(W) { hk_elt_apply<W, 0> HK_ELT_ARGS; }
 template <typename W>
-__device__ void hk_mul_body HK_ELT_PARAMS(W) {
-    HK_FOR(i, (u64)limbs << log_n) {
-        ModQ<W> m = hk_limb_mod(pt, lp, i, log_n, lpp);
-        out[i] = m.mul(a[i], b[i]);
-    }
-}
+__device__ void hk_sub_body HK_ELT_PARAMS(W) { hk_elt_apply<W, 1> HK_ELT_ARGS; }
+template <typename W>
+__device__ void hk_mul_body HK_ELT_PARAMS(W) { hk_elt_apply<W, 2> HK_ELT_ARGS; }
 // out = out + a * b.
 template <typename W>
-__device__ void hk_mul_add_body HK_ELT_PARAMS(W) {
-    HK_FOR(i, (u64)limbs << log_n) {
-        ModQ<W> m = hk_limb_mod(pt, lp, i, log_n, lpp);
-        out[i] = m.add(out[i], m.mul(a[i], b[i]));
-    }
-}
+__device__ void hk_mul_add_body HK_ELT_PARAMS(W) { hk_elt_apply<W, 3> HK_ELT_ARGS; }
 HK_BOTH(hk_add, HK_ELT_PARAMS, HK_ELT_ARGS)
 HK_BOTH(hk_sub, HK_ELT_PARAMS, HK_ELT_ARGS)
 HK_BOTH(hk_mul, HK_ELT_PARAMS, HK_ELT_ARGS)

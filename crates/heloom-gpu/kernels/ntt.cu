@@ -68,6 +68,52 @@ __device__ __forceinline__ W hk_full_reduce(const ModQ<W>& m, bool lazy, W v) {
     return m.cond_sub(v);
 }
 
+// A block's tile: polynomial p and limb k of the launch, and the index arithmetic of its
+// 2^(hb - lb) x C words (bits [lb, hb) vary inside the tile, C consecutive low indices).
+struct HkTile {
+    u32 n, p, k, lb, hb, c_log, C, tile, high, low0;
+
+    __device__ __forceinline__ HkTile(u32 log_n, u32 nl, u32 limb0, u32 lb_, u32 hb_,
+                                      u32 c_log_) {
+        n = 1u << log_n;
+        p = blockIdx.y / nl;
+        k = limb0 + blockIdx.y % nl;
+        lb = lb_;
+        hb = hb_;
+        c_log = c_log_;
+        C = 1u << c_log;
+        tile = 1u << (hb - lb + c_log);
+        const u32 lows = 1u << (lb - c_log);
+        high = blockIdx.x / lows;
+        low0 = (blockIdx.x % lows) << c_log;
+    }
+    // Global index of tile word e.
+    __device__ __forceinline__ u32 global(u32 e) const {
+        return (high << hb) | ((e >> c_log) << lb) | (low0 + (e & (C - 1)));
+    }
+    // Butterfly t of the layer on local bit lbit: its two tile words and the global index of
+    // the first.
+    __device__ __forceinline__ void pair(u32 t, u32 lbit, u32& sx, u32& sy, u32& jx) const {
+        const u32 low = t & (C - 1), pm = t >> c_log;
+        const u32 mx = ((pm >> lbit) << (lbit + 1)) | (pm & ((1u << lbit) - 1));
+        sx = (mx << c_log) | low;
+        sy = sx | (1u << (lbit + c_log));
+        jx = (high << hb) | (mx << lb) | (low0 + low);
+    }
+    // Radix-4 group t of the layers on local bits lo_bit and lo_bit + 1: its four tile words
+    // (s01 differs in the lower bit, s10 in the upper) and the global index of the first.
+    __device__ __forceinline__ void quad(u32 t, u32 lo_bit, u32& s00, u32& s01, u32& s10,
+                                         u32& s11, u32& j00) const {
+        const u32 low = t & (C - 1), pm = t >> c_log;
+        const u32 m00 = ((pm >> lo_bit) << (lo_bit + 2)) | (pm & ((1u << lo_bit) - 1));
+        s00 = (m00 << c_log) | low;
+        s01 = s00 | (1u << (lo_bit + c_log));
+        s10 = s00 | (1u << (lo_bit + 1 + c_log));
+        s11 = s01 | s10;
+        j00 = (high << hb) | (m00 << lb) | (low0 + low);
+    }
+};
+
 template <typename W, int LOAD, int STORE>
 __device__ void hk_ntt_fwd_impl(const W* in, u64 in_stride, W* out, u64 out_stride, u32 nl,
                                 u32 limb0, const u32* lp, const W* roots, const W* roots_sh,
@@ -75,17 +121,11 @@ __device__ void hk_ntt_fwd_impl(const W* in, u64 in_stride, W* out, u64 out_stri
                                 u32 src_prime, const W* orig, u64 orig_stride, const W* scal,
                                 const W* addend, u64 addend_stride, u32 addend_np) {
     HK_SHARED(W, sm);
-    const u32 n = 1u << log_n;
-    const u32 p = blockIdx.y / nl;
-    const u32 k = limb0 + blockIdx.y % nl;
+    const HkTile g(log_n, nl, limb0, lb, hb, c_log);
+    const u32 n = g.n, p = g.p, k = g.k, tile = g.tile;
     const u32 prime = lp[k];
     const ModQ<W> m = ModQ<W>::load(pt, prime);
     const bool lazy = lazy_flag != 0;
-    const u32 C = 1u << c_log;
-    const u32 tile = 1u << (hb - lb + c_log);
-    const u32 lows = 1u << (lb - c_log);
-    const u32 high = blockIdx.x / lows;
-    const u32 low0 = (blockIdx.x % lows) << c_log;
     const W* rt = roots + (u64)prime * n;
     const W* rts = roots_sh + (u64)prime * n;
 
@@ -100,8 +140,7 @@ __device__ void hk_ntt_fwd_impl(const W* in, u64 in_stride, W* out, u64 out_stri
         src = in + (u64)p * in_stride;
     }
     for (u32 e = threadIdx.x; e < tile; e += blockDim.x) {
-        u32 j = (high << hb) | ((e >> c_log) << lb) | (low0 + (e & (C - 1)));
-        W v = src[j];
+        W v = src[g.global(e)];
         if (LOAD == 1) v = m.sub(m.reduce(ms.add(v, half)), half_k);
         sm[e] = v;
     }
@@ -113,13 +152,8 @@ __device__ void hk_ntt_fwd_impl(const W* in, u64 in_stride, W* out, u64 out_stri
         if (b - 1 >= (int)lb) {
             const u32 lo_bit = (u32)b - 1 - lb;  // local bit of the second layer
             for (u32 t = threadIdx.x; t < (tile >> 2); t += blockDim.x) {
-                u32 low = t & (C - 1), pm = t >> c_log;
-                u32 m00 = ((pm >> lo_bit) << (lo_bit + 2)) | (pm & ((1u << lo_bit) - 1));
-                u32 s00 = (m00 << c_log) | low;
-                u32 s01 = s00 | (1u << (lo_bit + c_log));
-                u32 s10 = s00 | (1u << (lo_bit + 1 + c_log));
-                u32 s11 = s01 | s10;
-                u32 j00 = (high << hb) | (m00 << lb) | (low0 + low);
+                u32 s00, s01, s10, s11, j00;
+                g.quad(t, lo_bit, s00, s01, s10, s11, j00);
                 u32 j10 = j00 | (1u << b);
                 u32 r1 = (n >> (b + 1)) + (j00 >> (b + 1));
                 u32 r2a = (n >> b) + (j00 >> b);
@@ -138,11 +172,8 @@ __device__ void hk_ntt_fwd_impl(const W* in, u64 in_stride, W* out, u64 out_stri
         } else {
             const u32 lbit = (u32)b - lb;
             for (u32 t = threadIdx.x; t < (tile >> 1); t += blockDim.x) {
-                u32 low = t & (C - 1), pm = t >> c_log;
-                u32 mid_x = ((pm >> lbit) << (lbit + 1)) | (pm & ((1u << lbit) - 1));
-                u32 sx = (mid_x << c_log) | low;
-                u32 sy = sx | (1u << (lbit + c_log));
-                u32 jx = (high << hb) | (mid_x << lb) | (low0 + low);
+                u32 sx, sy, jx;
+                g.pair(t, lbit, sx, sy, jx);
                 u32 r = (n >> (b + 1)) + (jx >> (b + 1));
                 W x = sm[sx], y = sm[sy];
                 hk_fwd_bf(m, lazy, x, y, rt[r], rts[r]);
@@ -156,7 +187,7 @@ __device__ void hk_ntt_fwd_impl(const W* in, u64 in_stride, W* out, u64 out_stri
     const bool last = lb == 0;
     W* dst = out + (u64)p * out_stride + (u64)k * n;
     for (u32 e = threadIdx.x; e < tile; e += blockDim.x) {
-        u32 j = (high << hb) | ((e >> c_log) << lb) | (low0 + (e & (C - 1)));
+        const u32 j = g.global(e);
         W v = sm[e];
         if (last) v = hk_full_reduce(m, lazy, v);
         if (STORE == 1) {
@@ -173,26 +204,17 @@ __device__ void hk_ntt_inv_impl(const W* in, u64 in_stride, W* out, u64 out_stri
                                 u32 limb0, const u32* lp, const W* iroots, const W* iroots_sh,
                                 const W* pt, u32 log_n, u32 lb, u32 hb, u32 c_log, u32 lazy_flag) {
     HK_SHARED(W, sm);
-    const u32 n = 1u << log_n;
-    const u32 p = blockIdx.y / nl;
-    const u32 k = limb0 + blockIdx.y % nl;
+    const HkTile g(log_n, nl, limb0, lb, hb, c_log);
+    const u32 n = g.n, p = g.p, k = g.k, tile = g.tile;
     const u32 prime = lp[k];
     const ModQ<W> m = ModQ<W>::load(pt, prime);
     const bool lazy = lazy_flag != 0;
-    const u32 C = 1u << c_log;
-    const u32 tile = 1u << (hb - lb + c_log);
-    const u32 lows = 1u << (lb - c_log);
-    const u32 high = blockIdx.x / lows;
-    const u32 low0 = (blockIdx.x % lows) << c_log;
     const W* rt = iroots + (u64)prime * n;
     const W* rts = iroots_sh + (u64)prime * n;
     const W n_inv = pt[prime * HK_PT_STRIDE + 3], n_inv_s = pt[prime * HK_PT_STRIDE + 4];
     const W n_inv_w = pt[prime * HK_PT_STRIDE + 5], n_inv_ws = pt[prime * HK_PT_STRIDE + 6];
     const W* src = in + (u64)p * in_stride + (u64)k * n;
-    for (u32 e = threadIdx.x; e < tile; e += blockDim.x) {
-        u32 j = (high << hb) | ((e >> c_log) << lb) | (low0 + (e & (C - 1)));
-        sm[e] = src[j];
-    }
+    for (u32 e = threadIdx.x; e < tile; e += blockDim.x) sm[e] = src[g.global(e)];
     __syncthreads();
     // Two layers per round (radix 4 in registers), a radix-2 layer when an odd one is left.
     u32 b = lb;
@@ -200,13 +222,8 @@ __device__ void hk_ntt_inv_impl(const W* in, u64 in_stride, W* out, u64 out_stri
         if (b + 1 < hb) {
             const u32 lo_bit = b - lb;
             for (u32 t = threadIdx.x; t < (tile >> 2); t += blockDim.x) {
-                u32 low = t & (C - 1), pm = t >> c_log;
-                u32 m00 = ((pm >> lo_bit) << (lo_bit + 2)) | (pm & ((1u << lo_bit) - 1));
-                u32 s00 = (m00 << c_log) | low;
-                u32 s01 = s00 | (1u << (lo_bit + c_log));
-                u32 s10 = s00 | (1u << (lo_bit + 1 + c_log));
-                u32 s11 = s01 | s10;
-                u32 j00 = (high << hb) | (m00 << lb) | (low0 + low);
+                u32 s00, s01, s10, s11, j00;
+                g.quad(t, lo_bit, s00, s01, s10, s11, j00);
                 u32 j10 = j00 | (1u << (b + 1));
                 u32 r1a = (n >> (b + 1)) + (j00 >> (b + 1));
                 u32 r1b = (n >> (b + 1)) + (j10 >> (b + 1));
@@ -227,11 +244,8 @@ __device__ void hk_ntt_inv_impl(const W* in, u64 in_stride, W* out, u64 out_stri
             const u32 lbit = b - lb;
             const bool fin = b + 1 == log_n;
             for (u32 t = threadIdx.x; t < (tile >> 1); t += blockDim.x) {
-                u32 low = t & (C - 1), pm = t >> c_log;
-                u32 mid_x = ((pm >> lbit) << (lbit + 1)) | (pm & ((1u << lbit) - 1));
-                u32 sx = (mid_x << c_log) | low;
-                u32 sy = sx | (1u << (lbit + c_log));
-                u32 jx = (high << hb) | (mid_x << lb) | (low0 + low);
+                u32 sx, sy, jx;
+                g.pair(t, lbit, sx, sy, jx);
                 u32 r = (n >> (b + 1)) + (jx >> (b + 1));
                 W x = sm[sx], y = sm[sy];
                 hk_inv_bf(m, lazy, fin, x, y, rt[r], rts[r], n_inv, n_inv_s, n_inv_w, n_inv_ws);
@@ -243,10 +257,7 @@ __device__ void hk_ntt_inv_impl(const W* in, u64 in_stride, W* out, u64 out_stri
         __syncthreads();
     }
     W* dst = out + (u64)p * out_stride + (u64)k * n;
-    for (u32 e = threadIdx.x; e < tile; e += blockDim.x) {
-        u32 j = (high << hb) | ((e >> c_log) << lb) | (low0 + (e & (C - 1)));
-        dst[j] = sm[e];
-    }
+    for (u32 e = threadIdx.x; e < tile; e += blockDim.x) dst[g.global(e)] = sm[e];
 }
 
 #define HK_NTT_FWD_PARAMS(W)                                                                 \

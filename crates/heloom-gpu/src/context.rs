@@ -523,14 +523,40 @@ impl<W: GpuWord> GpuContext<W> {
             self.pt.addr(0),
             self.log_n as u64,
         ];
-        self.gpu.launch(
-            &Self::name(name),
-            (self.gpu.grid_for(count, block), 1),
-            block,
-            0,
-            &args,
-            None,
-        )
+        self.flat(name, count, block, &args, None)
+    }
+
+    /// Launches a grid-stride kernel over `count` items with blocks of `block` threads.
+    fn flat(
+        &self,
+        name: &str,
+        count: u64,
+        block: u32,
+        args: &[u64],
+        pack: Option<&ScalarPack>,
+    ) -> Result<()> {
+        let grid = (self.gpu.grid_for(count, block), 1);
+        self.gpu
+            .launch(&Self::name(name), grid, block, 0, args, pack)
+    }
+
+    /// A ciphertext computed from `like` (same slots and parameters) into `data`.
+    fn derived(
+        &self,
+        like: &GpuCiphertext<W>,
+        data: GpuBuffer<W>,
+        size: usize,
+        level: usize,
+        scale: f64,
+    ) -> GpuCiphertext<W> {
+        GpuCiphertext {
+            data: Arc::new(data),
+            size,
+            level,
+            scale,
+            slots: like.slots,
+            fingerprint: like.fingerprint,
+        }
     }
 
     fn convert(&self, c: &ConvConsts, src: Span, dst: Span, npoly: u32) -> Result<()> {
@@ -553,14 +579,7 @@ impl<W: GpuWord> GpuContext<W> {
         } else {
             "hk_convert_wide"
         };
-        self.gpu.launch(
-            &Self::name(kernel),
-            (self.gpu.grid_for(count, block), 1),
-            block,
-            0,
-            &args,
-            None,
-        )
+        self.flat(kernel, count, block, &args, None)
     }
 
     fn permutation(&self, g: u64) -> Result<Arc<GpuBuffer<u32>>> {
@@ -709,15 +728,8 @@ impl<W: GpuWord> GpuContext<W> {
         self.check_level(ct.level)
     }
 
-    /// Relative tolerance under which two scales count as equal (as the CPU evaluator's:
-    /// half an ulp of the smallest prime).
-    pub fn scale_tolerance(&self) -> f64 {
-        let m = self.ctx.params().moduli();
-        1.0 / m.iter().copied().min().unwrap_or(2) as f64
-    }
-
     fn scales_match(&self, a: f64, b: f64) -> bool {
-        ((a - b) / a.max(b)).abs() <= self.scale_tolerance()
+        heloom_ckks::polyeval::scales_match(self.ctx.params().moduli(), a, b)
     }
 
     fn combine(
@@ -768,9 +780,8 @@ impl<W: GpuWord> GpuContext<W> {
         })
     }
 
-    /// Brings two ciphertexts to one level and one scale, as the CPU evaluator's `align`:
-    /// equal scales drop to the lower level; otherwise the higher one is moved to the lower's
-    /// level and scale by an integer multiple and a rescale.
+    /// Brings two ciphertexts to one level and one scale by the CPU evaluator's rule
+    /// ([`heloom_ckks::polyeval::align_with`]), so results agree word for word.
     pub fn align(
         &self,
         a: &GpuCiphertext<W>,
@@ -778,62 +789,20 @@ impl<W: GpuWord> GpuContext<W> {
     ) -> Result<(GpuCiphertext<W>, GpuCiphertext<W>)> {
         self.check_ct(a)?;
         self.check_ct(b)?;
-        if self.scales_match(a.scale, b.scale) {
-            let l = a.level.min(b.level);
-            return Ok((self.drop_to_level(a, l)?, self.drop_to_level(b, l)?));
-        }
-        let (hi, lo, swapped) = if a.level >= b.level {
-            (a, b, false)
-        } else {
-            (b, a, true)
-        };
-        if hi.level == lo.level {
-            return Err(GpuError::Ckks(heloom_ckks::CkksError::ScaleMismatch(format!(
-                "operands at level {} have scales 2^{:.4} and 2^{:.4}; bring them to one scale first",
-                hi.level,
-                a.scale.log2(),
-                b.scale.log2()
-            ))));
-        }
-        let hi = self.set_scale_by_rescale(hi, lo.level, lo.scale)?;
-        Ok(if swapped {
-            (lo.clone(), hi)
-        } else {
-            (hi, lo.clone())
-        })
+        Ok(heloom_ckks::polyeval::align_with(self, a, b)?)
     }
 
     /// Moves `ct` to `level` (below its own) with scale `target`: an integer multiple one level
-    /// above, then a rescale (the CPU evaluator's `set_scale_by_rescale`, bit for bit).
+    /// above, then a rescale ([`heloom_ckks::polyeval::set_scale_by_rescale_with`]).
     pub fn set_scale_by_rescale(
         &self,
         ct: &GpuCiphertext<W>,
         level: usize,
         target: f64,
     ) -> Result<GpuCiphertext<W>> {
-        if level >= ct.level {
-            return Err(GpuError::Ckks(heloom_ckks::CkksError::OutOfLevels(format!(
-                "changing the scale needs one level above the target: ciphertext at level {}, target level {level}",
-                ct.level
-            ))));
-        }
-        let c = self.drop_to_level(ct, level + 1)?;
-        let q = self.ctx.params().moduli()[level + 1] as f64;
-        let k = (target * q / c.scale).round();
-        if k.is_nan() || k < 1.0 || k * self.scale_tolerance() < 0.5 || k >= 2f64.powi(62) {
-            return Err(GpuError::Ckks(heloom_ckks::CkksError::ScaleMismatch(
-                format!(
-                    "cannot move scale 2^{:.3} to 2^{:.3} exactly with one rescale (factor {k})",
-                    c.scale.log2(),
-                    target.log2()
-                ),
-            )));
-        }
-        let mut c = self.multiply_const_exact(&c, k as i128)?;
-        c.scale *= k;
-        let mut r = self.rescale(&c)?;
-        r.scale = target;
-        Ok(r)
+        Ok(heloom_ckks::polyeval::set_scale_by_rescale_with(
+            self, ct, level, target,
+        )?)
     }
 
     /// Per-limb constants at `level`: `f(q_i)` reduced modulo `q_i`, with Shoup companions.
@@ -874,14 +843,7 @@ impl<W: GpuWord> GpuContext<W> {
             self.pt.addr(0),
             self.log_n as u64,
         ];
-        self.gpu.launch(
-            &Self::name("hk_scalar_mul"),
-            (self.gpu.grid_for(count, block), 1),
-            block,
-            0,
-            &args,
-            Some(pack),
-        )
+        self.flat("hk_scalar_mul", count, block, &args, Some(pack))
     }
 
     /// `ct * k` for any integer `k` (reduced modulo each prime); the scale is unchanged (the
@@ -943,14 +905,7 @@ impl<W: GpuWord> GpuContext<W> {
             self.pt.addr(0),
             self.log_n as u64,
         ];
-        self.gpu.launch(
-            &Self::name("hk_scalar_add"),
-            (self.gpu.grid_for(count, block), 1),
-            block,
-            0,
-            &args,
-            Some(&pack),
-        )?;
+        self.flat("hk_scalar_add", count, block, &args, Some(&pack))?;
         Ok(GpuCiphertext {
             data: Arc::new(out),
             ..ct.clone()
@@ -1043,14 +998,7 @@ impl<W: GpuWord> GpuContext<W> {
             self.pt.addr(0),
             self.log_n as u64,
         ];
-        self.gpu.launch(
-            &Self::name("hk_tensor"),
-            (self.gpu.grid_for(count, block), 1),
-            block,
-            0,
-            &args,
-            None,
-        )?;
+        self.flat("hk_tensor", count, block, &args, None)?;
         Ok(GpuCiphertext {
             data: Arc::new(out),
             size: 3,
@@ -1107,14 +1055,13 @@ impl<W: GpuWord> GpuContext<W> {
             }),
         })?;
         drop(work);
-        Ok(GpuCiphertext {
-            data: Arc::new(out),
-            size: np,
-            level: l - 1,
-            scale: ct.scale / self.ctx.params().moduli()[l] as f64,
-            slots: ct.slots,
-            fingerprint: ct.fingerprint,
-        })
+        Ok(self.derived(
+            ct,
+            out,
+            np,
+            l - 1,
+            ct.scale / self.ctx.params().moduli()[l] as f64,
+        ))
     }
 
     /// Key switching of `d` (one polynomial, NTT form, `level + 1` limbs, at word offset
@@ -1193,14 +1140,7 @@ impl<W: GpuWord> GpuContext<W> {
             self.pt.addr(0),
             self.log_n as u64,
         ];
-        self.gpu.launch(
-            &Self::name("hk_key_inner"),
-            (self.gpu.grid_for(count, block), 1),
-            block,
-            0,
-            &args,
-            None,
-        )?;
+        self.flat("hk_key_inner", count, block, &args, None)?;
         drop(ext);
         // 5. Mod-down of both halves.
         self.mod_down(&mut acc, level, addend)
@@ -1280,14 +1220,7 @@ impl<W: GpuWord> GpuContext<W> {
         }
         let nl = (ct.level + 1) * self.n;
         let out = self.key_switch_raw(&ct.data, 2 * nl, ct.level, key, Some((&ct.data, 2)))?;
-        Ok(GpuCiphertext {
-            data: Arc::new(out),
-            size: 2,
-            level: ct.level,
-            scale: ct.scale,
-            slots: ct.slots,
-            fingerprint: ct.fingerprint,
-        })
+        Ok(self.derived(ct, out, 2, ct.level, ct.scale))
     }
 
     /// Applies `X -> X^g` with the Galois key for `g`: permute both polynomials (NTT form),
@@ -1316,24 +1249,10 @@ impl<W: GpuWord> GpuContext<W> {
             (2 * nl) as u64,
             self.log_n as u64,
         ];
-        self.gpu.launch(
-            &Self::name("hk_permute"),
-            (self.gpu.grid_for(count, block), 1),
-            block,
-            0,
-            &args,
-            None,
-        )?;
+        self.flat("hk_permute", count, block, &args, None)?;
         let out =
             self.key_switch_raw(&permuted, nl * self.n, ct.level, key, Some((&permuted, 1)))?;
-        Ok(GpuCiphertext {
-            data: Arc::new(out),
-            size: 2,
-            level: ct.level,
-            scale: ct.scale,
-            slots: ct.slots,
-            fingerprint: ct.fingerprint,
-        })
+        Ok(self.derived(ct, out, 2, ct.level, ct.scale))
     }
 
     /// The seed-003 baseline: rescale with one thread block per polynomial, NTTs in global
@@ -1373,14 +1292,13 @@ impl<W: GpuWord> GpuContext<W> {
             None,
         )?;
         drop(scratch);
-        Ok(GpuCiphertext {
-            data: Arc::new(out),
-            size: ct.size,
-            level: l - 1,
-            scale: ct.scale / self.ctx.params().moduli()[l] as f64,
-            slots: ct.slots,
-            fingerprint: ct.fingerprint,
-        })
+        Ok(self.derived(
+            ct,
+            out,
+            ct.size,
+            l - 1,
+            ct.scale / self.ctx.params().moduli()[l] as f64,
+        ))
     }
 }
 

@@ -2,7 +2,7 @@
 //! (and polynomial evaluation) keep every intermediate ciphertext on the device. Each op is
 //! bit-exact with the CPU evaluator's, so a graph's result is too.
 
-use crate::context::{GpuCiphertext, GpuEvaluator};
+use crate::context::{GpuCiphertext, GpuContext, GpuEvaluator};
 use crate::error::GpuError;
 use crate::word::GpuWord;
 use heloom_ckks::{CkksError, PolyOps, Result};
@@ -16,10 +16,11 @@ pub fn to_ckks(e: GpuError) -> CkksError {
     }
 }
 
-impl<W: GpuWord> PolyOps for GpuEvaluator<W> {
+/// Every op that needs no key: a [`GpuContext`] alone runs graphs without relinearization.
+impl<W: GpuWord> PolyOps for GpuContext<W> {
     type Ct = GpuCiphertext<W>;
     fn moduli(&self) -> &[u64] {
-        self.context().context().params().moduli()
+        self.context().params().moduli()
     }
     fn level_of(&self, ct: &Self::Ct) -> usize {
         ct.level()
@@ -31,31 +32,89 @@ impl<W: GpuWord> PolyOps for GpuEvaluator<W> {
         ct.size()
     }
     fn with_scale(&self, ct: Self::Ct, scale: f64) -> Result<Self::Ct> {
-        self.context().with_scale(&ct, scale).map_err(to_ckks)
+        GpuContext::with_scale(self, &ct, scale).map_err(to_ckks)
     }
     fn add(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
-        self.context().add(a, b).map_err(to_ckks)
+        GpuContext::add(self, a, b).map_err(to_ckks)
     }
     fn sub(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
-        self.context().sub(a, b).map_err(to_ckks)
+        GpuContext::sub(self, a, b).map_err(to_ckks)
     }
     fn add_const(&self, ct: &Self::Ct, c: f64) -> Result<Self::Ct> {
-        self.context().add_const(ct, c).map_err(to_ckks)
+        GpuContext::add_const(self, ct, c).map_err(to_ckks)
     }
     fn multiply_int(&self, ct: &Self::Ct, k: i64) -> Result<Self::Ct> {
-        self.context().multiply_int(ct, k).map_err(to_ckks)
+        GpuContext::multiply_int(self, ct, k).map_err(to_ckks)
     }
     fn multiply_const_exact(&self, ct: &Self::Ct, k: i128) -> Result<Self::Ct> {
-        self.context().multiply_const_exact(ct, k).map_err(to_ckks)
+        GpuContext::multiply_const_exact(self, ct, k).map_err(to_ckks)
     }
     fn multiply_const(&self, ct: &Self::Ct, c: f64) -> Result<Self::Ct> {
-        self.context().multiply_const(ct, c).map_err(to_ckks)
+        GpuContext::multiply_const(self, ct, c).map_err(to_ckks)
     }
     fn multiply(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
-        self.context().multiply(a, b).map_err(to_ckks)
+        GpuContext::multiply(self, a, b).map_err(to_ckks)
     }
     fn square(&self, a: &Self::Ct) -> Result<Self::Ct> {
-        self.context().square(a).map_err(to_ckks)
+        GpuContext::square(self, a).map_err(to_ckks)
+    }
+    fn relinearize(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        if a.size() == 2 {
+            return Ok(a.clone());
+        }
+        Err(CkksError::MissingKey(
+            "relinearization on the GPU needs the keys: use a GpuEvaluator".into(),
+        ))
+    }
+    fn rescale(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        GpuContext::rescale(self, a).map_err(to_ckks)
+    }
+    fn drop_to_level(&self, a: &Self::Ct, level: usize) -> Result<Self::Ct> {
+        GpuContext::drop_to_level(self, a, level).map_err(to_ckks)
+    }
+}
+
+/// The context's ops, plus relinearization with the evaluator's key.
+impl<W: GpuWord> PolyOps for GpuEvaluator<W> {
+    type Ct = GpuCiphertext<W>;
+    fn moduli(&self) -> &[u64] {
+        PolyOps::moduli(self.context().as_ref())
+    }
+    fn level_of(&self, ct: &Self::Ct) -> usize {
+        ct.level()
+    }
+    fn scale_of(&self, ct: &Self::Ct) -> f64 {
+        ct.scale()
+    }
+    fn size_of(&self, ct: &Self::Ct) -> usize {
+        ct.size()
+    }
+    fn with_scale(&self, ct: Self::Ct, scale: f64) -> Result<Self::Ct> {
+        PolyOps::with_scale(self.context().as_ref(), ct, scale)
+    }
+    fn add(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
+        PolyOps::add(self.context().as_ref(), a, b)
+    }
+    fn sub(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
+        PolyOps::sub(self.context().as_ref(), a, b)
+    }
+    fn add_const(&self, ct: &Self::Ct, c: f64) -> Result<Self::Ct> {
+        PolyOps::add_const(self.context().as_ref(), ct, c)
+    }
+    fn multiply_int(&self, ct: &Self::Ct, k: i64) -> Result<Self::Ct> {
+        PolyOps::multiply_int(self.context().as_ref(), ct, k)
+    }
+    fn multiply_const_exact(&self, ct: &Self::Ct, k: i128) -> Result<Self::Ct> {
+        PolyOps::multiply_const_exact(self.context().as_ref(), ct, k)
+    }
+    fn multiply_const(&self, ct: &Self::Ct, c: f64) -> Result<Self::Ct> {
+        PolyOps::multiply_const(self.context().as_ref(), ct, c)
+    }
+    fn multiply(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
+        PolyOps::multiply(self.context().as_ref(), a, b)
+    }
+    fn square(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        PolyOps::square(self.context().as_ref(), a)
     }
     fn relinearize(&self, a: &Self::Ct) -> Result<Self::Ct> {
         if a.size() == 2 {
@@ -64,9 +123,9 @@ impl<W: GpuWord> PolyOps for GpuEvaluator<W> {
         GpuEvaluator::relinearize(self, a).map_err(to_ckks)
     }
     fn rescale(&self, a: &Self::Ct) -> Result<Self::Ct> {
-        self.context().rescale(a).map_err(to_ckks)
+        PolyOps::rescale(self.context().as_ref(), a)
     }
     fn drop_to_level(&self, a: &Self::Ct, level: usize) -> Result<Self::Ct> {
-        self.context().drop_to_level(a, level).map_err(to_ckks)
+        PolyOps::drop_to_level(self.context().as_ref(), a, level)
     }
 }

@@ -28,13 +28,13 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::progress::Progress;
 use anyhow::{bail, Result};
 use heloom_ckks::{
     keygen, security, CkksParameters, Context, Decryptor, Encryptor, Evaluator, SecurityLevel,
 };
 use heloom_math::backend::{cpu_model, Backend};
 use heloom_math::Word;
-use indicatif::{ProgressBar, ProgressStyle};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
@@ -431,54 +431,6 @@ pub struct CkksReport {
     pub skipped: Vec<String>,
     /// Wall time of the whole run, seconds.
     pub wall_s: f64,
-}
-
-/// Progress on stderr: a bar on a terminal, plain lines otherwise.
-struct Progress {
-    bar: ProgressBar,
-}
-
-impl Progress {
-    fn new(len: u64) -> Self {
-        use std::io::IsTerminal;
-        let bar = if std::io::stderr().is_terminal() {
-            let pb = ProgressBar::new(len);
-            if let Ok(style) =
-                ProgressStyle::with_template("{bar:30} {pos}/{len} [{elapsed}] {msg}")
-            {
-                pb.set_style(style);
-            }
-            pb.enable_steady_tick(std::time::Duration::from_millis(200));
-            pb
-        } else {
-            ProgressBar::hidden()
-        };
-        Self { bar }
-    }
-
-    fn step(&self, msg: &str) {
-        if self.bar.is_hidden() {
-            eprintln!("  {msg}");
-        } else {
-            self.bar.set_message(msg.to_string());
-        }
-    }
-
-    fn inc(&self) {
-        self.bar.inc(1);
-    }
-
-    fn println(&self, msg: &str) {
-        if self.bar.is_hidden() {
-            eprintln!("{msg}");
-        } else {
-            self.bar.println(msg);
-        }
-    }
-
-    fn finish(&self) {
-        self.bar.finish_and_clear();
-    }
 }
 
 /// This thread's CPU time in nanoseconds (the OS per-thread CPU clock, through the

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::progress::Progress;
 use anyhow::{anyhow, bail, Context as _, Result};
 use heloom_ckks::{
     keygen, security, Ciphertext, CkksParameters, Context, Encryptor, Evaluator, SecurityLevel,
@@ -22,7 +23,6 @@ use heloom_ckks::{
 use heloom_gpu::{Gpu, GpuContext, GpuEvaluator, GpuKind, GpuWord};
 use heloom_math::backend::{cpu_model, Backend};
 use heloom_math::{Form, RnsPoly};
-use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -401,46 +401,6 @@ fn time_cpu(samples: usize, min_sample_us: f64, f: &mut dyn FnMut() -> Result<()
         times.push(t.elapsed().as_secs_f64() * 1e6 / batch as f64);
     }
     Ok(stat(times))
-}
-
-/// Progress on stderr: a bar on a terminal, plain lines otherwise.
-struct Progress {
-    bar: ProgressBar,
-}
-
-impl Progress {
-    fn new(len: u64) -> Self {
-        use std::io::IsTerminal;
-        let bar = if std::io::stderr().is_terminal() {
-            let pb = ProgressBar::new(len);
-            if let Ok(style) =
-                ProgressStyle::with_template("{bar:30} {pos}/{len} [{elapsed}] {msg}")
-            {
-                pb.set_style(style);
-            }
-            pb.enable_steady_tick(std::time::Duration::from_millis(200));
-            pb
-        } else {
-            ProgressBar::hidden()
-        };
-        Self { bar }
-    }
-
-    fn step(&self, msg: &str) {
-        if self.bar.is_hidden() {
-            eprintln!("  {msg}");
-        } else {
-            self.bar.set_message(msg.to_string());
-        }
-    }
-
-    fn inc(&self) {
-        self.bar.inc(1);
-    }
-
-    fn finish(&self) {
-        self.bar.finish_and_clear();
-    }
 }
 
 /// Steps per set for the progress bar: setup, verification, every op.

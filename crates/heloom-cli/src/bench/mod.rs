@@ -4,4 +4,5 @@ pub mod ckks;
 pub mod gpu;
 pub mod ntt;
 pub mod plot;
+pub(crate) mod progress;
 pub mod timing;
