@@ -256,5 +256,7 @@ fn one_stall_does_not_shut_a_fast_device_out() {
             .all(|(i, &o)| o == (i as u64) * (i as u64) + 1));
         last = out.report.items_per_device;
     }
-    assert!(last[0] > 300, "fast device still shut out: {last:?}");
+    // The ideal share is 381 of 400 (2 us against 40 us per item); a shut-out device gets a
+    // handful. Half the items leaves room for preemption on a loaded machine.
+    assert!(last[0] > 200, "fast device still shut out: {last:?}");
 }

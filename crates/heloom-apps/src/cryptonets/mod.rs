@@ -3,6 +3,8 @@
 //! layer 100 -> 10. Squares are the only non-linearity, so the whole network is a polynomial
 //! CKKS evaluates exactly (up to its noise).
 
+pub mod batch;
+pub mod linear;
 pub mod model;
 
 pub use model::{CryptoNet, CLASSES, CONV_MAPS, CONV_OUT, FC1, HIDDEN, KERNEL, PADDED, STRIDE};

@@ -1,0 +1,156 @@
+//! Linear layers over ciphertexts: every output is an exact integer combination
+//! `sum_t k_jt * c_t` of the inputs (all at one level, size and scale), computed limb by limb.
+//!
+//! With one image per slot (batch packing), a dense or convolution layer multiplies each input
+//! ciphertext by a scalar, so a layer is a modular matrix product: weights (outputs x inputs)
+//! times the inputs' words. It runs cache-blocked: a work item is one polynomial, one limb and
+//! one block of coefficients; inside it each input block (in L1) is multiplied into the
+//! accumulators of the outputs that use it (in L2), with the vectorised Shoup multiply-add of
+//! heloom-math. Work items are spread over the thread budget.
+
+use crate::error::{AppError, Result};
+use heloom_ckks::{Ciphertext, Context, Threads};
+use heloom_math::{Form, RnsPoly, Word};
+
+/// Weights in column form: for each input `t`, the outputs `j` using it and their weight.
+#[derive(Clone, Debug)]
+pub struct Columns {
+    /// Number of outputs.
+    pub rows: usize,
+    /// `cols[t]`: `(j, w_jt)` for every nonzero weight of input `t`.
+    pub cols: Vec<Vec<(usize, f64)>>,
+}
+
+impl Columns {
+    /// From a dense row-major matrix (`rows x cols`), skipping zeros.
+    pub fn from_dense(w: &[f64], rows: usize, cols: usize) -> Result<Self> {
+        if w.len() != rows * cols {
+            return Err(AppError::Invalid(format!(
+                "{} weights for a {rows} x {cols} layer",
+                w.len()
+            )));
+        }
+        let mut out = vec![Vec::new(); cols];
+        for j in 0..rows {
+            for (t, c) in out.iter_mut().enumerate() {
+                let v = w[j * cols + t];
+                if v != 0.0 {
+                    c.push((j, v));
+                }
+            }
+        }
+        Ok(Self { rows, cols: out })
+    }
+
+    /// Multiply-adds one layer costs per coefficient of a limb (the nonzero weights).
+    pub fn nonzeros(&self) -> usize {
+        self.cols.iter().map(Vec::len).sum()
+    }
+}
+
+/// Coefficients per work item: the outputs' accumulators (`rows` blocks) should stay in L2
+/// (about 256 KiB of them) while each input block streams through L1: 512 words for the
+/// 100-output dense layer, 64 for the 845-output convolution.
+fn block_words(rows: usize, word_bytes: usize) -> usize {
+    let fit = ((256 << 10) / (rows.max(1) * word_bytes)).clamp(64, 1024);
+    // The largest power of two not above the fit.
+    1 << (usize::BITS - 1 - fit.leading_zeros())
+}
+
+/// `out_j = sum_t round(w_jt * mult) * inputs[t]` for every output `j`, exactly (modulo each
+/// prime), at scale `inputs' scale * mult`; rescale afterwards to divide `mult` out (pass
+/// `mult = q_level` for the usual one-level product). Inputs: ciphertexts at one level, size
+/// and scale, one per column of `w`.
+pub fn combine<W: Word>(
+    ctx: &Context<W>,
+    inputs: &[&Ciphertext<W>],
+    w: &Columns,
+    mult: f64,
+    threads: Threads,
+) -> Result<Vec<Ciphertext<W>>> {
+    let first = inputs
+        .first()
+        .ok_or_else(|| AppError::Invalid("a linear layer needs inputs".into()))?;
+    if inputs.len() != w.cols.len() {
+        return Err(AppError::Invalid(format!(
+            "{} inputs for a layer of {} columns",
+            inputs.len(),
+            w.cols.len()
+        )));
+    }
+    let (level, size, scale) = (first.level(), first.size(), first.scale());
+    if inputs
+        .iter()
+        .any(|c| c.level() != level || c.size() != size || c.scale() != scale)
+    {
+        return Err(AppError::Invalid(
+            "a linear layer's inputs must share level, size and scale".into(),
+        ));
+    }
+    let basis = ctx.q_basis(level)?;
+    let (mods, elt) = (basis.moduli(), basis.eltwise());
+    let n = ctx.n();
+    let nl = level + 1;
+    // Integer weights and their residues, per limb in the column layout.
+    let mut kint: Vec<Vec<(usize, i128)>> = Vec::with_capacity(w.cols.len());
+    for col in &w.cols {
+        let mut c = Vec::with_capacity(col.len());
+        for &(j, v) in col {
+            let k = (v * mult).round();
+            if !k.is_finite() || k.abs() >= 2f64.powi(100) || j >= w.rows {
+                return Err(AppError::Invalid(format!(
+                    "weight {v} (row {j}) cannot be encoded at multiplier 2^{:.1}",
+                    mult.log2()
+                )));
+            }
+            c.push((j, k as i128));
+        }
+        kint.push(c);
+    }
+    let residues: Vec<Vec<Vec<(usize, u64)>>> = mods
+        .iter()
+        .map(|m| {
+            let q = m.value() as i128;
+            kint.iter()
+                .map(|c| c.iter().map(|&(j, k)| (j, k.rem_euclid(q) as u64)).collect())
+                .collect()
+        })
+        .collect();
+    // The outputs, accumulated in place: work item (poly p, limb i, block b) owns block b of
+    // limb i of polynomial p of every output.
+    let mut outs: Vec<Vec<RnsPoly<W>>> = (0..w.rows)
+        .map(|_| (0..size).map(|_| basis.zero(Form::Ntt)).collect())
+        .collect();
+    let block = block_words(w.rows, W::BITS as usize / 8);
+    let blocks = n.div_ceil(block);
+    let mut items: Vec<Vec<&mut [W]>> = (0..size * nl * blocks)
+        .map(|_| Vec::with_capacity(w.rows))
+        .collect();
+    for polys in outs.iter_mut() {
+        for (p, poly) in polys.iter_mut().enumerate() {
+            for (i, limb) in poly.limbs_mut().enumerate() {
+                for (b, chunk) in limb.chunks_mut(block).enumerate() {
+                    items[(p * nl + i) * blocks + b].push(chunk);
+                }
+            }
+        }
+    }
+    threads.try_for_each_mut(&mut items, |item, rows| -> Result<()> {
+        let (p, rest) = (item / (nl * blocks), item % (nl * blocks));
+        let (i, b) = (rest / blocks, rest % blocks);
+        let (lo, hi) = (b * block, ((b + 1) * block).min(n));
+        for (t, col) in residues[i].iter().enumerate() {
+            let x = &inputs[t].polys()[p].limb(i)[lo..hi];
+            for &(j, k) in col {
+                if k != 0 {
+                    elt.mul_scalar_add(&mods[i], rows[j], x, k)?;
+                }
+            }
+        }
+        Ok(())
+    })?;
+    drop(items);
+    outs.into_iter()
+        .map(|polys| Ok(ctx.ciphertext_from_polys(polys, level, scale * mult, first.slots())?))
+        .collect()
+}

@@ -1,0 +1,72 @@
+//! Batch-packed encrypted CryptoNets inference against the f64 reference, both word sizes.
+
+use heloom_apps::cryptonets::batch::{BatchNet, BatchTimes};
+use heloom_apps::cryptonets::model::argmax;
+use heloom_apps::cryptonets::CryptoNet;
+use heloom_apps::mnist::Mnist;
+use heloom_ckks::{keygen, CkksParameters, Context, Decryptor, Evaluator, SecurityLevel, Threads};
+use heloom_math::Word;
+use std::sync::Arc;
+
+fn check<W: Word>(word: u32, scale: u32, bound: f64) {
+    let p = CkksParameters::builder(1 << 11)
+        .word_bits(word)
+        .levels(6)
+        .scale_bits(scale)
+        .first_bits(scale + 1)
+        .security(SecurityLevel::None)
+        .build()
+        .expect("params");
+    let ctx = Context::<W>::new(p).expect("context");
+    let keys = keygen(&ctx, &[], false).expect("keys");
+    let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).expect("evaluator");
+    let net = CryptoNet::random(11);
+    let batch = BatchNet::new(&net, &ev).expect("net");
+    let mnist = Mnist::load_default_test().expect("MNIST");
+    let count = 40;
+    let images: Vec<&[u8]> = (0..count).map(|i| mnist.image(i).expect("image")).collect();
+    let t = Threads::new(heloom_pool::cores());
+    let cts = batch.encrypt(&images, &keys.secret_key, t).expect("encrypt");
+    let mut times = BatchTimes::default();
+    let logits = batch.infer(&cts, t, &mut times).expect("infer");
+    let dec = Decryptor::new(&ctx, &keys.secret_key).expect("decryptor");
+    let got = batch.decrypt(&logits, &dec, count).expect("decrypt");
+    let mut worst: f64 = 0.0;
+    for (i, g) in got.iter().enumerate() {
+        let want = net.logits(images[i]).expect("plain");
+        let scale = want.iter().fold(1.0f64, |a, v| a.max(v.abs()));
+        for k in 0..10 {
+            worst = worst.max((g[k] - want[k]).abs() / scale);
+        }
+        if (g[argmax(&want)] - g[argmax(g)]).abs() > bound * scale * 4.0 {
+            assert_eq!(argmax(g), argmax(&want), "image {i}: class differs");
+        }
+    }
+    assert!(worst < bound, "u{word}: worst relative logit error {worst:e} (bound {bound:e})");
+    assert!(times.server_s() > 0.0);
+}
+
+#[test]
+fn batch_inference_matches_plaintext_u64() {
+    check::<u64>(64, 29, 1e-4);
+}
+
+#[test]
+fn batch_inference_matches_plaintext_u32() {
+    check::<u32>(32, 29, 1e-4);
+}
+
+#[test]
+fn bad_batches_are_refused() {
+    let p = CkksParameters::builder(1 << 11)
+        .levels(3)
+        .scale_bits(29)
+        .security(SecurityLevel::None)
+        .build()
+        .expect("params");
+    let ctx = Context::<u64>::new(p).expect("context");
+    let keys = keygen(&ctx, &[], false).expect("keys");
+    let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).expect("evaluator");
+    let e = BatchNet::new(&CryptoNet::random(1), &ev).err().expect("too few levels");
+    assert!(e.to_string().contains("levels"), "{e}");
+}
