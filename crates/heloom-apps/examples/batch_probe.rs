@@ -20,7 +20,9 @@ fn run<W: Word>(word: u32, count: usize) -> Result<(), Box<dyn std::error::Error
     let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone()))?;
     let batch = BatchNet::new(&CryptoNet::random(11), &ev)?;
     let mnist = Mnist::load_default_test()?;
-    let images: Vec<&[u8]> = (0..count).filter_map(|i| mnist.image(i % mnist.len())).collect();
+    let images: Vec<&[u8]> = (0..count)
+        .filter_map(|i| mnist.image(i % mnist.len()))
+        .collect();
     let t = Threads::new(heloom_pool::cores());
     let start = std::time::Instant::now();
     let cts = batch.encrypt(&images, &keys.secret_key, t)?;
@@ -36,8 +38,14 @@ fn run<W: Word>(word: u32, count: usize) -> Result<(), Box<dyn std::error::Error
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let word: u32 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(32);
-    let count: usize = std::env::args().nth(2).and_then(|s| s.parse().ok()).unwrap_or(8192);
+    let word: u32 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(32);
+    let count: usize = std::env::args()
+        .nth(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8192);
     if word == 32 {
         run::<u32>(32, count)
     } else {

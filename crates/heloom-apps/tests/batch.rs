@@ -26,7 +26,9 @@ fn check<W: Word>(word: u32, scale: u32, bound: f64) {
     let count = 40;
     let images: Vec<&[u8]> = (0..count).map(|i| mnist.image(i).expect("image")).collect();
     let t = Threads::new(heloom_pool::cores());
-    let cts = batch.encrypt(&images, &keys.secret_key, t).expect("encrypt");
+    let cts = batch
+        .encrypt(&images, &keys.secret_key, t)
+        .expect("encrypt");
     let mut times = BatchTimes::default();
     let logits = batch.infer(&cts, t, &mut times).expect("infer");
     let dec = Decryptor::new(&ctx, &keys.secret_key).expect("decryptor");
@@ -42,7 +44,10 @@ fn check<W: Word>(word: u32, scale: u32, bound: f64) {
             assert_eq!(argmax(g), argmax(&want), "image {i}: class differs");
         }
     }
-    assert!(worst < bound, "u{word}: worst relative logit error {worst:e} (bound {bound:e})");
+    assert!(
+        worst < bound,
+        "u{word}: worst relative logit error {worst:e} (bound {bound:e})"
+    );
     assert!(times.server_s() > 0.0);
 }
 
@@ -67,6 +72,8 @@ fn bad_batches_are_refused() {
     let ctx = Context::<u64>::new(p).expect("context");
     let keys = keygen(&ctx, &[], false).expect("keys");
     let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).expect("evaluator");
-    let e = BatchNet::new(&CryptoNet::random(1), &ev).err().expect("too few levels");
+    let e = BatchNet::new(&CryptoNet::random(1), &ev)
+        .err()
+        .expect("too few levels");
     assert!(e.to_string().contains("levels"), "{e}");
 }

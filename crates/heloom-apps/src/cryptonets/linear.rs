@@ -112,7 +112,11 @@ pub fn combine<W: Word>(
         .map(|m| {
             let q = m.value() as i128;
             kint.iter()
-                .map(|c| c.iter().map(|&(j, k)| (j, k.rem_euclid(q) as u64)).collect())
+                .map(|c| {
+                    c.iter()
+                        .map(|&(j, k)| (j, k.rem_euclid(q) as u64))
+                        .collect()
+                })
                 .collect()
         })
         .collect();

@@ -4,7 +4,9 @@
 //! CKKS evaluates exactly (up to its noise).
 
 pub mod batch;
+pub mod evaluate;
 pub mod linear;
 pub mod model;
+pub mod single;
 
 pub use model::{CryptoNet, CLASSES, CONV_MAPS, CONV_OUT, FC1, HIDDEN, KERNEL, PADDED, STRIDE};
