@@ -88,7 +88,7 @@ fn conv_columns(net: &CryptoNet) -> Columns {
             }
         }
     }
-    debug_assert!(PADDED == SIDE + 1);
+    const { assert!(PADDED == SIDE + 1) };
     Columns { rows: HIDDEN, cols }
 }
 
