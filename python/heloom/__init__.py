@@ -38,6 +38,9 @@ kernel crypto API) pulling from one queue under a balancer, and return an ``AesR
 ``offload_devices()`` says which devices this machine has; ``offload_compare`` times every
 device and balancer on AES items (seed 001's tables) and ``he_offload_compare`` on a stream of
 HE jobs.
+
+Applications: ``mnist(images=2000, word_bits=32)`` classifies encrypted held-out MNIST images
+with CryptoNets and reports accuracy, agreement with the network in f64 and images per second.
 """
 
 from heloom._heloom import (
@@ -71,6 +74,7 @@ from heloom._heloom import (
     cores,
     exp_graph,
     he_offload_compare,
+    mnist,
     offload_compare,
     offload_devices,
     polynomial_graph,
@@ -109,6 +113,7 @@ __all__ = [
     "cores",
     "exp_graph",
     "he_offload_compare",
+    "mnist",
     "offload_compare",
     "offload_devices",
     "polynomial_graph",

@@ -1,5 +1,6 @@
 """Type stubs of heloom's extension module (re-exported by ``heloom``)."""
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, SupportsFloat, SupportsIndex, TypeAlias, final, overload
 
@@ -37,6 +38,7 @@ __all__ = [
     "cores",
     "exp_graph",
     "he_offload_compare",
+    "mnist",
     "offload_compare",
     "offload_devices",
     "polynomial_graph",
@@ -870,7 +872,8 @@ def he_offload_compare(
     encrypted input, at ring degree ``2**log_n`` with 8 RNS limbs) on every device alone and
     under every balancer in ``methods``, ``reps`` times after an untimed warm-up.
     ``devices``: a list of ``cpu-pool:threads`` shares of heloom's thread pool (``cpu:t``
-    means the same; ``gpu`` raises DeviceUnavailableError until the CUDA backend lands).
+    means the same) and ``gpu`` (heloom's CUDA backend; DeviceUnavailableError where there is
+    no GPU).
     ``variant``: ``"paper-fig3"``, ``"bsgs"``, ``"horner"`` or ``"mixed"`` (the three in
     turn, so jobs differ in weight). Every result is decrypted and checked against e^x.
     ``progress(label, done, total)``, when given, is called after every run.
@@ -879,3 +882,24 @@ def he_offload_compare(
     ``ms_reps``, ``ideal_ms``, ``efficiency``, ``jobs_per_s``, ``items_per_device`` (keyed by
     device name) and ``max_error`` (the largest decryption error of any job). Runs without
     the GIL."""
+
+def mnist(
+    *,
+    images: int = 2000,
+    packing: str = "batch",
+    word_bits: int = 32,
+    threads: int | None = None,
+    weights: str | os.PathLike[str] | None = None,
+    progress: Callable[[str], object] | None = None,
+) -> dict[str, Any]:
+    """Classifies ``images`` held-out MNIST test images (test images 5000 on, never used in
+    training) with heloom's CryptoNets: the client encrypts them (one image per slot with
+    ``packing="batch"``, one image per ciphertext with ``"single"``), the server runs the
+    network on the ciphertexts, the client decrypts; the same network in f64 gives the reference. ``word_bits``: 32 (bit-reduced) or
+    64; ``threads``: a thread budget (default every core); ``weights``: a weight file instead
+    of the network trained in the repository; ``progress(message)`` hears each step.
+
+    Returns a dict: ``plain_accuracy``, ``encrypted_accuracy``, ``agreement``, ``images``,
+    ``seconds`` (server), ``images_per_s``, ``batch_latency_s``, ``encrypt_s``,
+    ``decrypt_s``, ``stages`` (per layer), ``max_logit_error``, ``peak_memory_bytes``, the
+    parameters and the CPU. Runs without the GIL."""

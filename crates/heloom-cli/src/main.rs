@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod mnist;
 mod offload;
 mod offload_plot;
 mod plot_util;
@@ -51,6 +52,9 @@ enum Command {
     /// Share AES work (or HE jobs) among devices that pull from one queue (seed 001): compare
     /// devices and balancers.
     Offload(offload::OffloadArgs),
+    /// Classify encrypted MNIST images with CryptoNets (seed 002): accuracy, agreement with
+    /// the same network in f64, images per second, peak memory.
+    Mnist(mnist::MnistArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -147,6 +151,7 @@ fn main() -> Result<()> {
         Command::Profile(args) => profile::run(args),
         Command::Schedule(args) => schedule::run(&args),
         Command::Offload(args) => offload::run(&args),
+        Command::Mnist(args) => mnist::run(&args),
         Command::Info => {
             println!("{}", cpu_report());
             for b in Backend::ALL {

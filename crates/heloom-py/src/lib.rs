@@ -8,12 +8,14 @@
 //! `word_bits` parameter. Heavy calls release the GIL. Values go in and out as numpy arrays.
 //! Evaluators carry a thread budget; task graphs and the scheduling simulator of
 //! `heloom-runtime` are exposed by [`graph`]; bulk AES over several devices and the device
-//! layer's comparisons (`heloom-devices`) by [`offload`].
+//! layer's comparisons (`heloom-devices`) by [`offload`]; encrypted CryptoNets inference on MNIST
+//! (`heloom-apps`) by [`mnist`].
 
 mod convert;
 mod errors;
 mod evaluator;
 mod graph;
+mod mnist;
 mod objects;
 mod offload;
 mod ops;
@@ -42,6 +44,7 @@ fn _heloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<evaluator::PyEvaluator>()?;
     graph::register(m)?;
     offload::register(m)?;
+    m.add_function(wrap_pyfunction!(mnist::mnist, m)?)?;
     errors::register(m)?;
     Ok(())
 }

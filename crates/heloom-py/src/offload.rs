@@ -511,7 +511,7 @@ fn methods(names: &[String]) -> PyResult<Vec<Method>> {
 }
 
 /// Serialises `value` to JSON and reads it back with Python's `json` module (field order kept).
-fn to_python<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn to_python<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
     let text = serde_json::to_string(value)
         .map_err(|e| HeloomError::new_err(format!("cannot serialise the report: {e}")))?;
     py.import("json")?.getattr("loads")?.call1((text,))
@@ -654,8 +654,8 @@ pub fn offload_compare<'py>(
 /// Runs a stream of ``jobs`` e^x jobs (the runtime's HE task graphs, each on its own encrypted
 /// input, at ring degree ``2**log_n`` with 8 RNS limbs) on every device alone and under every
 /// balancer in ``methods``, ``reps`` times after an untimed warm-up. ``devices``: a list of
-/// ``cpu-pool:threads`` shares of heloom's thread pool (``cpu:t`` means the same; ``gpu``
-/// raises DeviceUnavailableError until the CUDA backend lands). ``variant``: ``"paper-fig3"``,
+/// ``cpu-pool:threads`` shares of heloom's thread pool (``cpu:t`` means the same) and ``gpu``
+/// (heloom's CUDA backend; DeviceUnavailableError where there is no GPU). ``variant``: ``"paper-fig3"``,
 /// ``"bsgs"``, ``"horner"`` or ``"mixed"`` (the three in turn, so jobs differ in weight).
 /// Every result is decrypted and checked against e^x. ``progress(label, done, total)``, when
 /// given, is called after every run.
