@@ -141,8 +141,8 @@ case "$cmd" in
     cargo test --workspace --release
     echo "== Python package: build, ruff, pytest"
     build_python
-    .venv/bin/ruff check python tests/python examples/python bench
-    .venv/bin/ruff format --check python tests/python examples/python bench
+    .venv/bin/ruff check python tests/python examples/python bench crates/heloom-apps/train
+    .venv/bin/ruff format --check python tests/python examples/python bench crates/heloom-apps/train
     .venv/bin/python -m pytest tests/python -q
     echo "== heloom demo (smoke)"
     cargo run --release -q -p heloom-cli -- demo >/dev/null

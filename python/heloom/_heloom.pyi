@@ -895,9 +895,10 @@ def mnist(
     """Classifies ``images`` held-out MNIST test images (test images 5000 on, never used in
     training) with heloom's CryptoNets: the client encrypts them (one image per slot with
     ``packing="batch"``, one image per ciphertext with ``"single"``), the server runs the
-    network on the ciphertexts, the client decrypts; the same network in f64 gives the reference. ``word_bits``: 32 (bit-reduced) or
-    64; ``threads``: a thread budget (default every core); ``weights``: a weight file instead
-    of the network trained in the repository; ``progress(message)`` hears each step.
+    network on the ciphertexts, the client decrypts; the same network in f64 gives the
+    reference. ``word_bits``: 32 (bit-reduced) or 64; ``threads``: a thread budget (default
+    every core); ``weights``: a weight file instead of the network trained in the repository;
+    ``progress(message)`` hears each step.
 
     Returns a dict: ``plain_accuracy``, ``encrypted_accuracy``, ``agreement``, ``images``,
     ``seconds`` (server), ``images_per_s``, ``batch_latency_s``, ``encrypt_s``,
