@@ -82,10 +82,27 @@ pub fn render(r: &MnistReport) -> String {
         "parameters: N = {}, {} limbs, log Q = {:.1}, scale 2^{:.1}; {} batch(es) of up to {} images",
         r.n, r.limbs, r.log_q, r.scale_bits, r.batches, r.batch_capacity
     );
-    let _ = writeln!(s, "  plain accuracy       {:>8.2}%", 100.0 * r.plain_accuracy);
-    let _ = writeln!(s, "  encrypted accuracy   {:>8.2}%", 100.0 * r.encrypted_accuracy);
-    let _ = writeln!(s, "  agreement            {:>8.2}%  (max logit error {:.2e})", 100.0 * r.agreement, r.max_logit_error);
-    let _ = writeln!(s, "  server               {:>8.2} s   ({:.0} images/s, {:.2} s per batch)", r.seconds, r.images_per_s, r.batch_latency_s);
+    let _ = writeln!(
+        s,
+        "  plain accuracy       {:>8.2}%",
+        100.0 * r.plain_accuracy
+    );
+    let _ = writeln!(
+        s,
+        "  encrypted accuracy   {:>8.2}%",
+        100.0 * r.encrypted_accuracy
+    );
+    let _ = writeln!(
+        s,
+        "  agreement            {:>8.2}%  (max logit error {:.2e})",
+        100.0 * r.agreement,
+        r.max_logit_error
+    );
+    let _ = writeln!(
+        s,
+        "  server               {:>8.2} s   ({:.0} images/s; {:.2} s per batch, {:.0} images/s with full batches of {})",
+        r.seconds, r.images_per_s, r.batch_latency_s, r.full_batch_images_per_s, r.batch_capacity
+    );
     let st = &r.stages;
     if r.packing == Packing::Batch {
         let _ = writeln!(
@@ -94,7 +111,15 @@ pub fn render(r: &MnistReport) -> String {
             st.conv_s, st.square1_s, st.dense1_s, st.square2_s, st.dense2_s
         );
     }
-    let _ = writeln!(s, "  client               encrypt {:.2} s, decrypt {:.2} s", r.encrypt_s, r.decrypt_s);
-    let _ = writeln!(s, "  peak memory          {:>8.2} GiB", r.peak_memory_bytes as f64 / (1u64 << 30) as f64);
+    let _ = writeln!(
+        s,
+        "  client               encrypt {:.2} s, decrypt {:.2} s",
+        r.encrypt_s, r.decrypt_s
+    );
+    let _ = writeln!(
+        s,
+        "  peak memory          {:>8.2} GiB",
+        r.peak_memory_bytes as f64 / (1u64 << 30) as f64
+    );
     s
 }

@@ -46,10 +46,14 @@ pub fn mnist<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let packing: Packing = packing.parse().map_err(app_to_py)?;
     if images < 1 {
-        return Err(input_error(format!("images must be at least 1, got {images}")));
+        return Err(input_error(format!(
+            "images must be at least 1, got {images}"
+        )));
     }
     let threads = match threads {
-        Some(t) if t < 1 => return Err(input_error(format!("threads must be at least 1, got {t}"))),
+        Some(t) if t < 1 => {
+            return Err(input_error(format!("threads must be at least 1, got {t}")))
+        }
         Some(t) => t as usize,
         None => heloom_pool::cores(),
     };
@@ -77,7 +81,9 @@ pub fn mnist<'py>(
         match word_bits {
             32 => evaluate::<u32>(&net, &cfg, &mut say),
             64 => evaluate::<u64>(&net, &cfg, &mut say),
-            w => Err(AppError::Invalid(format!("word_bits must be 32 or 64, not {w}"))),
+            w => Err(AppError::Invalid(format!(
+                "word_bits must be 32 or 64, not {w}"
+            ))),
         }
     });
     if let Some(e) = error {

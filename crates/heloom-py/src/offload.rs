@@ -511,7 +511,10 @@ fn methods(names: &[String]) -> PyResult<Vec<Method>> {
 }
 
 /// Serialises `value` to JSON and reads it back with Python's `json` module (field order kept).
-pub(crate) fn to_python<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn to_python<'py, T: Serialize>(
+    py: Python<'py>,
+    value: &T,
+) -> PyResult<Bound<'py, PyAny>> {
     let text = serde_json::to_string(value)
         .map_err(|e| HeloomError::new_err(format!("cannot serialise the report: {e}")))?;
     py.import("json")?.getattr("loads")?.call1((text,))

@@ -154,15 +154,26 @@ impl<W: Word> BatchNet<W> {
             .collect()
     }
 
+    /// The evaluator for one ciphertext of a parallel map over many (the map already uses the
+    /// budget; splitting each op again only adds hand-offs).
+    fn one(&self) -> Evaluator<W> {
+        self.ev.with_threads(Threads::single())
+    }
+
     fn rescale_all(&self, cts: Vec<Ciphertext<W>>, threads: Threads) -> Result<Vec<Ciphertext<W>>> {
-        let ev = &self.ev;
+        let ev = &self.one();
         threads
             .map(cts.len(), |i| ev.rescale(&cts[i]).map_err(AppError::from))
             .into_iter()
             .collect()
     }
 
-    fn add_biases(&self, cts: Vec<Ciphertext<W>>, bias: &[f64]) -> Result<Vec<Ciphertext<W>>> {
+    fn add_biases(
+        &self,
+        cts: Vec<Ciphertext<W>>,
+        bias: &[f64],
+        threads: Threads,
+    ) -> Result<Vec<Ciphertext<W>>> {
         if cts.len() != bias.len() {
             return Err(AppError::Invalid(format!(
                 "{} outputs for {} biases",
@@ -170,9 +181,12 @@ impl<W: Word> BatchNet<W> {
                 bias.len()
             )));
         }
-        cts.iter()
-            .zip(bias)
-            .map(|(c, &b)| self.ev.add_const(c, b).map_err(AppError::from))
+        let ev = &self.one();
+        threads
+            .map(cts.len(), |i| {
+                ev.add_const(&cts[i], bias[i]).map_err(AppError::from)
+            })
+            .into_iter()
             .collect()
     }
 
@@ -196,11 +210,11 @@ impl<W: Word> BatchNet<W> {
         for _ in 0..rescales {
             out = self.rescale_all(out, threads)?;
         }
-        self.add_biases(out, bias)
+        self.add_biases(out, bias, threads)
     }
 
     fn squares(&self, cts: &[Ciphertext<W>], threads: Threads) -> Result<Vec<Ciphertext<W>>> {
-        let ev = &self.ev;
+        let ev = &self.one();
         threads
             .map(cts.len(), |i| ev.square(&cts[i]).map_err(AppError::from))
             .into_iter()
@@ -229,7 +243,7 @@ impl<W: Word> BatchNet<W> {
         let t = Instant::now();
         let d = self.linear(&h, &self.fc1, &self.fc1_b, 2, threads)?;
         drop(h);
-        let ev = &self.ev;
+        let ev = &self.one();
         let d: Vec<Ciphertext<W>> = threads
             .map(d.len(), |i| ev.relinearize(&d[i]).map_err(AppError::from))
             .into_iter()

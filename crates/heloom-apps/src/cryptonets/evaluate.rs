@@ -86,6 +86,9 @@ pub struct MnistReport {
     pub images_per_s: f64,
     /// Server seconds per batch (latency of a batch).
     pub batch_latency_s: f64,
+    /// Images per server second with every slot of a batch used (a batch costs the same
+    /// however many of its slots hold images).
+    pub full_batch_images_per_s: f64,
     /// Client seconds: encryption of all batches.
     pub encrypt_s: f64,
     /// Client seconds: decryption of all batches.
@@ -253,6 +256,7 @@ pub fn evaluate<W: Word>(
         seconds,
         images_per_s: c / seconds,
         batch_latency_s: seconds / batches as f64,
+        full_batch_images_per_s: capacity as f64 * batches as f64 / seconds,
         encrypt_s: enc_s,
         decrypt_s: dec_s,
         stages,

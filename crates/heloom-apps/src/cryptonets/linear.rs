@@ -125,7 +125,31 @@ pub fn combine<W: Word>(
     let mut outs: Vec<Vec<RnsPoly<W>>> = (0..w.rows)
         .map(|_| (0..size).map(|_| basis.zero(Form::Ntt)).collect())
         .collect();
-    let block = block_words(w.rows, W::BITS as usize / 8);
+    // Few outputs (dense layers): input-major, accumulators in L2. Many outputs with few
+    // inputs each (the convolution): output-major with long blocks, so each kernel call is
+    // long enough to amortise its setup.
+    let row_major = w.rows > 256;
+    let block = if row_major {
+        1024
+    } else {
+        block_words(w.rows, W::BITS as usize / 8)
+    };
+    let rows_form: Vec<Vec<Vec<(usize, u64)>>> = if row_major {
+        residues
+            .iter()
+            .map(|cols| {
+                let mut r = vec![Vec::new(); w.rows];
+                for (t, col) in cols.iter().enumerate() {
+                    for &(j, k) in col {
+                        r[j].push((t, k));
+                    }
+                }
+                r
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let blocks = n.div_ceil(block);
     let mut items: Vec<Vec<&mut [W]>> = (0..size * nl * blocks)
         .map(|_| Vec::with_capacity(w.rows))
@@ -143,6 +167,17 @@ pub fn combine<W: Word>(
         let (p, rest) = (item / (nl * blocks), item % (nl * blocks));
         let (i, b) = (rest / blocks, rest % blocks);
         let (lo, hi) = (b * block, ((b + 1) * block).min(n));
+        if row_major {
+            for (j, row) in rows_form[i].iter().enumerate() {
+                for &(t, k) in row {
+                    if k != 0 {
+                        let x = &inputs[t].polys()[p].limb(i)[lo..hi];
+                        elt.mul_scalar_add(&mods[i], rows[j], x, k)?;
+                    }
+                }
+            }
+            return Ok(());
+        }
         for (t, col) in residues[i].iter().enumerate() {
             let x = &inputs[t].polys()[p].limb(i)[lo..hi];
             for &(j, k) in col {
