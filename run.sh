@@ -8,6 +8,7 @@
 #   ./run.sh profile ...     measure this machine's cost profile
 #   ./run.sh offload ...     share AES / HE work among devices (see ./run.sh offload --help)
 #   ./run.sh bench gpu ...   the CUDA backend against the CPU (needs an NVIDIA GPU; --emulator checks it anywhere)
+#   ./run.sh mnist ...       CryptoNets on encrypted MNIST images (see ./run.sh mnist --help)
 #   ./run.sh python ...      run python (e.g. an example) with the heloom package installed
 # Installs what is missing before it runs: a Rust toolchain >= 1.89 with rustfmt and clippy, a
 # C++17 compiler (the GPU kernel emulator), and for the Python package a virtual environment in
@@ -115,7 +116,7 @@ export MIMALLOC_PURGE_DELAY="${MIMALLOC_PURGE_DELAY:--1}"
 cmd=${1:-demo}
 shift || true
 case "$cmd" in
-  demo | info | bench | schedule | profile | offload)
+  demo | info | bench | schedule | profile | offload | mnist)
     ensure_rust
     cargo build --release -q -p heloom-cli
     if [ "$cmd" = bench ] && [[ " $* " == *" --vs "* ]]; then
@@ -149,7 +150,7 @@ case "$cmd" in
     echo "all checks passed"
     ;;
   *)
-    echo "usage: ./run.sh demo | test | info | bench ntt|ckks [--json] [--quick] [--vs tenseal] | schedule ... | profile ... | offload ... | python FILE" >&2
+    echo "usage: ./run.sh demo | test | info | bench ntt|ckks|gpu|matmul [--json] [--quick] | schedule ... | profile ... | offload ... | mnist ... | python FILE" >&2
     exit 2
     ;;
 esac
