@@ -20,7 +20,7 @@ use anyhow::{bail, Context as _, Result};
 use heloom_apps::matmul::{diag, jiang, max_abs_error, Matrix};
 use heloom_ckks::{
     keygen, security, Ciphertext, CkksParameters, Context, Decryptor, Encryptor, Evaluator, KeySet,
-    SecurityLevel, Threads,
+    PublicKey, SecurityLevel, Threads,
 };
 use heloom_math::backend::{cpu_model, Backend};
 use heloom_math::Word;
@@ -330,7 +330,7 @@ fn ms(t: Instant) -> f64 {
 /// Everything one word size and dimension shares.
 struct Bench<W: Word> {
     ctx: Arc<Context<W>>,
-    keys: KeySet<W>,
+    public_key: PublicKey<W>,
     enc: Encryptor<W>,
     dec: Decryptor<W>,
     ev: Evaluator<W>,
@@ -343,7 +343,7 @@ impl<W: Word> Bench<W> {
         let pt = self
             .ctx
             .encode_at(values, level, self.ctx.params().scale())?;
-        Ok(self.enc.encrypt_plaintext(&pt, &self.keys.public_key)?)
+        Ok(self.enc.encrypt_plaintext(&pt, &self.public_key)?)
     }
 
     /// One run of the plaintext-matrix x encrypted-vector program; returns its times, the
@@ -504,18 +504,21 @@ fn bench_dim<W: Word>(
     steps.sort_unstable();
     steps.dedup();
     let t = Instant::now();
-    let keys = keygen(ctx, &steps, false)?;
+    let KeySet {
+        secret_key,
+        public_key,
+        evaluation_keys,
+    } = keygen(ctx, &steps, false)?;
     let keygen_ms = ms(t);
-    let ev = Evaluator::new(ctx, Arc::new(keys.evaluation_keys.clone()))?;
+    let key_bytes = evaluation_keys.memory_bytes();
     let bench = Bench {
         ctx: Arc::clone(ctx),
+        public_key,
         enc: Encryptor::new(ctx),
-        dec: Decryptor::new(ctx, &keys.secret_key)?,
-        keys,
-        ev,
+        dec: Decryptor::new(ctx, &secret_key)?,
+        ev: Evaluator::new(ctx, Arc::new(evaluation_keys))?,
         d,
     };
-    let key_bytes = bench.keys.evaluation_keys.memory_bytes();
     let seed = 1000 * d as u64 + wb as u64;
     let m = Matrix::random(d, seed);
     let v: Vec<f64> = Matrix::random(d, seed + 1).data()[..d].to_vec();
@@ -738,8 +741,10 @@ pub fn run(opts: &MatmulBenchOptions) -> Result<MatmulReport> {
          encodings and encryptions each time), and the run with the smallest total is reported, its four \
          stages as measured in that run (median total alongside); thread budgets 1 and {cores} \
          (heloom_pool::Threads through Evaluator::with_threads); every result decrypted and \
-         checked against the plaintext product, entries uniform in [-1, 1]",
-        opts.reps
+         checked against the plaintext product, entries uniform in [-1, 1]; allocator mimalloc \
+         with MIMALLOC_PURGE_DELAY={} (./run.sh sets -1: freed pages stay mapped)",
+        opts.reps,
+        std::env::var("MIMALLOC_PURGE_DELAY").unwrap_or_else(|_| "unset (10 ms)".into())
     );
     let parameters_note = format!(
         "N = 2^{LOG_N}, L = {LEVELS} (15 ciphertext primes) at 128-bit security allow log QP <= \
