@@ -3,6 +3,7 @@
 
 pub mod cryptonets;
 pub mod error;
+pub mod matmul;
 pub mod mnist;
 
 pub use error::{AppError, Result};

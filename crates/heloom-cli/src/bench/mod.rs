@@ -2,6 +2,7 @@
 
 pub mod ckks;
 pub mod gpu;
+pub mod matmul;
 pub mod ntt;
 pub mod plot;
 pub(crate) mod progress;
