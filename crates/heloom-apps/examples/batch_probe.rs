@@ -2,13 +2,13 @@
 //! `cargo run --release -p heloom-apps --example batch_probe -- 32|64 [images]`.
 
 use heloom_apps::cryptonets::batch::{BatchNet, BatchTimes};
+use heloom_apps::cryptonets::linear::LazyWord;
 use heloom_apps::cryptonets::CryptoNet;
 use heloom_apps::mnist::Mnist;
 use heloom_ckks::{keygen, CkksParameters, Context, Evaluator, Threads};
-use heloom_math::Word;
 use std::sync::Arc;
 
-fn run<W: Word>(word: u32, count: usize) -> Result<(), Box<dyn std::error::Error>> {
+fn run<W: LazyWord>(word: u32, count: usize) -> Result<(), Box<dyn std::error::Error>> {
     let p = CkksParameters::builder(1 << 14)
         .word_bits(word)
         .levels(6)

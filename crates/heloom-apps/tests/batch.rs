@@ -1,14 +1,14 @@
 //! Batch-packed encrypted CryptoNets inference against the f64 reference, both word sizes.
 
 use heloom_apps::cryptonets::batch::{BatchNet, BatchTimes};
+use heloom_apps::cryptonets::linear::LazyWord;
 use heloom_apps::cryptonets::model::argmax;
 use heloom_apps::cryptonets::CryptoNet;
 use heloom_apps::mnist::Mnist;
 use heloom_ckks::{keygen, CkksParameters, Context, Decryptor, Evaluator, SecurityLevel, Threads};
-use heloom_math::Word;
 use std::sync::Arc;
 
-fn check<W: Word>(word: u32, scale: u32, bound: f64) {
+fn check<W: LazyWord>(word: u32, scale: u32, bound: f64) {
     let p = CkksParameters::builder(1 << 11)
         .word_bits(word)
         .levels(6)

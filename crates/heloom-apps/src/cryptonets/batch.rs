@@ -16,12 +16,11 @@
 //! Weights are encoded as integers at the scale of the prime the next rescale removes, so
 //! every rescale returns the ciphertexts to the scale they had.
 
-use super::linear::{combine, Columns};
+use super::linear::{combine, Columns, LazyWord};
 use super::model::{CryptoNet, CLASSES, CONV_MAPS, CONV_OUT, FC1, HIDDEN, KERNEL, PADDED, STRIDE};
 use crate::error::{AppError, Result};
 use crate::mnist::{PIXELS, SIDE};
 use heloom_ckks::{Ciphertext, Context, Decryptor, Encryptor, Evaluator, SecretKey, Threads};
-use heloom_math::Word;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -55,7 +54,7 @@ impl BatchTimes {
 }
 
 /// The network prepared for batch-packed encrypted inference.
-pub struct BatchNet<W: Word> {
+pub struct BatchNet<W: LazyWord> {
     ctx: Arc<Context<W>>,
     ev: Evaluator<W>,
     conv: Columns,
@@ -92,7 +91,7 @@ fn conv_columns(net: &CryptoNet) -> Columns {
     Columns { rows: HIDDEN, cols }
 }
 
-impl<W: Word> BatchNet<W> {
+impl<W: LazyWord> BatchNet<W> {
     /// Prepares `net` for `ev` (which must hold a relinearization key and a context with at
     /// least [`LEVELS`] levels).
     pub fn new(net: &CryptoNet, ev: &Evaluator<W>) -> Result<Self> {

@@ -6,7 +6,6 @@ use std::time::Instant;
 
 use heloom_ckks::{keygen, CkksParameters, Context, Decryptor, Evaluator, Threads};
 use heloom_math::backend::cpu_model;
-use heloom_math::Word;
 use serde::Serialize;
 
 use super::batch::{BatchNet, BatchTimes};
@@ -130,7 +129,7 @@ pub fn peak_memory() -> u64 {
 }
 
 /// Classifies `cfg.images` held-out images encrypted and in f64; `progress` hears each step.
-pub fn evaluate<W: Word>(
+pub fn evaluate<W: super::linear::LazyWord>(
     net: &CryptoNet,
     cfg: &EvalConfig,
     progress: &mut dyn FnMut(&str),

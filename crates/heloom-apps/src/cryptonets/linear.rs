@@ -10,7 +10,59 @@
 
 use crate::error::{AppError, Result};
 use heloom_ckks::{Ciphertext, Context, Threads};
-use heloom_math::{Form, RnsPoly, Word};
+use heloom_math::{Form, Modulus, RnsPoly, Word};
+
+/// Words a lazy multiply-add accepts: residues below 2^32, accumulated unreduced in u64.
+pub trait LazyWord: Word {
+    /// `acc[c] += x[c] * k` for `x[c] < 2^32`, `k < 2^32`, without reduction.
+    fn mac(acc: &mut [u64], x: &[Self], k: u64);
+}
+
+#[multiversion::multiversion(targets("x86_64+avx512f+avx512bw+avx512dq+avx512vl", "x86_64+avx2"))]
+fn mac_u32(acc: &mut [u64], x: &[u32], k: u64) {
+    for (a, &v) in acc.iter_mut().zip(x) {
+        *a = a.wrapping_add(u64::from(v) * k);
+    }
+}
+
+#[multiversion::multiversion(targets("x86_64+avx512f+avx512bw+avx512dq+avx512vl", "x86_64+avx2"))]
+fn mac_u64(acc: &mut [u64], x: &[u64], k: u64) {
+    // Both factors below 2^32: a 32 x 32 -> 64-bit product (vpmuludq), no 64-bit multiply.
+    for (a, &v) in acc.iter_mut().zip(x) {
+        *a = a.wrapping_add((v & 0xffff_ffff) * (k & 0xffff_ffff));
+    }
+}
+
+impl LazyWord for u32 {
+    fn mac(acc: &mut [u64], x: &[u32], k: u64) {
+        mac_u32(acc, x, k);
+    }
+}
+
+impl LazyWord for u64 {
+    fn mac(acc: &mut [u64], x: &[u64], k: u64) {
+        mac_u64(acc, x, k);
+    }
+}
+
+/// A 64-bit accumulator reduced modulo `m`.
+fn reduce_acc<W: Word>(m: &Modulus<W>, a: u64) -> W {
+    if W::BITS == 64 {
+        m.reduce(W::from_u64(a))
+    } else {
+        m.reduce_wide(W::from_u64(a & 0xffff_ffff), W::from_u64(a >> 32))
+    }
+}
+
+/// Products of residues below `q` an accumulator holding a value below `q` can take before
+/// 64 bits overflow (at most 256), or 0 when `q` does not fit the lazy path (above 2^31).
+fn lazy_terms(q: u64) -> usize {
+    if q >= 1 << 31 {
+        return 0;
+    }
+    let sq = (q - 1) as u128 * (q - 1) as u128;
+    (((u64::MAX as u128 - q as u128) / sq.max(1)) as usize).min(256)
+}
 
 /// Weights in column form: for each input `t`, the outputs `j` using it and their weight.
 #[derive(Clone, Debug)]
@@ -61,7 +113,7 @@ fn block_words(rows: usize, word_bytes: usize) -> usize {
 /// prime), at scale `inputs' scale * mult`; rescale afterwards to divide `mult` out (pass
 /// `mult = q_level` for the usual one-level product). Inputs: ciphertexts at one level, size
 /// and scale, one per column of `w`.
-pub fn combine<W: Word>(
+pub fn combine<W: LazyWord>(
     ctx: &Context<W>,
     inputs: &[&Ciphertext<W>],
     w: &Columns,
@@ -167,13 +219,57 @@ pub fn combine<W: Word>(
         let (p, rest) = (item / (nl * blocks), item % (nl * blocks));
         let (i, b) = (rest / blocks, rest % blocks);
         let (lo, hi) = (b * block, ((b + 1) * block).min(n));
+        let m = &mods[i];
+        let terms = lazy_terms(m.value());
         if row_major {
+            let mut acc = vec![0u64; hi - lo];
             for (j, row) in rows_form[i].iter().enumerate() {
-                for &(t, k) in row {
-                    if k != 0 {
-                        let x = &inputs[t].polys()[p].limb(i)[lo..hi];
-                        elt.mul_scalar_add(&mods[i], rows[j], x, k)?;
+                if terms >= 2 {
+                    acc.fill(0);
+                    for (c, &(t, k)) in row.iter().enumerate() {
+                        W::mac(&mut acc, &inputs[t].polys()[p].limb(i)[lo..hi], k);
+                        if (c + 1) % (terms - 1) == 0 {
+                            for a in acc.iter_mut() {
+                                *a = reduce_acc(m, *a).to_u64();
+                            }
+                        }
                     }
+                    for (o, &v) in rows[j].iter_mut().zip(&acc) {
+                        *o = reduce_acc(m, v);
+                    }
+                } else {
+                    for &(t, k) in row {
+                        if k != 0 {
+                            let x = &inputs[t].polys()[p].limb(i)[lo..hi];
+                            elt.mul_scalar_add(m, rows[j], x, k)?;
+                        }
+                    }
+                }
+            }
+            return Ok(());
+        }
+        if terms >= 2 {
+            // Lazy: products summed unreduced in 64 bits, reduced every `terms` inputs (each
+            // input adds at most one product to each output).
+            let len = hi - lo;
+            let mut acc = vec![0u64; rows.len() * len];
+            let mut pending = 0;
+            for (t, col) in residues[i].iter().enumerate() {
+                let x = &inputs[t].polys()[p].limb(i)[lo..hi];
+                for &(j, k) in col {
+                    W::mac(&mut acc[j * len..(j + 1) * len], x, k);
+                }
+                pending += 1;
+                if pending == terms - 1 {
+                    for a in acc.iter_mut() {
+                        *a = reduce_acc(m, *a).to_u64();
+                    }
+                    pending = 0;
+                }
+            }
+            for (row, a) in rows.iter_mut().zip(acc.chunks_exact(len)) {
+                for (o, &v) in row.iter_mut().zip(a) {
+                    *o = reduce_acc(m, v);
                 }
             }
             return Ok(());
@@ -182,7 +278,7 @@ pub fn combine<W: Word>(
             let x = &inputs[t].polys()[p].limb(i)[lo..hi];
             for &(j, k) in col {
                 if k != 0 {
-                    elt.mul_scalar_add(&mods[i], rows[j], x, k)?;
+                    elt.mul_scalar_add(m, rows[j], x, k)?;
                 }
             }
         }
@@ -192,4 +288,38 @@ pub fn combine<W: Word>(
     outs.into_iter()
         .map(|polys| Ok(ctx.ciphertext_from_polys(polys, level, scale * mult, first.slots())?))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lazy_sums_never_overflow() {
+        for q in [(1u64 << 29) - 3, (1 << 30) - 35, (1 << 31) - 1, 97] {
+            let t = lazy_terms(q);
+            assert!(t >= 2, "{q}");
+            // A reduced value plus `t` products of residues stays below 2^64.
+            let worst = (q - 1) as u128 + t as u128 * ((q - 1) as u128 * (q - 1) as u128);
+            assert!(worst <= u64::MAX as u128, "{q}: {t}");
+        }
+        assert_eq!(lazy_terms(1 << 31), 0);
+        assert_eq!(lazy_terms((1 << 29) - 3), 64);
+    }
+
+    #[test]
+    fn lazy_multiply_add_is_exact() {
+        let x32: Vec<u32> = (0..1000)
+            .map(|i| (i * 2_654_435_761u64 % (1 << 31)) as u32)
+            .collect();
+        let x64: Vec<u64> = x32.iter().map(|&v| v as u64).collect();
+        let k = (1u64 << 31) - 5;
+        let (mut a, mut b) = (vec![7u64; 1000], vec![7u64; 1000]);
+        u32::mac(&mut a, &x32, k);
+        u64::mac(&mut b, &x64, k);
+        for (i, (&u, &v)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(u, 7 + x64[i] * k);
+            assert_eq!(v, u);
+        }
+    }
 }
