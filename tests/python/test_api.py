@@ -51,6 +51,7 @@ FUNCTIONS = [
     "offload_devices",
     "offload_compare",
     "he_offload_compare",
+    "mnist",
 ]
 CONSTANTS = ["POLICIES"]
 
