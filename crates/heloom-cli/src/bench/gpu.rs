@@ -284,22 +284,7 @@ pub struct Row {
     pub verified: bool,
 }
 
-/// One of the targets.
-#[derive(Debug, Clone, Serialize)]
-pub struct Target {
-    /// What is checked.
-    pub name: String,
-    /// Measured value (`None` when not measured).
-    pub value: Option<f64>,
-    /// Threshold.
-    pub target: f64,
-    /// `us` (at most the target) or `x` (at least the target).
-    pub unit: &'static str,
-    /// Whether it is met (`None` when not measured).
-    pub met: Option<bool>,
-    /// `met`, `not met`, or `not measured: <why>`.
-    pub status: String,
-}
+pub use super::target::Target;
 
 /// The whole report, as printed with `--json`.
 #[derive(Debug, Clone, Serialize)]
@@ -766,28 +751,14 @@ fn check_targets(rows: &[Row], emulated: bool, quick: bool) -> Vec<Target> {
                     }
                 })
             };
-            let met = value.map(|v| {
-                if unit == "x" {
-                    v >= target
-                } else {
-                    v <= target
-                }
-            });
-            let status = match met {
-                Some(true) => "met".to_string(),
-                Some(false) => "not met".to_string(),
-                None if emulated => "not measured: emulator".to_string(),
-                None if quick => "not measured: not in a --quick run".to_string(),
-                None => "not measured".to_string(),
+            let unmeasured = if emulated {
+                ": emulator"
+            } else if quick {
+                ": not in a --quick run"
+            } else {
+                ""
             };
-            Target {
-                name,
-                value,
-                target,
-                unit,
-                met,
-                status,
-            }
+            Target::judge(name, value, target, unit, unmeasured)
         })
         .collect()
 }

@@ -171,22 +171,7 @@ pub struct Row {
     pub max_entry: f64,
 }
 
-/// A target of the issue.
-#[derive(Debug, Clone, Serialize)]
-pub struct Target {
-    /// What is checked, and on which rows.
-    pub name: String,
-    /// Measured value (`None` when not measured).
-    pub value: Option<f64>,
-    /// Threshold.
-    pub target: f64,
-    /// `ms` (at most the target) or `x` (at least the target).
-    pub unit: &'static str,
-    /// Whether it is met (`None` when not measured).
-    pub met: Option<bool>,
-    /// `met`, `not met`, or `not measured: <why>`.
-    pub status: String,
-}
+pub use super::target::Target;
 
 /// The host.
 #[derive(Debug, Clone, Serialize)]
@@ -603,27 +588,13 @@ fn target(
     unit: &'static str,
     quick: bool,
 ) -> Target {
-    let met = value.map(|v| {
-        if unit == "x" {
-            v >= target
-        } else {
-            v <= target
-        }
-    });
-    let status = match met {
-        Some(true) => "met".to_string(),
-        Some(false) => "not met".to_string(),
-        None if quick => "not measured: not in a --quick run".to_string(),
-        None => "not measured".to_string(),
-    };
-    Target {
+    Target::judge(
         name,
         value,
         target,
         unit,
-        met,
-        status,
-    }
+        if quick { ": not in a --quick run" } else { "" },
+    )
 }
 
 /// The issue's targets on d = 64, every core (`cores`), both input levels and word sizes.

@@ -6,4 +6,5 @@ pub mod matmul;
 pub mod ntt;
 pub mod plot;
 pub(crate) mod progress;
+pub mod target;
 pub mod timing;
