@@ -137,7 +137,7 @@ case "$cmd" in
     cargo fmt --all -- --check
     echo "== cargo clippy -D warnings"
     cargo clippy --workspace --all-targets --release -q -- -D warnings
-    echo "== cargo test (GPU kernels: bit-exact on the host emulator, compiled by NVRTC for sm_70..sm_90)"
+    echo "== cargo test (GPU kernels: bit-exact on the host emulator, compiled by NVRTC for sm_75..sm_90)"
     ensure_nvrtc
     cargo test --workspace --release
     echo "== Python package: build, ruff, pytest"

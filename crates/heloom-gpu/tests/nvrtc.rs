@@ -1,4 +1,4 @@
-//! Every kernel compiles through NVRTC for Volta, Ampere and Hopper, and the PTX defines every
+//! Every kernel compiles through NVRTC for Turing, Ampere and Hopper, and the PTX defines every
 //! listed entry point. Needs only NVRTC (no GPU, no driver): CI loads it from the PyPI wheel
 //! `nvidia-cuda-nvrtc-cu12` and sets HELOOM_REQUIRE_NVRTC=1, so a kernel that does not compile
 //! fails CI. Elsewhere, without NVRTC, the test says so and passes.
