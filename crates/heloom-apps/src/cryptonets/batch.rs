@@ -27,11 +27,9 @@ use std::time::Instant;
 /// Multiplicative levels the network uses.
 pub const LEVELS: usize = 5;
 
-/// Seconds spent in each stage of one batch.
+/// Server seconds spent in each stage of one batch (the client's times are reported apart).
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct BatchTimes {
-    /// Client: encoding and encrypting the pixels.
-    pub encrypt_s: f64,
     /// Server: convolution and its rescale.
     pub conv_s: f64,
     /// Server: first square (tensor products only).
@@ -42,14 +40,21 @@ pub struct BatchTimes {
     pub square2_s: f64,
     /// Server: dense 100 -> 10 and its rescale.
     pub dense2_s: f64,
-    /// Client: decrypting and decoding the logits.
-    pub decrypt_s: f64,
 }
 
 impl BatchTimes {
     /// Server time (everything between the client's encryption and decryption).
     pub fn server_s(&self) -> f64 {
         self.conv_s + self.square1_s + self.dense1_s + self.square2_s + self.dense2_s
+    }
+
+    /// Adds another batch's times, stage by stage.
+    pub fn add(&mut self, o: &BatchTimes) {
+        self.conv_s += o.conv_s;
+        self.square1_s += o.square1_s;
+        self.dense1_s += o.dense1_s;
+        self.square2_s += o.square2_s;
+        self.dense2_s += o.dense2_s;
     }
 }
 

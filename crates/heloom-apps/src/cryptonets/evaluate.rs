@@ -184,15 +184,7 @@ pub fn evaluate<W: super::linear::LazyWord>(
                 let mut times = BatchTimes::default();
                 let out = batch.infer(&cts, t, &mut times)?;
                 drop(cts);
-                for (acc, v) in [
-                    (&mut stages.conv_s, times.conv_s),
-                    (&mut stages.square1_s, times.square1_s),
-                    (&mut stages.dense1_s, times.dense1_s),
-                    (&mut stages.square2_s, times.square2_s),
-                    (&mut stages.dense2_s, times.dense2_s),
-                ] {
-                    *acc += v;
-                }
+                stages.add(&times);
                 server_s += times.server_s();
                 progress(&format!("batch {}/{batches}: decrypting", b + 1));
                 let s = Instant::now();
@@ -220,8 +212,6 @@ pub fn evaluate<W: super::linear::LazyWord>(
             (count, 1)
         }
     };
-    stages.encrypt_s = enc_s;
-    stages.decrypt_s = dec_s;
     progress("checking against f64");
     let (mut plain_ok, mut enc_ok, mut agree, mut max_err) = (0usize, 0usize, 0usize, 0f64);
     for (&i, got) in ids.iter().zip(&logits) {

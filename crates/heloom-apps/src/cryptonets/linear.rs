@@ -93,11 +93,6 @@ impl Columns {
         }
         Ok(Self { rows, cols: out })
     }
-
-    /// Multiply-adds one layer costs per coefficient of a limb (the nonzero weights).
-    pub fn nonzeros(&self) -> usize {
-        self.cols.iter().map(Vec::len).sum()
-    }
 }
 
 /// Coefficients per work item: the outputs' accumulators (`rows` blocks) should stay in L2

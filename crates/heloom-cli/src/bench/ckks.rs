@@ -40,7 +40,7 @@ use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 
 use super::ntt::TargetCheck;
-use super::timing::median_us;
+use super::timing::{load_average, median_us};
 
 /// The operations measured, in report order.
 pub const OPS: [&str; 9] = [
@@ -479,12 +479,6 @@ fn median_cpu_us(samples: usize, min_sample_us: f64, f: &mut dyn FnMut()) -> f64
         .collect();
     times.sort_by(f64::total_cmp);
     times[times.len() / 2]
-}
-
-fn load_average() -> Option<[f64; 3]> {
-    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let mut it = s.split_whitespace().map(|x| x.parse::<f64>().ok());
-    Some([it.next()??, it.next()??, it.next()??])
 }
 
 /// A planned heloom measurement.

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::progress::Progress;
+use super::timing::load_average;
 use anyhow::{bail, Context as _, Result};
 use heloom_apps::matmul::{diag, jiang, max_abs_error, Matrix};
 use heloom_ckks::{
@@ -231,12 +232,6 @@ fn family_model() -> Option<String> {
         field("cpu family")?,
         field("model")?
     ))
-}
-
-fn load_average() -> Option<[f64; 3]> {
-    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let mut it = s.split_whitespace().map(|x| x.parse::<f64>().ok());
-    Some([it.next()??, it.next()??, it.next()??])
 }
 
 /// The parameter set for `word_bits`: q_0 of 30 bits, fourteen 25-bit scaling primes, two

@@ -59,3 +59,10 @@ pub fn stream_gbs(bytes: usize) -> f64 {
     });
     (2.0 * bytes as f64) / (us * 1e3)
 }
+
+/// 1/5/15-minute load averages (Linux), to judge how much other work shared a run.
+pub fn load_average() -> Option<[f64; 3]> {
+    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = s.split_whitespace().map(|x| x.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
