@@ -20,6 +20,10 @@ pub enum AppError {
     /// An error of the arithmetic layer.
     #[error(transparent)]
     Math(#[from] heloom_math::MathError),
+    /// A protocol message that is malformed, truncated, of the wrong kind, or made for other
+    /// parameters or keys (the genome search's client and server).
+    #[error("protocol: {0}")]
+    Protocol(String),
     /// An I/O error.
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),

@@ -1,8 +1,10 @@
 //! heloom's applications: encrypted inference (CryptoNets on MNIST) and encrypted matrix
-//! products, built on the CKKS evaluator.
+//! products, and private genome search (longest match against a PBWT), built on the CKKS
+//! evaluator.
 
 pub mod cryptonets;
 pub mod error;
+pub mod genome;
 pub mod matmul;
 pub mod mnist;
 

@@ -141,6 +141,67 @@ impl<W: Word> Encryptor<W> {
     }
 }
 
+impl<W: Word> Encryptor<W> {
+    /// A public-key encryption of zero at `level` and `scale` whose `c_0` also carries a
+    /// flooding error with coefficients uniform in `[-2^flood_bits, 2^flood_bits)`.
+    ///
+    /// Added to the result of a computation, it re-randomizes the ciphertext (fresh `u`, `e_0`,
+    /// `e_1`) and drowns the computation's own error (which may depend on the evaluator's
+    /// private operands) in a much larger independent one: noise flooding for circuit privacy
+    /// (Gentry 2009; for CKKS, Li-Micciancio 2021). Choose `flood_bits` so that
+    /// `2^flood_bits sqrt(N / 3) / scale` stays below the precision the decryptor needs and far
+    /// above the computation's error.
+    pub fn encrypt_zero_flooded(
+        &self,
+        level: usize,
+        scale: f64,
+        slots: usize,
+        flood_bits: u32,
+        pk: &PublicKey<W>,
+    ) -> Result<Ciphertext<W>> {
+        let q = self.ctx.q_basis(level)?;
+        let log_q: f64 = q.moduli().iter().map(|m| (m.value() as f64).log2()).sum();
+        if flood_bits > 120 || f64::from(flood_bits) + 2.0 > log_q {
+            return Err(CkksError::InvalidInput(format!(
+                "flooding error 2^{flood_bits} does not fit at level {level} (log2 Q = {log_q:.1}, at most 120 bits)"
+            )));
+        }
+        if !(scale.is_finite() && scale > 0.0) || slots == 0 || slots > self.ctx.n() / 2 {
+            return Err(CkksError::InvalidInput(format!(
+                "invalid scale {scale} or slot count {slots}"
+            )));
+        }
+        let pt = Plaintext {
+            poly: q.zero(Form::Ntt),
+            level,
+            scale,
+            slots,
+            fingerprint: self.ctx.fingerprint(),
+        };
+        let mut ct = self.encrypt_plaintext(&pt, pk)?;
+        let mut flood = q.zero(Form::Coeff);
+        {
+            let n = self.ctx.n();
+            let mut coeffs = Vec::with_capacity(n);
+            let mut rng = self.rng();
+            let mask = (1u128 << (flood_bits + 1)) - 1;
+            for _ in 0..n {
+                let r = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
+                coeffs.push((r & mask) as i128 - (1i128 << flood_bits));
+            }
+            for (i, m) in q.moduli().iter().enumerate() {
+                let qi = m.value() as i128;
+                for (x, &c) in flood.limb_mut(i).iter_mut().zip(&coeffs) {
+                    *x = W::from_u64(c.rem_euclid(qi) as u64);
+                }
+            }
+        }
+        q.forward(&mut flood)?;
+        q.add_assign(&mut ct.polys[0], &flood)?;
+        Ok(ct)
+    }
+}
+
 /// Decrypts with the secret key.
 #[derive(Debug)]
 pub struct Decryptor<W: Word> {
