@@ -116,7 +116,7 @@ export MIMALLOC_PURGE_DELAY="${MIMALLOC_PURGE_DELAY:--1}"
 cmd=${1:-demo}
 shift || true
 case "$cmd" in
-  demo | info | bench | schedule | profile | offload | mnist)
+  demo | info | bench | schedule | profile | offload | mnist | genome)
     ensure_rust
     cargo build --release -q -p heloom-cli
     if [ "$cmd" = bench ] && [[ " $* " == *" --vs "* ]]; then

@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod genome;
 mod mnist;
 mod offload;
 mod offload_plot;
@@ -55,6 +56,9 @@ enum Command {
     /// Classify encrypted MNIST images with CryptoNets (seed 002): accuracy, agreement with
     /// the same network in f64, images per second, peak memory.
     Mnist(mnist::MnistArgs),
+    /// Private genome search (seed 004): the longest match of an encrypted query in a
+    /// 2,184 x 10,000 haplotype panel (PBWT), client and server over a socket.
+    Genome(genome::GenomeArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -178,6 +182,7 @@ fn main() -> Result<()> {
         Command::Schedule(args) => schedule::run(&args),
         Command::Offload(args) => offload::run(&args),
         Command::Mnist(args) => mnist::run(&args),
+        Command::Genome(args) => genome::run(&args),
         Command::Info => {
             println!("{}", cpu_report());
             for b in Backend::ALL {

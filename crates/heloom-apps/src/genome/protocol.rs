@@ -104,9 +104,16 @@ impl TableSource for MemoryTables {
     }
 }
 
-/// Makes the table source of a session from the encoded tables (in memory by default; the
-/// server may put them in a tiered store).
-pub type TableSink = dyn Fn(Vec<(u64, SiteTables)>) -> Result<Box<dyn TableSource>> + Send + Sync;
+/// Makes the table source of a session (in memory by default; the server may put the tables
+/// in a tiered store). Arguments: the encoded tables as they are made, the order the protocol
+/// will read them in, and their total size in bytes (the session's working set).
+pub type TableSink = dyn Fn(
+        &mut dyn Iterator<Item = Result<(u64, SiteTables)>>,
+        &[u64],
+        u64,
+    ) -> Result<Box<dyn TableSource>>
+    + Send
+    + Sync;
 
 /// Encodes `A`, `conj(B)` from the index tables `t0`, `t1` (values `0..m`, or `None` entries
 /// left at `w^0`), or a single table `t0` when `t1` is `None`.
@@ -176,10 +183,11 @@ impl Server {
         Ok(Self {
             pbwt,
             ctx,
-            sink: Box::new(|v| {
-                Ok(Box::new(MemoryTables(
-                    v.into_iter().map(|(k, t)| (k, Arc::new(t))).collect(),
-                )))
+            sink: Box::new(|tables, _, _| {
+                let map = tables
+                    .map(|r| r.map(|(k, t)| (k, Arc::new(t))))
+                    .collect::<Result<HashMap<_, _>>>()?;
+                Ok(Box::new(MemoryTables(map)))
             }),
             pbwt_s,
         })
@@ -355,14 +363,19 @@ impl ServerSession<'_> {
                 pbwt.sites()
             )));
         }
+        // Tables are encoded one site at a time and handed to the sink as they come, so a
+        // store with a budget never holds more than its budget (plus one site).
+        let one = ctx.n() * (ctx.max_level() + 1) * 8;
         let tables = match mode {
-            Mode::Interactive => (start..start + length)
-                .map(|k| {
+            Mode::Interactive => {
+                let order: Vec<u64> = (start..start + length).map(|k| k as u64).collect();
+                let mut it = (start..start + length).map(|k| {
                     let t =
                         encode_tables(ctx, &pbwt.rank_table(k, 0), Some(&pbwt.rank_table(k, 1)))?;
                     Ok((k as u64, t))
-                })
-                .collect::<Result<Vec<_>>>()?,
+                });
+                (self.server.sink)(&mut it, &order, (2 * one * length) as u64)?
+            }
             Mode::NonInteractive => {
                 if length > MAX_NONINTERACTIVE {
                     return Err(AppError::Invalid(format!(
@@ -372,15 +385,12 @@ impl ServerSession<'_> {
                 let ans = all_answers(pbwt, start, length)?;
                 let len: Vec<usize> = ans.iter().map(|r| r.length).collect();
                 let count: Vec<usize> = ans.iter().map(|r| r.count).collect();
-                vec![
-                    (0, encode_tables(ctx, &len, None)?),
-                    (1, encode_tables(ctx, &count, None)?),
-                ]
+                let mut it = [(0u64, len), (1, count)]
+                    .into_iter()
+                    .map(|(k, t)| Ok((k, encode_tables(ctx, &t, None)?)));
+                (self.server.sink)(&mut it, &[0, 1], 2 * one as u64)?
             }
         };
-        let order: Vec<u64> = tables.iter().map(|(k, _)| *k).collect();
-        let tables = (self.server.sink)(tables)?;
-        tables.set_access_order(&order);
         let threads = heloom_pool::Threads::new(1.max(heloom_pool::cores() / 2));
         Ok(Active {
             ev: Evaluator::new(ctx, Arc::new(keys))?.with_threads(threads),
@@ -534,6 +544,22 @@ pub fn lookup(
     p: &Prepared,
     ct: &Ciphertext<u64>,
 ) -> Result<Ciphertext<u64>> {
+    let z = lookup_unflooded(ctx, ev, p, ct)?;
+    let flood_bits = (z.scale().log2() + (FLOOD_SLOT_STD * (3.0 / ctx.n() as f64).sqrt()).log2())
+        .floor()
+        .max(1.0) as u32;
+    let f = enc.encrypt_zero_flooded(z.level(), z.scale(), SLOTS, flood_bits, pk)?;
+    Ok(ev.add(&z, &f)?)
+}
+
+/// [`lookup`] without the re-randomization and flooding: for measuring the computation's own
+/// error only; its result reveals more than the answer and must never be sent.
+pub fn lookup_unflooded(
+    ctx: &Arc<Context<u64>>,
+    ev: &Evaluator<u64>,
+    p: &Prepared,
+    ct: &Ciphertext<u64>,
+) -> Result<Ciphertext<u64>> {
     let level = ct.level();
     let basis = ctx.q_basis(level)?;
     let times = |t: &RnsPoly<u64>| -> Result<Ciphertext<u64>> {
@@ -550,12 +576,7 @@ pub fn lookup(
         let y = times(b)?;
         z = ev.add(&z, &ev.conjugate(&y)?)?;
     }
-    let z = ev.rotate_and_sum(&z, SLOTS)?;
-    let flood_bits = (z.scale().log2() + (FLOOD_SLOT_STD * (3.0 / ctx.n() as f64).sqrt()).log2())
-        .floor()
-        .max(1.0) as u32;
-    let f = enc.encrypt_zero_flooded(z.level(), z.scale(), SLOTS, flood_bits, pk)?;
-    Ok(ev.add(&z, &f)?)
+    Ok(ev.rotate_and_sum(&z, SLOTS)?)
 }
 
 /// The client: keys, and the query.
@@ -910,5 +931,52 @@ fn reply_cts(reply: Message, round: usize, n: usize) -> Result<(Vec<Vec<u8>>, f6
             "expected Reply, got {}",
             other.name()
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The look-up reads the right table entry through the shift and blinding, the
+    /// computation's own error is tiny, and the flooded one is about `FLOOD_SLOT_STD`.
+    #[test]
+    fn lookup_errors() -> Result<()> {
+        let ctx = Context::<u64>::new(parameters()?)?;
+        let keys = keygen(&ctx, &Evaluator::<u64>::rotate_and_sum_steps(SLOTS), true)?;
+        let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone()))?;
+        let enc = Encryptor::new(&ctx);
+        let dec = Decryptor::new(&ctx, &keys.secret_key)?;
+        let m = 2185;
+        let t0: Vec<usize> = (0..=m).map(|j| (j * 7 + 3) % m).collect();
+        let t1: Vec<usize> = (0..=m).map(|j| (j * 11 + 1000) % m).collect();
+        let tables = encode_tables(&ctx, &t0, Some(&t1))?;
+        let (f, shift, blind) = (300usize, 4000usize, 1234usize);
+        let slot = (f + shift) % SLOTS;
+        for (u, want) in [
+            (Complex64::new(1.0, 0.0), t0[f]),
+            (Complex64::new(0.0, 1.0), t1[f]),
+        ] {
+            let mut v = vec![Complex64::new(0.0, 0.0); SLOTS];
+            v[slot] = u;
+            let ct = enc.encrypt_complex_symmetric(&v, &keys.secret_key)?;
+            let p = Prepared::new(&ctx, &tables, shift, blind)?;
+            let exact = root(want + blind);
+            let raw = dec.decrypt_complex(&lookup_unflooded(&ctx, &ev, &p, &ct)?)?;
+            let raw_err = raw.iter().map(|z| (z - exact).norm()).fold(0.0, f64::max);
+            let out = dec.decrypt_complex(&lookup(&ctx, &ev, &enc, &keys.public_key, &p, &ct)?)?;
+            let std =
+                (out.iter().map(|z| (z - exact).norm_sqr()).sum::<f64>() / SLOTS as f64).sqrt();
+            eprintln!(
+                "computation error (max over slots) {raw_err:.2e}, flooded error std {std:.2e}"
+            );
+            assert!(raw_err < 1e-9, "computation error {raw_err:e}");
+            assert!(
+                std > 0.5 * FLOOD_SLOT_STD && std < 2.0 * FLOOD_SLOT_STD,
+                "flooded std {std:e}"
+            );
+            assert_eq!(read_root(out[0]).0, (want + blind) % SLOTS);
+        }
+        Ok(())
     }
 }
