@@ -58,7 +58,9 @@ pub fn payload(file: &[u8], key: u64) -> Result<&[u8], String> {
     let body = &file[HEADER_LEN..];
     let (want, got) = (u64_at(file, 32), hash64(body));
     if want != got {
-        return Err(format!("checksum mismatch (stored {want:016x}, computed {got:016x})"));
+        return Err(format!(
+            "checksum mismatch (stored {want:016x}, computed {got:016x})"
+        ));
     }
     Ok(body)
 }
@@ -93,12 +95,7 @@ pub fn hash64(data: &[u8]) -> u64 {
     let stripes = data.chunks_exact(32);
     let rest = stripes.remainder();
     let mut h = if data.len() >= 32 {
-        let mut v = [
-            P1.wrapping_add(P2),
-            P2,
-            0,
-            0u64.wrapping_sub(P1),
-        ];
+        let mut v = [P1.wrapping_add(P2), P2, 0, 0u64.wrapping_sub(P1)];
         for s in stripes {
             for (i, lane) in v.iter_mut().enumerate() {
                 *lane = round(*lane, word(&s[8 * i..]));

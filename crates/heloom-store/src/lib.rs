@@ -262,6 +262,9 @@ pub enum StoreError {
     },
 }
 
+/// Eviction rank of a value (see [`Shared::rank`]).
+type Rank = (bool, usize, bool, std::cmp::Reverse<u64>);
+
 type Loader<T> = dyn Fn(&[u8]) -> Result<T, String> + Send + Sync;
 
 /// One key's value and where it is.
@@ -509,10 +512,12 @@ impl<T: Spill> Shared<T> {
             .is_some_and(|b| st.resident.saturating_sub(st.pending_release) > b)
     }
 
-    /// Victim rank: larger goes first. Furthest next use, then values not waiting for their
-    /// first get, then least recently used.
-    fn rank(st: &State<T>, key: u64, e: &Entry<T>) -> (usize, bool, std::cmp::Reverse<u64>) {
+    /// Victim rank: larger goes first. Values larger than the whole budget (they cannot stay
+    /// anyway), then furthest next use, then values not waiting for their first get, then
+    /// least recently used.
+    fn rank(&self, st: &State<T>, key: u64, e: &Entry<T>) -> Rank {
         (
+            self.budget.is_some_and(|b| e.bytes > b),
             st.order.next_use(key),
             !e.prefetched,
             std::cmp::Reverse(e.touched),
@@ -553,7 +558,7 @@ impl<T: Spill> Shared<T> {
                 .entries
                 .iter()
                 .filter(|(_, e)| Self::evictable(e))
-                .max_by_key(|(&k, e)| Self::rank(st, k, e))
+                .max_by_key(|(&k, e)| self.rank(st, k, e))
                 .map(|(&k, _)| k);
             match victim {
                 Some(k) => self.evict(st, k),
@@ -577,22 +582,22 @@ impl<T: Spill> Shared<T> {
             let mut need = held.saturating_sub(budget);
             if need > 0 {
                 let mine = st.order.next_use(key);
-                let mut cands: Vec<(u64, (usize, bool, std::cmp::Reverse<u64>), u64)> = st
+                let mut cands: Vec<(u64, Rank, u64)> = st
                     .entries
                     .iter()
                     .filter(|(&k, e)| k != key && Self::evictable(e))
-                    .map(|(&k, e)| (k, Self::rank(st, k, e), e.bytes))
+                    .map(|(&k, e)| (k, self.rank(st, k, e), e.bytes))
                     .filter(|(_, r, _)| {
                         // Only values needed strictly later; with no known next use on
                         // either side, only values not waiting for their first get.
                         if mine == usize::MAX {
-                            r.0 == usize::MAX && r.1
+                            r.1 == usize::MAX && r.2
                         } else {
-                            r.0 > mine
+                            r.1 > mine
                         }
                     })
                     .collect();
-                cands.sort_by(|a, b| b.1.cmp(&a.1));
+                cands.sort_by_key(|c| std::cmp::Reverse(c.1));
                 let mut chosen = Vec::new();
                 for (k, _, b) in cands {
                     if need == 0 {
