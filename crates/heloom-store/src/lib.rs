@@ -115,6 +115,14 @@
 //! inserts spent waiting (`stall_s`); the summed time of writes and reads on all threads
 //! (`write_s`, `read_s`, which can exceed the wall time); the peak of resident bytes.
 //!
+//! ## Where it is used
+//!
+//! `heloom-ckks` implements [`Spill`] for ciphertexts, plaintexts, public, switching and
+//! evaluation keys (module `heloom_ckks::spill`; the loader is the type's `from_bytes` with
+//! the context). `heloom-runtime` runs task graphs with their intermediate values in a store
+//! (`TaskGraph::run_with_store`, the execution order as access order). The example
+//! `store_budget` measures budgets of 100%, 25% and 10% with and without an access order.
+//!
 //! ## Limitations
 //!
 //! - Choosing a victim scans the resident values (O(resident) per eviction): fine for
