@@ -131,7 +131,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for pct in [25u64, 10] {
         for ordered in [false, true] {
             let (secs, stats) = run(n, len, Some(total * pct / 100), ordered, &order, passes)?;
-            let how = if ordered { "access order" } else { "LRU, no order" };
+            let how = if ordered {
+                "access order"
+            } else {
+                "LRU, no order"
+            };
             rows.push(Row {
                 label: format!("{pct}% {how}"),
                 secs,
