@@ -91,7 +91,16 @@ pub struct Evaluator<W: Word> {
     ctx: Arc<Context<W>>,
     keys: Option<Arc<EvaluationKeys<W>>>,
     threads: Threads,
+    /// Galois keys permuted by the inverse automorphism, for hoisted rotations (built on first
+    /// use, shared by the evaluator's clones).
+    hoisted: Arc<HoistedKeys<W>>,
 }
+
+/// `sigma_g^-1(k)` for the Galois keys a hoisted rotation used: `sum_j sigma_g(d_j) k_j =
+/// sigma_g(sum_j d_j sigma_g^-1(k_j))` exactly (NTT-form products are pointwise), so a hoisted
+/// step permutes its two sums instead of every limb of every digit (Halevi-Shoup 2018, sec. 5
+/// permute the key once instead of the digits per step).
+type HoistedKeys<W> = std::sync::RwLock<std::collections::HashMap<u64, Arc<SwitchingKey<W>>>>;
 
 impl<W: Word> Evaluator<W> {
     /// An evaluator with relinearization/Galois keys.
@@ -101,6 +110,7 @@ impl<W: Word> Evaluator<W> {
             ctx: Arc::clone(ctx),
             keys: Some(keys),
             threads: Threads::single(),
+            hoisted: Arc::default(),
         })
     }
 
@@ -110,6 +120,7 @@ impl<W: Word> Evaluator<W> {
             ctx: Arc::clone(ctx),
             keys: None,
             threads: Threads::single(),
+            hoisted: Arc::default(),
         }
     }
 
@@ -121,6 +132,7 @@ impl<W: Word> Evaluator<W> {
             ctx: Arc::clone(&self.ctx),
             keys: self.keys.clone(),
             threads,
+            hoisted: Arc::clone(&self.hoisted),
         }
     }
 
@@ -799,6 +811,39 @@ impl<W: Word> Evaluator<W> {
         })
     }
 
+    /// The Galois key of `g` permuted by `sigma_g^-1` (see [`HoistedKeys`]), built once.
+    fn hoisted_key(&self, g: u64, key: &SwitchingKey<W>) -> Result<Arc<SwitchingKey<W>>> {
+        if let Ok(map) = self.hoisted.read() {
+            if let Some(k) = map.get(&g) {
+                return Ok(Arc::clone(k));
+            }
+        }
+        let n = self.ctx.n() as u64;
+        let inv = self.ctx.permutation(galois_inverse(g, n))?;
+        let permute = |polys: &[RnsPoly<W>]| -> Result<Vec<RnsPoly<W>>> {
+            polys
+                .iter()
+                .map(|p| {
+                    let mut out = p.clone();
+                    for (o, a) in out.limbs_mut().zip(p.limbs()) {
+                        inv.apply(a, o)?;
+                    }
+                    Ok(out)
+                })
+                .collect()
+        };
+        let k = Arc::new(SwitchingKey {
+            b: permute(&key.b)?,
+            a: permute(&key.a)?,
+            seeds: Vec::new(),
+            fingerprint: key.fingerprint,
+        });
+        if let Ok(mut map) = self.hoisted.write() {
+            map.insert(g, Arc::clone(&k));
+        }
+        Ok(k)
+    }
+
     fn apply_galois(
         &self,
         ct: &Ciphertext<W>,
@@ -808,9 +853,21 @@ impl<W: Word> Evaluator<W> {
         threads: Threads,
     ) -> Result<Ciphertext<W>> {
         let perm = self.ctx.permutation(g)?;
-        let (a0, a1) = self
-            .ctx
-            .key_inner_product_with(dec, key, Some(&perm), threads)?;
+        let hk = self.hoisted_key(g, key)?;
+        let (s0, s1) = self.ctx.key_inner_product_with(dec, &hk, None, threads)?;
+        // sigma_g of both sums, limb by limb.
+        let (mut a0, mut a1) = (s0.clone(), s1.clone());
+        {
+            let mut limbs: Vec<(&mut [W], &[W])> = a0
+                .limbs_mut()
+                .chain(a1.limbs_mut())
+                .zip(s0.limbs().chain(s1.limbs()))
+                .collect();
+            threads.try_for_each_mut(&mut limbs, |_, (o, a)| -> Result<()> {
+                Ok(perm.apply(a, o)?)
+            })?;
+        }
+        drop((s0, s1));
         let basis = self.ctx.q_basis(ct.level)?;
         let (c0, c1) = threads.join(
             |t| -> Result<RnsPoly<W>> {
@@ -951,6 +1008,20 @@ impl<W: Word> Evaluator<W> {
         }
         v
     }
+}
+
+/// `g^-1 mod 2n` for an odd `g` (the units mod 2n have order dividing n, so `g^(n-1)`).
+fn galois_inverse(g: u64, n: u64) -> u64 {
+    let m = 2 * n as u128;
+    let (mut base, mut e, mut acc) = (g as u128 % m, n - 1, 1u128);
+    while e > 0 {
+        if e & 1 == 1 {
+            acc = acc * base % m;
+        }
+        base = base * base % m;
+        e >>= 1;
+    }
+    acc as u64
 }
 
 /// `round(c * scale)` as an exact integer, with a clear error when it cannot be represented.

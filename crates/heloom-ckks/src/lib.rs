@@ -40,6 +40,7 @@ pub mod params;
 pub mod polyeval;
 pub mod security;
 pub mod serialize;
+pub mod spill;
 
 pub use ciphertext::{Ciphertext, Plaintext};
 pub use context::Context;

@@ -210,6 +210,24 @@ fn rotations<W: Word>(s: &Setup<W>) {
     for (&k, r) in STEPS.iter().zip(&many) {
         check(s, r, &rot(k), 2.0 * s.bound, &format!("hoisted rotate {k}"));
     }
+    // Hoisting permutes the two inner-product sums with a pre-permuted key; that is exactly
+    // the textbook form that permutes every digit: the switched c_1 is identical word for word.
+    let dec = s.ctx.decompose(&a.polys()[1], a.level()).unwrap();
+    let keys = s.ev.evaluation_keys().unwrap();
+    for (&k, r) in STEPS.iter().zip(&many) {
+        let g = heloom_math::automorphism::galois_element_for_step(s.ctx.n(), k);
+        if g == 1 {
+            continue;
+        }
+        let perm = s.ctx.permutation(g).unwrap();
+        let key = keys.galois_key(g).unwrap();
+        let (_, a1) = s.ctx.key_inner_product(&dec, key, Some(&perm)).unwrap();
+        let c1 = s.ctx.mod_down(a1, a.level()).unwrap();
+        assert!(
+            c1 == r.polys()[1],
+            "hoisted rotate {k}: c_1 differs from the textbook form"
+        );
+    }
     // rotation of a rescaled ciphertext (lower level)
     let lower =
         s.ev.rescale(&s.ev.multiply_const(&a, 1.0).unwrap())

@@ -32,6 +32,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// heloom: RNS-CKKS homomorphic encryption (Rust) for Python.
 #[pymodule]
 fn _heloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    heloom_pool::retain_freed_memory();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<params::PyCkksParameters>()?;
     m.add_class::<objects::PyContext>()?;

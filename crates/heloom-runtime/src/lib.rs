@@ -13,6 +13,8 @@
 //!   [`calibrate`]: the host profile checked against real job streams.
 //! - [`policy`], [`scheduler`]: thread policies and the list scheduler; [`load`]: arrivals.
 //! - [`sim`], [`exec`]: the two executors (simulated, real); [`workload`]: the e^x workload.
+//! - [`stored`]: graph execution with intermediate values in a `heloom_store::Store` under a
+//!   memory budget (spilled to disk, prefetched in execution order).
 
 pub mod calibrate;
 pub mod cost;
@@ -26,6 +28,7 @@ pub mod profile;
 pub mod record;
 pub mod scheduler;
 pub mod sim;
+pub mod stored;
 pub mod workload;
 
 pub use cost::CostModel;

@@ -3,46 +3,94 @@
 //!
 //! With one image per slot (batch packing), a dense or convolution layer multiplies each input
 //! ciphertext by a scalar, so a layer is a modular matrix product: weights (outputs x inputs)
-//! times the inputs' words. It runs cache-blocked: a work item is one polynomial, one limb and
-//! one block of coefficients; inside it each input block (in L1) is multiplied into the
-//! accumulators of the outputs that use it (in L2), with the vectorised Shoup multiply-add of
-//! heloom-math. Work items are spread over the thread budget.
+//! times the inputs' words. It runs as a register-tiled GEMM: rows that use the same inputs
+//! (5 consecutive dense outputs; the 5 maps of one convolution position) form a tile, and a
+//! tile's 5 x 32 accumulators stay in vector registers while its inputs stream past, each
+//! input word loaded once per 5 products. Products of residues below 2^31 are summed
+//! unreduced in 64 bits and folded back below 2^61.1 every few dozen terms with one 32 x 32
+//! multiply; only the final sum is reduced modulo the prime. Work items (polynomial, limb,
+//! block of coefficients) are spread over the thread budget.
 
 use crate::error::{AppError, Result};
 use heloom_ckks::{Ciphertext, Context, Threads};
 use heloom_math::{Form, Modulus, RnsPoly, Word};
 
-/// Words a lazy multiply-add accepts: residues below 2^32, accumulated unreduced in u64.
+/// Rows of a tile (the convolution has 5 maps; dense layers are cut into tiles of 5 rows).
+pub const TILE_ROWS: usize = 5;
+/// Coefficients of a tile: 4 AVX-512 vectors of 64-bit accumulators per row.
+pub const TILE_WORDS: usize = 32;
+
+/// One tile's accumulators.
+pub type TileAcc = [[u64; TILE_WORDS]; TILE_ROWS];
+
+/// Words the tiled kernel accepts: residues below 2^31, multiplied 32 x 32 -> 64 bits.
 pub trait LazyWord: Word {
-    /// `acc[c] += x[c] * k` for `x[c] < 2^32`, `k < 2^32`, without reduction.
-    fn mac(acc: &mut [u64], x: &[Self], k: u64);
+    /// `acc[r][w] = sum_t xs[t][off + w] * ks[t][r]`, folded every `fold` terms (see
+    /// [`fold_terms`]) with `c = 2^32 mod q`; the result is congruent modulo `q` and below
+    /// 2^64. Every `xs[t]` holds at least `off + TILE_WORDS` words below 2^32.
+    fn tile(xs: &[&[Self]], off: usize, ks: &[[u32; TILE_ROWS]], fold: usize, c: u64) -> TileAcc;
 }
 
-#[multiversion::multiversion(targets("x86_64+avx512f+avx512bw+avx512dq+avx512vl", "x86_64+avx2"))]
-fn mac_u32(acc: &mut [u64], x: &[u32], k: u64) {
-    for (a, &v) in acc.iter_mut().zip(x) {
-        *a = a.wrapping_add(u64::from(v) * k);
-    }
-}
-
-#[multiversion::multiversion(targets("x86_64+avx512f+avx512bw+avx512dq+avx512vl", "x86_64+avx2"))]
-fn mac_u64(acc: &mut [u64], x: &[u64], k: u64) {
-    // Both factors below 2^32: a 32 x 32 -> 64-bit product (vpmuludq), no 64-bit multiply.
-    for (a, &v) in acc.iter_mut().zip(x) {
-        *a = a.wrapping_add((v & 0xffff_ffff) * (k & 0xffff_ffff));
-    }
+/// Whether the AVX-512 tile kernel can run (checked once; `HELOOM_BACKEND=scalar` or `avx2`
+/// keeps the portable kernel, as for heloom-math's kernels).
+fn avx512() -> bool {
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OK.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let forced = std::env::var("HELOOM_BACKEND")
+                .is_ok_and(|b| matches!(b.trim(), "scalar" | "avx2"));
+            !forced && std::is_x86_feature_detected!("avx512f")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    })
 }
 
 impl LazyWord for u32 {
-    fn mac(acc: &mut [u64], x: &[u32], k: u64) {
-        mac_u32(acc, x, k);
+    fn tile(xs: &[&[u32]], off: usize, ks: &[[u32; TILE_ROWS]], fold: usize, c: u64) -> TileAcc {
+        #[cfg(target_arch = "x86_64")]
+        if avx512() {
+            // SAFETY: AVX-512F was detected at run time.
+            return unsafe { super::tile_avx512::tile_u32(xs, off, ks, fold, c) };
+        }
+        tile_portable(xs, off, ks, fold, c)
     }
 }
 
 impl LazyWord for u64 {
-    fn mac(acc: &mut [u64], x: &[u64], k: u64) {
-        mac_u64(acc, x, k);
+    fn tile(xs: &[&[u64]], off: usize, ks: &[[u32; TILE_ROWS]], fold: usize, c: u64) -> TileAcc {
+        #[cfg(target_arch = "x86_64")]
+        if avx512() {
+            // SAFETY: AVX-512F was detected at run time.
+            return unsafe { super::tile_avx512::tile_u64(xs, off, ks, fold, c) };
+        }
+        tile_portable(xs, off, ks, fold, c)
     }
+}
+
+/// The portable kernel (what non-AVX-512 machines run), for tests against the dispatched one.
+pub fn tile_portable<W: LazyWord>(
+    xs: &[&[W]],
+    off: usize,
+    ks: &[[u32; TILE_ROWS]],
+    fold: usize,
+    c: u64,
+) -> TileAcc {
+    let mut acc: TileAcc = [[0; TILE_WORDS]; TILE_ROWS];
+    for (chunk_x, chunk_k) in xs.chunks(fold.max(1)).zip(ks.chunks(fold.max(1))) {
+        for (x, k) in chunk_x.iter().zip(chunk_k) {
+            for (r, row) in acc.iter_mut().enumerate() {
+                for (a, v) in row.iter_mut().zip(&x[off..off + TILE_WORDS]) {
+                    *a = a.wrapping_add((v.to_u64() & 0xffff_ffff) * u64::from(k[r]));
+                }
+            }
+        }
+        for a in acc.iter_mut().flatten() {
+            *a = (*a & 0xffff_ffff) + (*a >> 32) * c;
+        }
+    }
+    acc
 }
 
 /// A 64-bit accumulator reduced modulo `m`.
@@ -54,14 +102,17 @@ fn reduce_acc<W: Word>(m: &Modulus<W>, a: u64) -> W {
     }
 }
 
-/// Products of residues below `q` an accumulator holding a value below `q` can take before
-/// 64 bits overflow (at most 256), or 0 when `q` does not fit the lazy path (above 2^31).
-fn lazy_terms(q: u64) -> usize {
-    if q >= 1 << 31 {
+/// Products of residues below `q` the tiled kernel may add between two folds without
+/// overflowing 64 bits (a fold leaves at most `2^32 - 1 + (2^32 - 1) c`, `c = 2^32 mod q`), or
+/// 0 when `q` does not fit the lazy path (2^31 and above).
+pub fn fold_terms(q: u64) -> usize {
+    if !(2..1 << 31).contains(&q) {
         return 0;
     }
+    let c = ((1u128 << 32) % q as u128) as u64;
+    let after_fold = (u32::MAX as u128) * (1 + c as u128);
     let sq = (q - 1) as u128 * (q - 1) as u128;
-    (((u64::MAX as u128 - q as u128) / sq.max(1)) as usize).min(256)
+    ((u64::MAX as u128 - after_fold) / sq.max(1)).min(1 << 20) as usize
 }
 
 /// Weights in column form: for each input `t`, the outputs `j` using it and their weight.
@@ -95,14 +146,41 @@ impl Columns {
     }
 }
 
-/// Coefficients per work item: the outputs' accumulators (`rows` blocks) should stay in L2
-/// (about 256 KiB of them) while each input block streams through L1: 512 words for the
-/// 100-output dense layer, 64 for the 845-output convolution.
-fn block_words(rows: usize, word_bytes: usize) -> usize {
-    let fit = ((256 << 10) / (rows.max(1) * word_bytes)).clamp(64, 1024);
-    // The largest power of two not above the fit.
-    1 << (usize::BITS - 1 - fit.leading_zeros())
+/// Rows grouped into tiles: rows with the same inputs are put side by side (sorted by their
+/// input list), then cut into tiles of up to [`TILE_ROWS`]; a tile's inputs are the union of
+/// its rows' (a missing weight is a zero).
+struct Tiles {
+    /// Per tile: its rows and its inputs.
+    tiles: Vec<(Vec<usize>, Vec<usize>)>,
 }
+
+impl Tiles {
+    fn new(w: &Columns) -> Self {
+        let mut inputs: Vec<Vec<usize>> = vec![Vec::new(); w.rows];
+        for (t, col) in w.cols.iter().enumerate() {
+            for &(j, _) in col {
+                if j < w.rows {
+                    inputs[j].push(t);
+                }
+            }
+        }
+        let mut order: Vec<usize> = (0..w.rows).collect();
+        order.sort_by(|&a, &b| inputs[a].cmp(&inputs[b]).then(a.cmp(&b)));
+        let tiles = order
+            .chunks(TILE_ROWS)
+            .map(|rows| {
+                let mut cols: Vec<usize> = rows.iter().flat_map(|&j| inputs[j].clone()).collect();
+                cols.sort_unstable();
+                cols.dedup();
+                (rows.to_vec(), cols)
+            })
+            .collect();
+        Self { tiles }
+    }
+}
+
+/// Coefficients per work item (a multiple of [`TILE_WORDS`]).
+const BLOCK: usize = 256;
 
 /// `out_j = sum_t round(w_jt * mult) * inputs[t]` for every output `j`, exactly (modulo each
 /// prime), at scale `inputs' scale * mult`; rescale afterwards to divide `mult` out (pass
@@ -138,10 +216,9 @@ pub fn combine<W: LazyWord>(
     let (mods, elt) = (basis.moduli(), basis.eltwise());
     let n = ctx.n();
     let nl = level + 1;
-    // Integer weights and their residues, per limb in the column layout.
-    let mut kint: Vec<Vec<(usize, i128)>> = Vec::with_capacity(w.cols.len());
-    for col in &w.cols {
-        let mut c = Vec::with_capacity(col.len());
+    // Integer weights, dense per row over the inputs (zeros where absent).
+    let mut kint: Vec<Vec<i128>> = vec![vec![0; w.cols.len()]; w.rows];
+    for (t, col) in w.cols.iter().enumerate() {
         for &(j, v) in col {
             let k = (v * mult).round();
             if !k.is_finite() || k.abs() >= 2f64.powi(100) || j >= w.rows {
@@ -150,53 +227,40 @@ pub fn combine<W: LazyWord>(
                     mult.log2()
                 )));
             }
-            c.push((j, k as i128));
+            kint[j][t] = k as i128;
         }
-        kint.push(c);
     }
-    let residues: Vec<Vec<Vec<(usize, u64)>>> = mods
-        .iter()
-        .map(|m| {
-            let q = m.value() as i128;
-            kint.iter()
-                .map(|c| {
-                    c.iter()
-                        .map(|&(j, k)| (j, k.rem_euclid(q) as u64))
-                        .collect()
-                })
-                .collect()
-        })
-        .collect();
-    // The outputs, accumulated in place: work item (poly p, limb i, block b) owns block b of
-    // limb i of polynomial p of every output.
-    let mut outs: Vec<Vec<RnsPoly<W>>> = (0..w.rows)
-        .map(|_| (0..size).map(|_| basis.zero(Form::Ntt)).collect())
-        .collect();
-    // Few outputs (dense layers): input-major, accumulators in L2. Many outputs with few
-    // inputs each (the convolution): output-major with long blocks, so each kernel call is
-    // long enough to amortise its setup.
-    let row_major = w.rows > 256;
-    let block = if row_major {
-        1024
-    } else {
-        block_words(w.rows, W::BITS as usize / 8)
-    };
-    let rows_form: Vec<Vec<Vec<(usize, u64)>>> = if row_major {
-        residues
-            .iter()
-            .map(|cols| {
-                let mut r = vec![Vec::new(); w.rows];
-                for (t, col) in cols.iter().enumerate() {
-                    for &(j, k) in col {
-                        r[j].push((t, k));
-                    }
-                }
-                r
+    let tiles = Tiles::new(w);
+    // Per limb and tile: the weights' residues, one [u32; TILE_ROWS] per input of the tile.
+    let lazy = mods.iter().all(|m| fold_terms(m.value()) > 0) && n.is_multiple_of(BLOCK);
+    let ks: Vec<Vec<Vec<[u32; TILE_ROWS]>>> = if lazy {
+        mods.iter()
+            .map(|m| {
+                let q = m.value() as i128;
+                tiles
+                    .tiles
+                    .iter()
+                    .map(|(rows, cols)| {
+                        cols.iter()
+                            .map(|&t| {
+                                std::array::from_fn(|r| {
+                                    rows.get(r).map_or(0, |&j| kint[j][t].rem_euclid(q) as u32)
+                                })
+                            })
+                            .collect()
+                    })
+                    .collect()
             })
             .collect()
     } else {
         Vec::new()
     };
+    // The outputs, written in place: work item (poly p, limb i, block b) owns block b of limb
+    // i of polynomial p of every output.
+    let mut outs: Vec<Vec<RnsPoly<W>>> = (0..w.rows)
+        .map(|_| (0..size).map(|_| basis.zero(Form::Ntt)).collect())
+        .collect();
+    let block = if lazy { BLOCK } else { 1024.min(n) };
     let blocks = n.div_ceil(block);
     let mut items: Vec<Vec<&mut [W]>> = (0..size * nl * blocks)
         .map(|_| Vec::with_capacity(w.rows))
@@ -215,65 +279,36 @@ pub fn combine<W: LazyWord>(
         let (i, b) = (rest / blocks, rest % blocks);
         let (lo, hi) = (b * block, ((b + 1) * block).min(n));
         let m = &mods[i];
-        let terms = lazy_terms(m.value());
-        if row_major {
-            let mut acc = vec![0u64; hi - lo];
-            for (j, row) in rows_form[i].iter().enumerate() {
-                if terms >= 2 {
-                    acc.fill(0);
-                    for (c, &(t, k)) in row.iter().enumerate() {
-                        W::mac(&mut acc, &inputs[t].polys()[p].limb(i)[lo..hi], k);
-                        if (c + 1) % (terms - 1) == 0 {
-                            for a in acc.iter_mut() {
-                                *a = reduce_acc(m, *a).to_u64();
-                            }
-                        }
+        if !lazy {
+            // Primes of 31 bits and more: one reduced multiply-add per weight.
+            for (t, col) in w.cols.iter().enumerate() {
+                let x = &inputs[t].polys()[p].limb(i)[lo..hi];
+                for &(j, _) in col {
+                    let k = kint[j][t].rem_euclid(m.value() as i128) as u64;
+                    if k != 0 {
+                        elt.mul_scalar_add(m, rows[j], x, k)?;
                     }
-                    for (o, &v) in rows[j].iter_mut().zip(&acc) {
+                }
+            }
+            return Ok(());
+        }
+        let q = m.value();
+        let fold = fold_terms(q);
+        let c = (1u64 << 32) % q;
+        let xs: Vec<&[W]> = inputs
+            .iter()
+            .map(|ct| &ct.polys()[p].limb(i)[lo..hi])
+            .collect();
+        let mut tile_xs: Vec<&[W]> = Vec::new();
+        for ((trows, tcols), tks) in tiles.tiles.iter().zip(&ks[i]) {
+            tile_xs.clear();
+            tile_xs.extend(tcols.iter().map(|&t| xs[t]));
+            for off in (0..hi - lo).step_by(TILE_WORDS) {
+                let acc = W::tile(&tile_xs, off, tks, fold, c);
+                for (&j, a) in trows.iter().zip(&acc) {
+                    for (o, &v) in rows[j][off..off + TILE_WORDS].iter_mut().zip(a) {
                         *o = reduce_acc(m, v);
                     }
-                } else {
-                    for &(t, k) in row {
-                        if k != 0 {
-                            let x = &inputs[t].polys()[p].limb(i)[lo..hi];
-                            elt.mul_scalar_add(m, rows[j], x, k)?;
-                        }
-                    }
-                }
-            }
-            return Ok(());
-        }
-        if terms >= 2 {
-            // Lazy: products summed unreduced in 64 bits, reduced every `terms` inputs (each
-            // input adds at most one product to each output).
-            let len = hi - lo;
-            let mut acc = vec![0u64; rows.len() * len];
-            let mut pending = 0;
-            for (t, col) in residues[i].iter().enumerate() {
-                let x = &inputs[t].polys()[p].limb(i)[lo..hi];
-                for &(j, k) in col {
-                    W::mac(&mut acc[j * len..(j + 1) * len], x, k);
-                }
-                pending += 1;
-                if pending == terms - 1 {
-                    for a in acc.iter_mut() {
-                        *a = reduce_acc(m, *a).to_u64();
-                    }
-                    pending = 0;
-                }
-            }
-            for (row, a) in rows.iter_mut().zip(acc.chunks_exact(len)) {
-                for (o, &v) in row.iter_mut().zip(a) {
-                    *o = reduce_acc(m, v);
-                }
-            }
-            return Ok(());
-        }
-        for (t, col) in residues[i].iter().enumerate() {
-            let x = &inputs[t].polys()[p].limb(i)[lo..hi];
-            for &(j, k) in col {
-                if k != 0 {
-                    elt.mul_scalar_add(m, rows[j], x, k)?;
                 }
             }
         }
@@ -290,31 +325,93 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lazy_sums_never_overflow() {
-        for q in [(1u64 << 29) - 3, (1 << 30) - 35, (1 << 31) - 1, 97] {
-            let t = lazy_terms(q);
+    fn folds_never_overflow() {
+        for q in [
+            (1u64 << 29) - 3,
+            536_813_569,
+            (1 << 30) - 35,
+            (1 << 31) - 1,
+            97,
+        ] {
+            let t = fold_terms(q);
             assert!(t >= 2, "{q}");
-            // A reduced value plus `t` products of residues stays below 2^64.
-            let worst = (q - 1) as u128 + t as u128 * ((q - 1) as u128 * (q - 1) as u128);
+            // The largest value a fold leaves plus `t` products of residues fits 64 bits.
+            let c = (1u128 << 32) % q as u128;
+            let worst = (u32::MAX as u128) * (1 + c) + t as u128 * ((q - 1) as u128).pow(2);
             assert!(worst <= u64::MAX as u128, "{q}: {t}");
         }
-        assert_eq!(lazy_terms(1 << 31), 0);
-        assert_eq!(lazy_terms((1 << 29) - 3), 64);
+        assert_eq!(fold_terms(1 << 31), 0);
+        assert_eq!(fold_terms(1), 0);
+        // 2^32 mod (2^29 - 3) = 24: a fold leaves under 2^36.7, so 64 products still fit.
+        assert_eq!(fold_terms((1 << 29) - 3), 64);
+    }
+
+    /// The tiled kernel against a plain sum mod q, for both words, with long sums (many
+    /// folds) of residues at the top of the range.
+    #[test]
+    fn tile_sums_are_exact() {
+        for q in [(1u64 << 29) - 3, (1 << 31) - 1, 1_073_741_789] {
+            let terms = 845;
+            let mut s = 0x9e37_79b9_7f4a_7c15u64;
+            let mut next = |m: u64| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                // Half the draws at q - 1 (the worst case), half uniform.
+                if s & 1 == 0 {
+                    m - 1
+                } else {
+                    (s >> 1) % m
+                }
+            };
+            let x64: Vec<Vec<u64>> = (0..terms)
+                .map(|_| (0..TILE_WORDS + 8).map(|_| next(q)).collect())
+                .collect();
+            let x32: Vec<Vec<u32>> = x64
+                .iter()
+                .map(|v| v.iter().map(|&a| a as u32).collect())
+                .collect();
+            let ks: Vec<[u32; TILE_ROWS]> = (0..terms)
+                .map(|_| std::array::from_fn(|_| next(q) as u32))
+                .collect();
+            let (fold, c) = (fold_terms(q), (1u64 << 32) % q);
+            let r64: Vec<&[u64]> = x64.iter().map(|v| &v[..]).collect();
+            let r32: Vec<&[u32]> = x32.iter().map(|v| &v[..]).collect();
+            let off = 8;
+            let a = u64::tile(&r64, off, &ks, fold, c);
+            let b = u32::tile(&r32, off, &ks, fold, c);
+            // The dispatched (AVX-512 where present) kernels equal the portable one exactly.
+            assert_eq!(a, tile_portable(&r64, off, &ks, fold, c));
+            assert_eq!(b, tile_portable(&r32, off, &ks, fold, c));
+            for r in 0..TILE_ROWS {
+                for w in 0..TILE_WORDS {
+                    let want = (0..terms).fold(0u128, |acc, t| {
+                        (acc + x64[t][off + w] as u128 * ks[t][r] as u128) % q as u128
+                    }) as u64;
+                    assert_eq!(a[r][w] % q, want, "u64 q={q} r={r} w={w}");
+                    assert_eq!(b[r][w] % q, want, "u32 q={q} r={r} w={w}");
+                }
+            }
+        }
     }
 
     #[test]
-    fn lazy_multiply_add_is_exact() {
-        let x32: Vec<u32> = (0..1000)
-            .map(|i| (i * 2_654_435_761u64 % (1 << 31)) as u32)
-            .collect();
-        let x64: Vec<u64> = x32.iter().map(|&v| v as u64).collect();
-        let k = (1u64 << 31) - 5;
-        let (mut a, mut b) = (vec![7u64; 1000], vec![7u64; 1000]);
-        u32::mac(&mut a, &x32, k);
-        u64::mac(&mut b, &x64, k);
-        for (i, (&u, &v)) in a.iter().zip(&b).enumerate() {
-            assert_eq!(u, 7 + x64[i] * k);
-            assert_eq!(v, u);
-        }
+    fn tiles_group_rows_with_the_same_inputs() {
+        // Rows 0, 2, 4 use inputs {0, 1}; rows 1, 3 use {2}: two tiles.
+        let cols = vec![
+            vec![(0, 1.0), (2, 1.0), (4, 1.0)],
+            vec![(0, 1.0), (2, 1.0), (4, 1.0)],
+            vec![(1, 1.0), (3, 1.0)],
+        ];
+        let t = Tiles::new(&Columns { rows: 5, cols });
+        assert_eq!(t.tiles, vec![(vec![0, 2, 4, 1, 3], vec![0, 1, 2])]);
+        let t = Tiles::new(&Columns {
+            rows: 7,
+            cols: vec![(0..7).map(|j| (j, 1.0)).collect()],
+        });
+        assert_eq!(
+            t.tiles,
+            vec![(vec![0, 1, 2, 3, 4], vec![0]), (vec![5, 6], vec![0])]
+        );
     }
 }

@@ -8,5 +8,8 @@ pub mod evaluate;
 pub mod linear;
 pub mod model;
 pub mod single;
+#[cfg(target_arch = "x86_64")]
+mod tile_avx512;
+pub mod words;
 
 pub use model::{CryptoNet, CLASSES, CONV_MAPS, CONV_OUT, FC1, HIDDEN, KERNEL, PADDED, STRIDE};

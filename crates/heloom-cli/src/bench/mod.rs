@@ -1,6 +1,7 @@
 //! Benchmarks behind `heloom bench`.
 
 pub mod ckks;
+pub mod cryptonets;
 pub mod gpu;
 pub mod matmul;
 pub mod ntt;
