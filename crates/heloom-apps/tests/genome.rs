@@ -265,3 +265,34 @@ fn socket_round_trip_equals_reference() {
         ));
     });
 }
+
+#[test]
+fn tiered_store_under_a_budget_gives_the_same_answers() {
+    let dir = std::env::temp_dir().join(format!("heloom-genome-test-{}", std::process::id()));
+    let s = heloom_apps::genome::tiered::with_budget(
+        Server::new(panel()).expect("server"),
+        0.25,
+        Some(dir.clone()),
+    )
+    .expect("store");
+    let q = query_from(13, 30, 12, Some(9));
+    let mut t = LocalTransport::new(&s);
+    let out = run_query(client(), &mut t, Mode::Interactive, 30, &q).expect("query");
+    assert_eq!(
+        out.result,
+        s.pbwt().longest_match(30, &q).expect("reference")
+    );
+    let st = &out.server_stats["store"];
+    assert_eq!(st["gets"], 12);
+    assert!(st["bytes_written"].as_u64().unwrap_or(0) > 0, "{st}");
+    assert!(
+        st["budget_bytes"].as_u64().unwrap_or(0) < st["working_set_bytes"].as_u64().unwrap_or(0)
+    );
+    assert!(heloom_apps::genome::tiered::with_budget(
+        Server::new(panel()).expect("server"),
+        0.0,
+        None
+    )
+    .is_err());
+    let _ = std::fs::remove_dir_all(dir);
+}
