@@ -117,6 +117,9 @@ struct DemoArgs {
     /// Memory budgets to run, as fractions of the server's working set (first = baseline).
     #[arg(long, value_delimiter = ',', default_value = "1,0.25,0.1")]
     budgets: Vec<f64>,
+    /// Runs per budget (each with a fresh server process); the fastest is reported.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
     /// Print one JSON object instead of the report.
     #[arg(long)]
     json: bool,
@@ -339,20 +342,14 @@ struct BudgetRun {
     budget_fraction: f64,
     total_s: f64,
     slowdown: f64,
+    /// Server time: initialisation (tables into the store) and look-ups.
+    server_s: f64,
+    server_slowdown: f64,
     per_char_server_ms: f64,
     server_init_s: f64,
     all_match: bool,
     server_peak_memory_bytes: u64,
     store: serde_json::Value,
-}
-
-fn mean(v: impl Iterator<Item = f64>) -> f64 {
-    let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
-    if n == 0 {
-        0.0
-    } else {
-        s / n as f64
-    }
 }
 
 fn demo(a: &DemoArgs) -> Result<()> {
@@ -375,29 +372,56 @@ fn demo(a: &DemoArgs) -> Result<()> {
     let progress = crate::bench::progress::Progress::new(a.budgets.len() as u64);
     let mut runs = Vec::new();
     let mut main: Option<(ClientRun, f64)> = None;
+    let mut first_total_s = f64::NAN;
     for &b in &a.budgets {
-        progress.step(&format!("budget {:.0}%: starting the server", 100.0 * b));
-        let sp = spawn_server(b, &spill)?;
-        let run = client_run(&sp.addr, mode, spec.start, &q, &mut |m| {
-            progress.step(&format!("budget {:.0}%: {m}", 100.0 * b))
-        })?;
+        // Each budget: `reps` fresh server processes, the fastest run kept (the machine is
+        // shared; the first run of a process also pays cold caches).
+        let mut best: Option<(ClientRun, f64)> = None;
+        let mut ok = true;
+        for rep in 0..a.reps.max(1) {
+            progress.step(&format!(
+                "budget {:.0}% run {}: starting the server",
+                100.0 * b,
+                rep + 1
+            ));
+            let sp = spawn_server(b, &spill)?;
+            let run = client_run(&sp.addr, mode, spec.start, &q, &mut |m| {
+                progress.step(&format!("budget {:.0}% run {}: {m}", 100.0 * b, rep + 1))
+            })?;
+            let startup_s = sp.startup_s;
+            drop(sp);
+            let o = &run.outcome;
+            ok &= o.result == reference && (mode == Mode::NonInteractive || o.counts == ref_counts);
+            if first_total_s.is_nan() {
+                first_total_s = run.total_s;
+            }
+            if best.as_ref().is_none_or(|(r, _)| run.total_s < r.total_s) {
+                best = Some((run, startup_s));
+            }
+        }
+        let Some((run, startup_s)) = best else {
+            bail!("no run");
+        };
         let o = &run.outcome;
-        let ok = o.result == reference && (mode == Mode::NonInteractive || o.counts == ref_counts);
         let base = runs.first().map_or(run.total_s, |r: &BudgetRun| r.total_s);
+        let server_s = o.server_init_s + o.rounds.iter().map(|r| r.server_s).sum::<f64>();
+        let base_server = runs.first().map_or(server_s, |r: &BudgetRun| r.server_s);
         runs.push(BudgetRun {
             budget_fraction: b,
             total_s: run.total_s,
             slowdown: run.total_s / base,
-            per_char_server_ms: 1e3 * mean(o.rounds.iter().map(|r| r.server_s)),
+            server_s,
+            server_slowdown: server_s / base_server,
+            per_char_server_ms: 1e3 * o.rounds.iter().map(|r| r.server_s).sum::<f64>()
+                / q.len() as f64,
             server_init_s: o.server_init_s,
             all_match: ok,
             server_peak_memory_bytes: o.server_stats["peak_memory_bytes"].as_u64().unwrap_or(0),
             store: o.server_stats["store"].clone(),
         });
         if main.is_none() {
-            main = Some((run, sp.startup_s));
+            main = Some((run, startup_s));
         }
-        drop(sp);
         progress.inc();
     }
     progress.finish();
@@ -406,8 +430,11 @@ fn demo(a: &DemoArgs) -> Result<()> {
         bail!("no run");
     };
     let o = &run.outcome;
-    let rounds = o.rounds.len().max(1) as f64;
-    let per_char = |f: &dyn Fn(&protocol::RoundTimes) -> f64| 1e3 * mean(o.rounds.iter().map(f));
+    // Per character of the query (the non-interactive mode has one round for all of them).
+    let rounds = q.len() as f64;
+    let per_char = |f: &dyn Fn(&protocol::RoundTimes) -> f64| {
+        1e3 * o.rounds.iter().map(f).sum::<f64>() / rounds
+    };
     let server_peak = o.server_stats["peak_memory_bytes"].as_u64().unwrap_or(0);
     let params = protocol::parameters()?;
     let all_match = runs.iter().all(|r| r.all_match);
@@ -429,6 +456,8 @@ fn demo(a: &DemoArgs) -> Result<()> {
         "reference": reference,
         "all_match": all_match,
         "total_s": run.total_s,
+        "total_s_first_run": first_total_s,
+        "reps": a.reps.max(1),
         "client_keygen_s": run.keygen_s,
         "hello_s": o.hello_s,
         "server_startup_s": startup_s,
@@ -551,8 +580,10 @@ fn render(j: &serde_json::Value) -> String {
     );
     let _ = writeln!(
         s,
-        "  total (keygen to answer)        {:>9.3} s   target {:.0} s: {}",
+        "  total (keygen to answer)        {:>9.3} s   (fastest of {}; first run {:.3} s) target {:.0} s: {}",
         f("total_s"),
+        j["reps"],
+        f("total_s_first_run"),
         f("target_total_s"),
         if j["target_met"].as_bool() == Some(true) {
             "met"
@@ -573,10 +604,12 @@ fn render(j: &serde_json::Value) -> String {
             let st = &b["store"];
             let _ = writeln!(
                 s,
-                "    {:>5.0}%  total {:>8.3} s  slowdown {:.3}x  look-up {:.1} ms/char  store: {} gets, {} misses, {} prefetch hits, stall {:.3} s",
+                "    {:>5.0}%  total {:>8.3} s  slowdown {:.3}x  server {:.3} s ({:.3}x)  look-up {:.1} ms/char  store: {} gets, {} misses, {} prefetch hits, stall {:.3} s",
                 100.0 * g("budget_fraction"),
                 g("total_s"),
                 g("slowdown"),
+                g("server_s"),
+                g("server_slowdown"),
                 g("per_char_server_ms"),
                 st["gets"],
                 st["misses"],
