@@ -234,7 +234,9 @@ fn client_run(
     let client = Client::new()?;
     let keygen_s = t.elapsed().as_secs_f64();
     say("client: connecting, uploading keys");
-    let mut tr = TcpTransport::connect(addr, Duration::from_secs(30))?;
+    let mut tr = TcpTransport::connect(addr, Duration::from_secs(5)).with_context(|| {
+        format!("cannot connect to {addr}; is `heloom genome serve --addr {addr}` running?")
+    })?;
     say(&format!(
         "client: {} rounds",
         if mode == Mode::Interactive {
