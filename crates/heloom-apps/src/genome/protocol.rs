@@ -33,12 +33,12 @@ pub const BLIND_SCALE_BITS: i32 = 36;
 /// indices are `pi / m = 7.7e-4` apart in angle, 15 standard deviations.
 pub const FLOOD_SLOT_STD: f64 = 5e-5;
 
-/// The CKKS parameters of the search: `N = 2^13`, primes of 60, 40 and 54 bits plus one 60-bit
-/// special prime (`log QP = 214`, 128-bit secure per the HE standard), fresh scale `2^55`.
+/// The CKKS parameters of the search: `N = 2^13`, three 50-bit primes plus one 50-bit special
+/// prime (`log QP = 200`, 128-bit secure per the HE standard), fresh scale `2^55`.
 pub fn parameters() -> Result<CkksParameters> {
     Ok(CkksParameters::builder(RING_DEGREE)
-        .prime_bits(vec![60, 40, 54])
-        .special_bits(60)
+        .prime_bits(vec![50, 50, 50])
+        .special_bits(50)
         .scale_bits(55)
         .build()?)
 }
