@@ -599,20 +599,25 @@ fn render(j: &serde_json::Value) -> String {
         f("server_peak_memory_bytes") / 1e6,
         f("client_peak_memory_bytes") / 1e6
     );
-    let _ = writeln!(s, "  memory budgets (fraction of the server's tables):");
+    let _ = writeln!(
+        s,
+        "  memory budgets (fraction of the server's encoded tables, {:.1} MB; keys and PBWT stay in memory):",
+        j["budget_runs"][0]["store"]["working_set_bytes"].as_f64().unwrap_or(f64::NAN) / 1e6
+    );
     if let Some(runs) = j["budget_runs"].as_array() {
         for b in runs {
             let g = |k: &str| b[k].as_f64().unwrap_or(f64::NAN);
             let st = &b["store"];
             let _ = writeln!(
                 s,
-                "    {:>5.0}%  total {:>8.3} s  slowdown {:.3}x  server {:.3} s ({:.3}x)  look-up {:.1} ms/char  store: {} gets, {} misses, {} prefetch hits, stall {:.3} s",
+                "    {:>5.0}%  total {:>8.3} s  slowdown {:.3}x  server {:.3} s ({:.3}x)  look-up {:.1} ms/char  server peak {:.0} MB  store: {} gets, {} misses, {} prefetch hits, stall {:.3} s",
                 100.0 * g("budget_fraction"),
                 g("total_s"),
                 g("slowdown"),
                 g("server_s"),
                 g("server_slowdown"),
                 g("per_char_server_ms"),
+                g("server_peak_memory_bytes") / 1e6,
                 st["gets"],
                 st["misses"],
                 st["prefetch_hits"],
