@@ -652,15 +652,19 @@ impl Client {
     /// The query index `w^v` a result ciphertext decrypts to (slot 0).
     pub fn decrypt_index(&self, bytes: &[u8]) -> Result<usize> {
         let ct = Ciphertext::from_bytes(&self.ctx, bytes)?;
-        let z = self.dec.decrypt_complex(&ct)?;
-        let (v, err) = read_root(z[0]);
+        let z = *self
+            .dec
+            .decrypt_complex(&ct)?
+            .first()
+            .ok_or_else(|| AppError::Protocol("a result ciphertext without slots".into()))?;
+        let (v, err) = read_root(z);
         if let Ok(mut e) = self.largest_error.lock() {
             *e = e.max(err);
         }
-        if (z[0].norm() - 1.0).abs() > 0.01 {
+        if (z.norm() - 1.0).abs() > 0.01 {
             return Err(AppError::Protocol(format!(
                 "a result decrypted to |z| = {:.4}, not a root of unity (wrong keys or tables?)",
-                z[0].norm()
+                z.norm()
             )));
         }
         Ok(v)
