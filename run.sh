@@ -109,10 +109,6 @@ build_python() {
   VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop --release -q
 }
 
-# HE ops allocate and free multi-megabyte ciphertexts; mimalloc would hand freed pages back
-# to the OS after 10 ms and fault them in again, which slows a job stream by up to 25%.
-export MIMALLOC_PURGE_DELAY="${MIMALLOC_PURGE_DELAY:--1}"
-
 cmd=${1:-demo}
 shift || true
 case "$cmd" in

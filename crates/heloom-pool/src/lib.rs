@@ -431,14 +431,23 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// as a page fault plus a kernel zeroing, which measured up to half of a CryptoNets batch's
 /// time on a VM (3.3 s of convolution became 0.8 s). The cost is that the process keeps its
 /// peak memory resident. Binaries that use mimalloc as the global allocator (the CLI, the
-/// Python module) call this at start; `HELOOM_KEEP_MEMORY=0` leaves mimalloc's default.
+/// Python module) call this at start; `HELOOM_KEEP_MEMORY=0`, or an explicit
+/// `MIMALLOC_PURGE_DELAY`, leaves mimalloc's setting alone.
 pub fn retain_freed_memory() {
-    if std::env::var("HELOOM_KEEP_MEMORY").is_ok_and(|v| v.trim() == "0") {
+    if std::env::var("HELOOM_KEEP_MEMORY").is_ok_and(|v| v.trim() == "0")
+        || std::env::var_os("MIMALLOC_PURGE_DELAY").is_some()
+    {
         return;
     }
     // SAFETY: `mi_option_set` stores an integer in mimalloc's option table (atomically); it
     // takes no pointers, and -1 ("never purge") is a documented value of this option.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+}
+
+/// Whether freed memory stays mapped (mimalloc's purge delay is negative).
+pub fn freed_memory_retained() -> bool {
+    // SAFETY: reads one integer from mimalloc's option table.
+    unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) < 0 }
 }
 
 #[cfg(test)]
@@ -447,13 +456,17 @@ mod memory_tests {
     fn purge_delay_option_is_the_one_set() {
         // mimalloc's default purge delay is positive; after the call it reads back as -1, so
         // the enum value above names the right option.
+        if std::env::var("HELOOM_KEEP_MEMORY").is_ok_and(|v| v.trim() == "0")
+            || std::env::var_os("MIMALLOC_PURGE_DELAY").is_some()
+        {
+            return;
+        }
         // SAFETY: reads one integer from mimalloc's option table.
         let before = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
         assert!(before > 0, "default purge delay {before}");
-        if std::env::var("HELOOM_KEEP_MEMORY").is_ok_and(|v| v.trim() == "0") {
-            return;
-        }
+        assert!(!super::freed_memory_retained());
         super::retain_freed_memory();
+        assert!(super::freed_memory_retained());
         // SAFETY: as above.
         let after = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
         assert_eq!(after, -1);

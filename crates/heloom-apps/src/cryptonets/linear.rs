@@ -25,10 +25,10 @@ pub type TileAcc = [[u64; TILE_WORDS]; TILE_ROWS];
 
 /// Words the tiled kernel accepts: residues below 2^31, multiplied 32 x 32 -> 64 bits.
 pub trait LazyWord: Word {
-    /// `acc[r][w] = sum_t xs[t][off + w] * ks[t][r]`, folded every `fold` terms (see
-    /// [`fold_terms`]) with `c = 2^32 mod q`; the result is congruent modulo `q` and below
-    /// 2^64. Every `xs[t]` holds at least `off + TILE_WORDS` words below 2^32.
-    fn tile(xs: &[&[Self]], off: usize, ks: &[[u32; TILE_ROWS]], fold: usize, c: u64) -> TileAcc;
+    /// `acc[r][w] = sum_i x_i[w] * ks[i][r]` with `x_i = panel[cols[i] * TILE_WORDS..][..
+    /// TILE_WORDS]` (words below 2^32), folded every `fold` terms (see [`fold_terms`]) with
+    /// `c = 2^32 mod q`; the result is congruent modulo `q` and below 2^64.
+    fn tile(panel: &[Self], cols: &[u32], ks: &[[u32; TILE_ROWS]], fold: usize, c: u64) -> TileAcc;
 }
 
 /// Whether the AVX-512 tile kernel can run (checked once; `HELOOM_BACKEND=scalar` or `avx2`
@@ -48,40 +48,41 @@ fn avx512() -> bool {
 }
 
 impl LazyWord for u32 {
-    fn tile(xs: &[&[u32]], off: usize, ks: &[[u32; TILE_ROWS]], fold: usize, c: u64) -> TileAcc {
+    fn tile(panel: &[u32], cols: &[u32], ks: &[[u32; TILE_ROWS]], fold: usize, c: u64) -> TileAcc {
         #[cfg(target_arch = "x86_64")]
         if avx512() {
             // SAFETY: AVX-512F was detected at run time.
-            return unsafe { super::tile_avx512::tile_u32(xs, off, ks, fold, c) };
+            return unsafe { super::tile_avx512::tile_u32(panel, cols, ks, fold, c) };
         }
-        tile_portable(xs, off, ks, fold, c)
+        tile_portable(panel, cols, ks, fold, c)
     }
 }
 
 impl LazyWord for u64 {
-    fn tile(xs: &[&[u64]], off: usize, ks: &[[u32; TILE_ROWS]], fold: usize, c: u64) -> TileAcc {
+    fn tile(panel: &[u64], cols: &[u32], ks: &[[u32; TILE_ROWS]], fold: usize, c: u64) -> TileAcc {
         #[cfg(target_arch = "x86_64")]
         if avx512() {
             // SAFETY: AVX-512F was detected at run time.
-            return unsafe { super::tile_avx512::tile_u64(xs, off, ks, fold, c) };
+            return unsafe { super::tile_avx512::tile_u64(panel, cols, ks, fold, c) };
         }
-        tile_portable(xs, off, ks, fold, c)
+        tile_portable(panel, cols, ks, fold, c)
     }
 }
 
 /// The portable kernel (what non-AVX-512 machines run), for tests against the dispatched one.
 pub fn tile_portable<W: LazyWord>(
-    xs: &[&[W]],
-    off: usize,
+    panel: &[W],
+    cols: &[u32],
     ks: &[[u32; TILE_ROWS]],
     fold: usize,
     c: u64,
 ) -> TileAcc {
     let mut acc: TileAcc = [[0; TILE_WORDS]; TILE_ROWS];
-    for (chunk_x, chunk_k) in xs.chunks(fold.max(1)).zip(ks.chunks(fold.max(1))) {
-        for (x, k) in chunk_x.iter().zip(chunk_k) {
+    for (chunk_x, chunk_k) in cols.chunks(fold.max(1)).zip(ks.chunks(fold.max(1))) {
+        for (&t, k) in chunk_x.iter().zip(chunk_k) {
+            let x = &panel[t as usize * TILE_WORDS..(t as usize + 1) * TILE_WORDS];
             for (r, row) in acc.iter_mut().enumerate() {
-                for (a, v) in row.iter_mut().zip(&x[off..off + TILE_WORDS]) {
+                for (a, v) in row.iter_mut().zip(x) {
                     *a = a.wrapping_add((v.to_u64() & 0xffff_ffff) * u64::from(k[r]));
                 }
             }
@@ -151,7 +152,7 @@ impl Columns {
 /// its rows' (a missing weight is a zero).
 struct Tiles {
     /// Per tile: its rows and its inputs.
-    tiles: Vec<(Vec<usize>, Vec<usize>)>,
+    tiles: Vec<(Vec<usize>, Vec<u32>)>,
 }
 
 impl Tiles {
@@ -169,7 +170,10 @@ impl Tiles {
         let tiles = order
             .chunks(TILE_ROWS)
             .map(|rows| {
-                let mut cols: Vec<usize> = rows.iter().flat_map(|&j| inputs[j].clone()).collect();
+                let mut cols: Vec<u32> = rows
+                    .iter()
+                    .flat_map(|&j| inputs[j].iter().map(|&t| t as u32))
+                    .collect();
                 cols.sort_unstable();
                 cols.dedup();
                 (rows.to_vec(), cols)
@@ -179,8 +183,12 @@ impl Tiles {
     }
 }
 
-/// Coefficients per work item (a multiple of [`TILE_WORDS`]).
-const BLOCK: usize = 256;
+/// Coefficients per work item: a multiple of [`TILE_WORDS`] whose packed panel (every input's
+/// words of the block) stays within about half of a 1 MiB L2.
+fn block_words(inputs: usize, word_bytes: usize) -> usize {
+    let fit = (512 << 10) / (inputs.max(1) * word_bytes);
+    (fit / TILE_WORDS).clamp(1, 16) * TILE_WORDS
+}
 
 /// `out_j = sum_t round(w_jt * mult) * inputs[t]` for every output `j`, exactly (modulo each
 /// prime), at scale `inputs' scale * mult`; rescale afterwards to divide `mult` out (pass
@@ -232,7 +240,8 @@ pub fn combine<W: LazyWord>(
     }
     let tiles = Tiles::new(w);
     // Per limb and tile: the weights' residues, one [u32; TILE_ROWS] per input of the tile.
-    let lazy = mods.iter().all(|m| fold_terms(m.value()) > 0) && n.is_multiple_of(BLOCK);
+    let lazy_block = block_words(inputs.len(), W::BITS as usize / 8);
+    let lazy = mods.iter().all(|m| fold_terms(m.value()) > 0) && n.is_multiple_of(lazy_block);
     let ks: Vec<Vec<Vec<[u32; TILE_ROWS]>>> = if lazy {
         mods.iter()
             .map(|m| {
@@ -244,7 +253,8 @@ pub fn combine<W: LazyWord>(
                         cols.iter()
                             .map(|&t| {
                                 std::array::from_fn(|r| {
-                                    rows.get(r).map_or(0, |&j| kint[j][t].rem_euclid(q) as u32)
+                                    rows.get(r)
+                                        .map_or(0, |&j| kint[j][t as usize].rem_euclid(q) as u32)
                                 })
                             })
                             .collect()
@@ -260,7 +270,7 @@ pub fn combine<W: LazyWord>(
     let mut outs: Vec<Vec<RnsPoly<W>>> = (0..w.rows)
         .map(|_| (0..size).map(|_| basis.zero(Form::Ntt)).collect())
         .collect();
-    let block = if lazy { BLOCK } else { 1024.min(n) };
+    let block = if lazy { lazy_block } else { 1024.min(n) };
     let blocks = n.div_ceil(block);
     let mut items: Vec<Vec<&mut [W]>> = (0..size * nl * blocks)
         .map(|_| Vec::with_capacity(w.rows))
@@ -295,16 +305,24 @@ pub fn combine<W: LazyWord>(
         let q = m.value();
         let fold = fold_terms(q);
         let c = (1u64 << 32) % q;
-        let xs: Vec<&[W]> = inputs
-            .iter()
-            .map(|ct| &ct.polys()[p].limb(i)[lo..hi])
-            .collect();
-        let mut tile_xs: Vec<&[W]> = Vec::new();
-        for ((trows, tcols), tks) in tiles.tiles.iter().zip(&ks[i]) {
-            tile_xs.clear();
-            tile_xs.extend(tcols.iter().map(|&t| xs[t]));
-            for off in (0..hi - lo).step_by(TILE_WORDS) {
-                let acc = W::tile(&tile_xs, off, tks, fold, c);
+        // The inputs' words of this block, packed into one contiguous panel, 32 words of
+        // every input per chunk: the kernel then streams it instead of touching hundreds of
+        // ciphertexts whose limbs sit at the same offsets of large allocations (cache-set
+        // conflicts), and each input's block is copied in one sequential run.
+        let len = hi - lo;
+        let chunk = inputs.len() * TILE_WORDS;
+        let mut panel = vec![W::ZERO; chunk * len.div_ceil(TILE_WORDS)];
+        for (t, ct) in inputs.iter().enumerate() {
+            let src = &ct.polys()[p].limb(i)[lo..hi];
+            for (k, part) in src.chunks_exact(TILE_WORDS).enumerate() {
+                let at = k * chunk + t * TILE_WORDS;
+                panel[at..at + TILE_WORDS].copy_from_slice(part);
+            }
+        }
+        for (k, part) in panel.chunks_exact(chunk).enumerate() {
+            let off = k * TILE_WORDS;
+            for ((trows, tcols), tks) in tiles.tiles.iter().zip(&ks[i]) {
+                let acc = W::tile(part, tcols, tks, fold, c);
                 for (&j, a) in trows.iter().zip(&acc) {
                     for (o, &v) in rows[j][off..off + TILE_WORDS].iter_mut().zip(a) {
                         *o = reduce_acc(m, v);
@@ -367,22 +385,24 @@ mod tests {
             let x64: Vec<Vec<u64>> = (0..terms)
                 .map(|_| (0..TILE_WORDS + 8).map(|_| next(q)).collect())
                 .collect();
-            let x32: Vec<Vec<u32>> = x64
-                .iter()
-                .map(|v| v.iter().map(|&a| a as u32).collect())
-                .collect();
             let ks: Vec<[u32; TILE_ROWS]> = (0..terms)
                 .map(|_| std::array::from_fn(|_| next(q) as u32))
                 .collect();
             let (fold, c) = (fold_terms(q), (1u64 << 32) % q);
-            let r64: Vec<&[u64]> = x64.iter().map(|v| &v[..]).collect();
-            let r32: Vec<&[u32]> = x32.iter().map(|v| &v[..]).collect();
+            // Panel rows in reverse order of the terms: the kernel follows `cols`.
             let off = 8;
-            let a = u64::tile(&r64, off, &ks, fold, c);
-            let b = u32::tile(&r32, off, &ks, fold, c);
+            let cols: Vec<u32> = (0..terms as u32).rev().collect();
+            let mut p64 = vec![0u64; terms * TILE_WORDS];
+            for (t, x) in x64.iter().enumerate() {
+                let at = (terms - 1 - t) * TILE_WORDS;
+                p64[at..at + TILE_WORDS].copy_from_slice(&x[off..off + TILE_WORDS]);
+            }
+            let p32: Vec<u32> = p64.iter().map(|&v| v as u32).collect();
+            let a = u64::tile(&p64, &cols, &ks, fold, c);
+            let b = u32::tile(&p32, &cols, &ks, fold, c);
             // The dispatched (AVX-512 where present) kernels equal the portable one exactly.
-            assert_eq!(a, tile_portable(&r64, off, &ks, fold, c));
-            assert_eq!(b, tile_portable(&r32, off, &ks, fold, c));
+            assert_eq!(a, tile_portable(&p64, &cols, &ks, fold, c));
+            assert_eq!(b, tile_portable(&p32, &cols, &ks, fold, c));
             for r in 0..TILE_ROWS {
                 for w in 0..TILE_WORDS {
                     let want = (0..terms).fold(0u128, |acc, t| {

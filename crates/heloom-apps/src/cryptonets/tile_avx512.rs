@@ -27,12 +27,12 @@ fn load8_u64(x: &[u64], at: usize) -> __m512i {
 
 macro_rules! kernel {
     ($name:ident, $word:ty, $load:ident) => {
-        /// `acc[r][w] = sum_t xs[t][off + w] * ks[t][r]` folded every `fold` terms by
+        /// `acc[r][w] = sum_i panel[cols[i]][w] * ks[i][r]` folded every `fold` terms by
         /// `a -> (a mod 2^32) + (a >> 32) c` (congruent modulo q, `c = 2^32 mod q`).
         #[target_feature(enable = "avx512f")]
         pub(super) fn $name(
-            xs: &[&[$word]],
-            off: usize,
+            panel: &[$word],
+            cols: &[u32],
             ks: &[[u32; TILE_ROWS]],
             fold: usize,
             c: u64,
@@ -41,9 +41,10 @@ macro_rules! kernel {
             let mut acc = [[_mm512_setzero_si512(); V]; TILE_ROWS];
             let cv = _mm512_set1_epi64(c as i64);
             let lo32 = _mm512_set1_epi64(0xffff_ffff);
-            for (cx, ck) in xs.chunks(fold.max(1)).zip(ks.chunks(fold.max(1))) {
-                for (x, k) in cx.iter().zip(ck) {
-                    let v: [__m512i; V] = core::array::from_fn(|j| $load(x, off + 8 * j));
+            for (cx, ck) in cols.chunks(fold.max(1)).zip(ks.chunks(fold.max(1))) {
+                for (&t, k) in cx.iter().zip(ck) {
+                    let x = &panel[t as usize * TILE_WORDS..(t as usize + 1) * TILE_WORDS];
+                    let v: [__m512i; V] = core::array::from_fn(|j| $load(x, 8 * j));
                     for r in 0..TILE_ROWS {
                         let kr = _mm512_set1_epi64(i64::from(k[r]));
                         for j in 0..V {

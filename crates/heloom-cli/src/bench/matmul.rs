@@ -707,10 +707,14 @@ pub fn run(opts: &MatmulBenchOptions) -> Result<MatmulReport> {
          encodings and encryptions each time), and the run with the smallest total is reported, its four \
          stages as measured in that run (median total alongside); thread budgets 1 and {cores} \
          (heloom_pool::Threads through Evaluator::with_threads); every result decrypted and \
-         checked against the plaintext product, entries uniform in [-1, 1]; allocator mimalloc \
-         with MIMALLOC_PURGE_DELAY={} (./run.sh sets -1: freed pages stay mapped)",
+         checked against the plaintext product, entries uniform in [-1, 1]; allocator mimalloc, \
+         freed pages {} (heloom_pool::retain_freed_memory)",
         opts.reps,
-        std::env::var("MIMALLOC_PURGE_DELAY").unwrap_or_else(|_| "unset (10 ms)".into())
+        if heloom_pool::freed_memory_retained() {
+            "stay mapped"
+        } else {
+            "go back to the OS"
+        }
     );
     let parameters_note = format!(
         "N = 2^{LOG_N}, L = {LEVELS} (15 ciphertext primes) at 128-bit security allow log QP <= \
