@@ -30,7 +30,7 @@ fn check<W: LazyWord>(word: u32, scale: u32, bound: f64) {
         .encrypt(&images, &keys.secret_key, t)
         .expect("encrypt");
     let mut times = BatchTimes::default();
-    let logits = batch.infer(&cts, t, &mut times).expect("infer");
+    let logits = batch.infer(cts, t, &mut times).expect("infer");
     let dec = Decryptor::new(&ctx, &keys.secret_key).expect("decryptor");
     let got = batch.decrypt(&logits, &dec, count).expect("decrypt");
     let mut worst: f64 = 0.0;

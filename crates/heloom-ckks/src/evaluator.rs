@@ -527,6 +527,17 @@ impl<W: Word> Evaluator<W> {
         self.add_const_complex(ct, Complex64::new(c, 0.0))
     }
 
+    /// `ct += c` in every slot, in place (no new ciphertext: layers of hundreds of
+    /// ciphertexts add their biases without allocating).
+    pub fn add_const_assign(&self, ct: &mut Ciphertext<W>, c: f64) -> Result<()> {
+        self.check(ct)?;
+        let basis = self.ctx.q_basis(ct.level)?;
+        let v = scaled_int(c, ct.scale)?;
+        ct.seed = None;
+        add_const_limbs(basis, &mut ct.polys[0], v, self.threads)?;
+        Ok(())
+    }
+
     // ----- multiplicative -----
 
     /// `ct * k` for an integer `k`: exact, no level used, scale unchanged.

@@ -172,33 +172,13 @@ impl<W: LazyWord> BatchNet<W> {
             .collect()
     }
 
-    fn add_biases(
-        &self,
-        cts: Vec<Ciphertext<W>>,
-        bias: &[f64],
-        threads: Threads,
-    ) -> Result<Vec<Ciphertext<W>>> {
-        if cts.len() != bias.len() {
-            return Err(AppError::Invalid(format!(
-                "{} outputs for {} biases",
-                cts.len(),
-                bias.len()
-            )));
-        }
-        let ev = &self.one();
-        threads
-            .map(cts.len(), |i| {
-                ev.add_const(&cts[i], bias[i]).map_err(AppError::from)
-            })
-            .into_iter()
-            .collect()
-    }
-
     /// One linear layer: combine, `rescales` rescales (the first removes the prime the
-    /// weights were scaled with; a second one the scale a skipped rescale left), bias.
+    /// weights were scaled with; a second one the scale a skipped rescale left), bias added in
+    /// place. The inputs are consumed and freed as soon as the combination is done, so the
+    /// next allocations reuse their memory.
     fn linear(
         &self,
-        inputs: &[Ciphertext<W>],
+        inputs: Vec<Ciphertext<W>>,
         w: &Columns,
         bias: &[f64],
         rescales: usize,
@@ -208,13 +188,26 @@ impl<W: LazyWord> BatchNet<W> {
             .first()
             .map(|c| c.level())
             .ok_or_else(|| AppError::Invalid("no inputs".into()))?;
+        if bias.len() != w.rows {
+            return Err(AppError::Invalid(format!(
+                "{} outputs for {} biases",
+                w.rows,
+                bias.len()
+            )));
+        }
         let q = self.ctx.params().moduli()[level] as f64;
         let refs: Vec<&Ciphertext<W>> = inputs.iter().collect();
         let mut out = combine(&self.ctx, &refs, w, q, threads)?;
+        drop(refs);
+        drop(inputs);
         for _ in 0..rescales {
             out = self.rescale_all(out, threads)?;
         }
-        self.add_biases(out, bias, threads)
+        let ev = &self.one();
+        threads.try_for_each_mut(&mut out, |i, ct| -> Result<()> {
+            ev.add_const_assign(ct, bias[i]).map_err(AppError::from)
+        })?;
+        Ok(out)
     }
 
     fn squares(&self, cts: &[Ciphertext<W>], threads: Threads) -> Result<Vec<Ciphertext<W>>> {
@@ -225,10 +218,11 @@ impl<W: LazyWord> BatchNet<W> {
             .collect()
     }
 
-    /// Server side: the ten logit ciphertexts (three polynomials each) of the batch.
+    /// Server side: the ten logit ciphertexts (three polynomials each) of the batch. The
+    /// pixel ciphertexts are consumed: each layer frees its inputs once they are combined.
     pub fn infer(
         &self,
-        pixels: &[Ciphertext<W>],
+        pixels: Vec<Ciphertext<W>>,
         threads: Threads,
         times: &mut BatchTimes,
     ) -> Result<Vec<Ciphertext<W>>> {
@@ -239,25 +233,29 @@ impl<W: LazyWord> BatchNet<W> {
             )));
         }
         let t = Instant::now();
-        let h = self.linear(pixels, &self.conv, &self.conv_b, 1, threads)?;
+        // Each intermediate is dropped as soon as the next exists, so freed memory is reused.
+        let conv = self.linear(pixels, &self.conv, &self.conv_b, 1, threads)?;
         times.conv_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let h = self.squares(&h, threads)?;
+        let sq = self.squares(&conv, threads)?;
+        drop(conv);
         times.square1_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let d = self.linear(&h, &self.fc1, &self.fc1_b, 2, threads)?;
-        drop(h);
+        let d3 = self.linear(sq, &self.fc1, &self.fc1_b, 2, threads)?;
         let ev = &self.one();
         let d: Vec<Ciphertext<W>> = threads
-            .map(d.len(), |i| ev.relinearize(&d[i]).map_err(AppError::from))
+            .map(d3.len(), |i| ev.relinearize(&d3[i]).map_err(AppError::from))
             .into_iter()
             .collect::<Result<_>>()?;
+        drop(d3);
         times.dense1_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let d = self.rescale_all(self.squares(&d, threads)?, threads)?;
+        let sq = self.squares(&d, threads)?;
+        drop(d);
+        let d = self.rescale_all(sq, threads)?;
         times.square2_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let out = self.linear(&d, &self.fc2, &self.fc2_b, 1, threads)?;
+        let out = self.linear(d, &self.fc2, &self.fc2_b, 1, threads)?;
         times.dense2_s = t.elapsed().as_secs_f64();
         Ok(out)
     }

@@ -182,8 +182,7 @@ pub fn evaluate<W: super::linear::LazyWord>(
                 enc_s += s.elapsed().as_secs_f64();
                 progress(&format!("batch {}/{batches}: server", b + 1));
                 let mut times = BatchTimes::default();
-                let out = batch.infer(&cts, t, &mut times)?;
-                drop(cts);
+                let out = batch.infer(cts, t, &mut times)?;
                 stages.add(&times);
                 server_s += times.server_s();
                 progress(&format!("batch {}/{batches}: decrypting", b + 1));

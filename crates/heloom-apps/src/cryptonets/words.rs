@@ -110,8 +110,7 @@ impl<W: LazyWord> Side<W> {
         let cts = self.net.encrypt(images, &self.sk, threads)?;
         let encrypt_s = t.elapsed().as_secs_f64();
         let mut stages = BatchTimes::default();
-        let out = self.net.infer(&cts, threads, &mut stages)?;
-        drop(cts);
+        let out = self.net.infer(cts, threads, &mut stages)?;
         let t = Instant::now();
         let logits = self.net.decrypt(&out, &self.dec, images.len())?;
         let decrypt_s = t.elapsed().as_secs_f64();
