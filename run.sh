@@ -9,6 +9,7 @@
 #   ./run.sh offload ...     share AES / HE work among devices (see ./run.sh offload --help)
 #   ./run.sh bench gpu ...   the CUDA backend against the CPU (needs an NVIDIA GPU; --emulator checks it anywhere)
 #   ./run.sh mnist ...       CryptoNets on encrypted MNIST images (see ./run.sh mnist --help)
+#   ./run.sh genome ...      private genome search: serve | query | demo (see ./run.sh genome --help)
 #   ./run.sh python ...      run python (e.g. an example) with the heloom package installed
 # Installs what is missing before it runs: a Rust toolchain >= 1.89 with rustfmt and clippy, a
 # C++17 compiler (the GPU kernel emulator), and for the Python package a virtual environment in
@@ -146,7 +147,7 @@ case "$cmd" in
     echo "all checks passed"
     ;;
   *)
-    echo "usage: ./run.sh demo | test | info | bench ntt|ckks|gpu|matmul [--json] [--quick] | schedule ... | profile ... | offload ... | mnist ... | python FILE" >&2
+    echo "usage: ./run.sh demo | test | info | bench ntt|ckks|gpu|matmul|cryptonets [--json] [--quick] | schedule ... | profile ... | offload ... | mnist ... | genome ... | python FILE" >&2
     exit 2
     ;;
 esac

@@ -2,7 +2,8 @@
 //! ciphertexts (products, rotations, e^x as a degree-6 polynomial, a sum over all slots), the
 //! client decrypts and checks every answer against plain arithmetic. Runs on 64-bit and on
 //! bit-reduced 32-bit words and prints what each operation cost. Then the runtime, the device
-//! layer, the CUDA backend and encrypted CryptoNets inference on MNIST.
+//! layer, the CUDA backend, encrypted CryptoNets inference on MNIST and the private genome
+//! search.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -186,6 +187,7 @@ pub fn run() -> Result<()> {
     crate::offload::demo(std::path::Path::new("target/heloom-demo/offload"))?;
     gpu_demo()?;
     mnist_demo()?;
+    crate::genome::demo_section()?;
     Ok(())
 }
 

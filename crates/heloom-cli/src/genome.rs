@@ -511,6 +511,28 @@ fn demo(a: &DemoArgs) -> Result<()> {
     Ok(())
 }
 
+/// `heloom demo`'s genome section: a 30-site query against the embedded panel, the server in
+/// its own process, with the tables under budgets of 100% and 25%; fails if an answer differs
+/// from the plaintext search.
+pub fn demo_section() -> Result<()> {
+    println!("\nPrivate genome search over a PBWT (heloom genome demo --length 30)");
+    demo(&DemoArgs {
+        spec: QuerySpec {
+            start: 2000,
+            length: 30,
+            mode: ModeArg::Interactive,
+            query: None,
+            haplotype: None,
+            mutation_rate: 0.03,
+            seed: 1,
+        },
+        budgets: vec![1.0, 0.25],
+        reps: 1,
+        json: false,
+        out: None,
+    })
+}
+
 fn render(j: &serde_json::Value) -> String {
     use std::fmt::Write as _;
     let f = |k: &str| j[k].as_f64().unwrap_or(f64::NAN);
