@@ -352,6 +352,59 @@ struct BudgetRun {
     all_match: bool,
     server_peak_memory_bytes: u64,
     store: serde_json::Value,
+    /// Server look-up of each round, milliseconds (plotted).
+    round_server_ms: Vec<f64>,
+}
+
+/// Server look-up time per round, one line per budget: what a memory budget costs over the
+/// query (prefetch misses would show as spikes).
+fn plot_rounds(runs: &[BudgetRun], len: usize, path: &std::path::Path) -> Result<()> {
+    use crate::plot_util::{draw_legend, draw_lines, pe, Series};
+    use plotters::prelude::*;
+    let colours = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
+    let series: Vec<Series> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            (
+                format!("budget {:.0}% of the tables", 100.0 * r.budget_fraction),
+                colours[i % colours.len()],
+                r.round_server_ms
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &ms)| ((k + 1) as f64, ms))
+                    .collect(),
+            )
+        })
+        .collect();
+    let ymax = series
+        .iter()
+        .flat_map(|(_, _, p)| p.iter().map(|q| q.1))
+        .fold(0.0, f64::max)
+        * 1.4;
+    let xmax = series.iter().map(|(_, _, p)| p.len()).max().unwrap_or(1) as f64;
+    let root = SVGBackend::new(path, (1000, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(pe)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("heloom genome: server look-up per round, query of {len} sites"),
+            ("sans-serif", 20),
+        )
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.5..(xmax + 0.5), 0.0..ymax.max(1.0))
+        .map_err(pe)?;
+    chart
+        .configure_mesh()
+        .x_desc("round (query character)")
+        .y_desc("server look-up, ms")
+        .draw()
+        .map_err(pe)?;
+    draw_lines(&mut chart, &series)?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+    root.present().map_err(pe)?;
+    Ok(())
 }
 
 fn demo(a: &DemoArgs) -> Result<()> {
@@ -420,6 +473,7 @@ fn demo(a: &DemoArgs) -> Result<()> {
             all_match: ok,
             server_peak_memory_bytes: o.server_stats["peak_memory_bytes"].as_u64().unwrap_or(0),
             store: o.server_stats["store"].clone(),
+            round_server_ms: o.rounds.iter().map(|r| 1e3 * r.server_s).collect(),
         });
         if main.is_none() {
             main = Some((run, startup_s));
@@ -499,6 +553,7 @@ fn demo(a: &DemoArgs) -> Result<()> {
             serde_json::to_string_pretty(&j)?,
         )?;
         std::fs::write(dir.join(format!("genome-{}.txt", q.len())), &text)?;
+        plot_rounds(&runs, q.len(), &dir.join(format!("genome-{}.svg", q.len())))?;
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&j)?);
