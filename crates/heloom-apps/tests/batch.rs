@@ -56,6 +56,13 @@ fn batch_inference_matches_plaintext_u64() {
     check::<u64>(64, 29, 1e-4);
 }
 
+/// 40-bit primes are above the lazy kernel's 2^31 limit: the layers take the reduced
+/// multiply-add path.
+#[test]
+fn batch_inference_matches_plaintext_u64_wide_primes() {
+    check::<u64>(64, 40, 1e-4);
+}
+
 #[test]
 fn batch_inference_matches_plaintext_u32() {
     check::<u32>(32, 29, 1e-4);

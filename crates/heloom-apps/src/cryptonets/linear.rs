@@ -265,6 +265,27 @@ pub fn combine<W: LazyWord>(
     } else {
         Vec::new()
     };
+    // Primes of 31 bits and more (no lazy path): per limb and input, the residues of its
+    // weights.
+    let reduced: Vec<Vec<Vec<(usize, u64)>>> = if lazy {
+        Vec::new()
+    } else {
+        mods.iter()
+            .map(|m| {
+                let q = m.value() as i128;
+                w.cols
+                    .iter()
+                    .enumerate()
+                    .map(|(t, col)| {
+                        col.iter()
+                            .map(|&(j, _)| (j, kint[j][t].rem_euclid(q) as u64))
+                            .filter(|&(_, k)| k != 0)
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect()
+    };
     // The outputs, written in place: work item (poly p, limb i, block b) owns block b of limb
     // i of polynomial p of every output.
     let mut outs: Vec<Vec<RnsPoly<W>>> = (0..w.rows)
@@ -291,13 +312,10 @@ pub fn combine<W: LazyWord>(
         let m = &mods[i];
         if !lazy {
             // Primes of 31 bits and more: one reduced multiply-add per weight.
-            for (t, col) in w.cols.iter().enumerate() {
+            for (t, col) in reduced[i].iter().enumerate() {
                 let x = &inputs[t].polys()[p].limb(i)[lo..hi];
-                for &(j, _) in col {
-                    let k = kint[j][t].rem_euclid(m.value() as i128) as u64;
-                    if k != 0 {
-                        elt.mul_scalar_add(m, rows[j], x, k)?;
-                    }
+                for &(j, k) in col {
+                    elt.mul_scalar_add(m, rows[j], x, k)?;
                 }
             }
             return Ok(());

@@ -87,12 +87,13 @@ struct Side<W: LazyWord> {
     sk: SecretKey<W>,
     dec: Decryptor<W>,
     log_q: f64,
+    limbs: usize,
 }
 
 impl<W: LazyWord> Side<W> {
     fn new(net: &CryptoNet, threads: Threads) -> Result<Self> {
         let p = params(W::BITS, Packing::Batch)?;
-        let log_q = p.log_q();
+        let (log_q, limbs) = (p.log_q(), p.max_level() + 1);
         let ctx = Context::<W>::new(p)?;
         let keys = keygen(&ctx, &[], false)?;
         let ev =
@@ -102,6 +103,7 @@ impl<W: LazyWord> Side<W> {
             dec: Decryptor::new(&ctx, &keys.secret_key)?,
             sk: keys.secret_key,
             log_q,
+            limbs,
         })
     }
 
@@ -205,13 +207,12 @@ pub fn compare_word_sizes(
     );
     let (xa, xb) = (stage_array(&sa.best.stages), stage_array(&sb.best.stages));
     let ratio = |num: f64, den: f64| if den > 0.0 { num / den } else { 0.0 };
-    let p = params(32, Packing::Batch)?;
     Ok(WordComparison {
         images,
         batch_capacity: capacity,
         threads: threads.max(1),
-        n: p.n(),
-        limbs: p.max_level() + 1,
+        n: 2 * capacity,
+        limbs: a.limbs,
         server_ratio: ratio(sb.best.server_s, sa.best.server_s),
         stage_ratios: std::array::from_fn(|k| ratio(xb[k], xa[k])),
         encrypt_ratio: ratio(sb.best.encrypt_s, sa.best.encrypt_s),
