@@ -59,6 +59,29 @@ struct ModQ {
     }
 };
 
+// Lazy sums of double-word products (lo, hi): how many terms may be added before the high word
+// must be folded (hi mod q) to stay below 2^w. Primes are below 2^61 (u64) or 2^31 (u32), so a
+// product's high word is below 2^58 or 2^30: 16 terms on a folded hi < 2^61 stay below 2^63;
+// with 32-bit words only one.
+template <typename W>
+struct HkFold;
+template <>
+struct HkFold<u64> {
+    enum { every = 16 };
+};
+template <>
+struct HkFold<u32> {
+    enum { every = 1 };
+};
+
+// (hi, lo) += a * b as a double word (the caller keeps hi from overflowing, see HkFold).
+template <typename W>
+__device__ __forceinline__ void hk_mac(W& lo, W& hi, W a, W b) {
+    const W pl = a * b;
+    lo += pl;
+    hi += hk_mulhi(a, b) + (W)(lo < pl ? 1 : 0);
+}
+
 // Full unrolling of a fixed-trip loop on the GPU (the host emulator leaves it to the compiler).
 #ifndef HK_UNROLL_SMALL
 #define HK_UNROLL_SMALL _Pragma("unroll")

@@ -16,7 +16,8 @@ __device__ void hk_key_inner_body(const W* d, const W* ext, const W* key, W* acc
         const u32 c = (u32)g & (n - 1);
         const ModQ<W> m = ModQ<W>::load(pt, lp[k]);
         const u32 kk = k < nq ? k : key_nq + (k - nq);
-        W s0 = 0, s1 = 0;
+        // Lazy double-word sums, one reduction per output (see hk_mac in arith.cuh).
+        W l0 = 0, h0 = 0, l1 = 0, h1 = 0;
         for (u32 j = 0; j < ndig; ++j) {
             const u32 lo = j * alpha;
             const u32 hi = lo + alpha < nq ? lo + alpha : nq;
@@ -31,11 +32,15 @@ __device__ void hk_key_inner_body(const W* d, const W* ext, const W* key, W* acc
             }
             const W b = key[((u64)(2 * j) * key_limbs + kk) * n + c];
             const W a = key[((u64)(2 * j + 1) * key_limbs + kk) * n + c];
-            s0 = m.add(s0, m.mul(x, b));
-            s1 = m.add(s1, m.mul(x, a));
+            hk_mac(l0, h0, x, b);
+            hk_mac(l1, h1, x, a);
+            if ((j + 1) % HkFold<W>::every == 0) {
+                h0 = m.reduce(h0);
+                h1 = m.reduce(h1);
+            }
         }
-        acc[(u64)k * n + c] = s0;
-        acc[((u64)nqp + k) * n + c] = s1;
+        acc[(u64)k * n + c] = m.reduce_wide(l0, h0);
+        acc[((u64)nqp + k) * n + c] = m.reduce_wide(l1, h1);
     }
 }
 #define HK_KEY_INNER_PARAMS(W)                                                              \

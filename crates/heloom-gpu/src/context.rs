@@ -410,7 +410,7 @@ impl<W: GpuWord> GpuContext<W> {
             let output = if i == last { f.dst } else { f.work };
             let tile_log = p.hb - p.lb + p.c_log;
             let blocks = 1u32 << (self.log_n - tile_log);
-            let threads = self.gpu.block((1u32 << tile_log) / 2).min(512);
+            let threads = self.gpu.ntt_block(tile_log);
             let s = sub.unwrap_or(SubScale {
                 orig: Span { addr: 0, stride: 0 },
                 scal: 0,
@@ -471,7 +471,7 @@ impl<W: GpuWord> GpuContext<W> {
             let input = if i == 0 { src } else { dst };
             let tile_log = p.hb - p.lb + p.c_log;
             let blocks = 1u32 << (self.log_n - tile_log);
-            let threads = self.gpu.block((1u32 << tile_log) / 2).min(512);
+            let threads = self.gpu.ntt_block(tile_log);
             let args = [
                 input.addr,
                 input.stride,
@@ -560,7 +560,11 @@ impl<W: GpuWord> GpuContext<W> {
     }
 
     fn convert(&self, c: &ConvConsts, src: Span, dst: Span, npoly: u32) -> Result<()> {
-        let count = (npoly as u64) << self.log_n;
+        let rows = (npoly as u64) << self.log_n;
+        // Target primes per thread: enough groups of them to fill the device.
+        let groups = self.gpu.conversion_groups(rows, c.m as u64);
+        let grp = (c.m as u64).div_ceil(groups);
+        let count = rows * (c.m as u64).div_ceil(grp);
         let block = self.gpu.block(128);
         let args = [
             src.addr,
@@ -573,11 +577,12 @@ impl<W: GpuWord> GpuContext<W> {
             c.m as u64,
             self.pt.addr(0),
             self.log_n as u64,
+            grp,
         ];
-        let kernel = if c.k <= 8 {
-            "hk_convert"
-        } else {
-            "hk_convert_wide"
+        let kernel = match c.k {
+            0..=8 => "hk_convert",
+            9..=16 => "hk_convert_mid",
+            _ => "hk_convert_wide",
         };
         self.flat(kernel, count, block, &args, None)
     }

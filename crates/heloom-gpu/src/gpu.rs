@@ -107,6 +107,8 @@ pub(crate) struct Inner {
     /// Serializes launches and copies (the emulator runs them synchronously; CUDA work goes to
     /// one stream in order either way).
     launch: Mutex<()>,
+    /// Most threads per block of an NTT launch (see [`NTT_THREADS_ENV`]).
+    ntt_threads: u32,
 }
 
 /// A handle to one GPU (or the emulator). Cheap to clone; buffers keep it alive.
@@ -138,6 +140,35 @@ fn driver_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Gpu
 pub fn driver_present() -> bool {
     // SAFETY: probes for libcuda with dlopen; no symbol of it is called.
     unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// Environment variable that sets the most threads per block of the NTT kernels (a power of
+/// two from 32 to 1024; default [`DEFAULT_NTT_THREADS`]): a tuning knob for measuring, since
+/// the kernels are correct with any block size.
+pub const NTT_THREADS_ENV: &str = "HELOOM_GPU_NTT_THREADS";
+
+/// Default most threads per block of an NTT launch. A tile of 4,096 words with 512 threads
+/// leaves 3 blocks per multiprocessor on an H100 (40 registers a thread), so 30 limbs of 2^16
+/// (480 tiles) take two waves, the second a fifth full; with 256 threads 6 blocks fit and the
+/// launch is one wave.
+pub const DEFAULT_NTT_THREADS: u32 = 256;
+
+/// [`NTT_THREADS_ENV`] if set, else the default; an invalid value is an error that says so.
+fn ntt_threads_setting() -> Result<u32> {
+    parse_ntt_threads(std::env::var(NTT_THREADS_ENV).ok().as_deref())
+}
+
+fn parse_ntt_threads(v: Option<&str>) -> Result<u32> {
+    match v {
+        None => Ok(DEFAULT_NTT_THREADS),
+        Some(v) => match v.trim().parse::<u32>() {
+            Ok(t) if t.is_power_of_two() && (32..=1024).contains(&t) => Ok(t),
+            _ => Err(GpuError::Invalid(format!(
+                "{NTT_THREADS_ENV}={v:?} is not a power of two from 32 to 1024; unset it for \
+                 the default ({DEFAULT_NTT_THREADS})"
+            ))),
+        },
+    }
 }
 
 impl Gpu {
@@ -176,6 +207,7 @@ impl Gpu {
             )
             .unwrap_or(0)
             .max(0) as u32;
+        let ntt_threads = ntt_threads_setting()?;
         let nvrtc = crate::nvrtc::load()?;
         let arch = arch_for(cc);
         let ptx = crate::nvrtc::compile(arch)?;
@@ -187,6 +219,15 @@ impl Gpu {
             let f = module
                 .load_function(&k)
                 .map_err(driver_err("looking up a kernel"))?;
+            if k.starts_with("hk_ntt") {
+                // Shared-memory tiles: prefer the largest shared-memory carveout, so that as
+                // many blocks fit per multiprocessor as registers and threads allow. A hint:
+                // a driver that refuses it keeps its own choice.
+                let _ = f.set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                    100,
+                );
+            }
             funcs.insert(k, f);
         }
         let stream = ctx.default_stream();
@@ -206,6 +247,7 @@ impl Gpu {
                 nvrtc,
             },
             total / 4,
+            ntt_threads,
         ))
     }
 
@@ -225,10 +267,11 @@ impl Gpu {
                 nvrtc: "not used".into(),
             },
             1 << 30,
+            4,
         )
     }
 
-    fn from_engine(engine: Engine, info: GpuInfo, limit: usize) -> Self {
+    fn from_engine(engine: Engine, info: GpuInfo, limit: usize, ntt_threads: u32) -> Self {
         Self {
             inner: Arc::new(Inner {
                 engine,
@@ -239,6 +282,7 @@ impl Gpu {
                     limit,
                 }),
                 launch: Mutex::new(()),
+                ntt_threads,
             }),
         }
     }
@@ -271,6 +315,12 @@ impl Gpu {
         }
     }
 
+    /// Threads per block of an NTT launch over tiles of 2^`tile_log` words (two words a
+    /// thread per radix-2 layer at most, [`NTT_THREADS_ENV`] at most).
+    pub(crate) fn ntt_block(&self, tile_log: u32) -> u32 {
+        self.block(((1u32 << tile_log) / 2).min(self.inner.ntt_threads))
+    }
+
     /// Blocks for a grid-stride kernel over `count` items with blocks of `block` threads.
     pub(crate) fn grid_for(&self, count: u64, block: u32) -> u32 {
         match self.inner.engine {
@@ -288,6 +338,21 @@ impl Gpu {
         match self.inner.engine {
             Engine::Cuda(_) => cuda_tile_log(log_n, rows, self.inner.info.multiprocessors),
             Engine::Emulator => 6,
+        }
+    }
+
+    /// Into how many groups a base conversion of `rows` coefficients to `m` primes splits its
+    /// target primes (one thread per coefficient and group): on a GPU enough for about two
+    /// full waves of threads, at most `m`; on the emulator 3 (or `m`), so that tests run the
+    /// uneven last group.
+    pub(crate) fn conversion_groups(&self, rows: u64, m: u64) -> u64 {
+        let m = m.max(1);
+        match self.inner.engine {
+            Engine::Cuda(_) => {
+                let want = 2 * 2048 * u64::from(self.inner.info.multiprocessors.max(1));
+                want.div_ceil(rows.max(1)).clamp(1, m)
+            }
+            Engine::Emulator => m.min(3),
         }
     }
 
@@ -692,7 +757,23 @@ impl<W: GpuWord> Drop for GpuBuffer<W> {
 
 #[cfg(test)]
 mod tests {
-    use super::cuda_tile_log;
+    use super::{cuda_tile_log, parse_ntt_threads, DEFAULT_NTT_THREADS, NTT_THREADS_ENV};
+
+    #[test]
+    fn ntt_threads_setting_is_checked() {
+        assert_eq!(
+            parse_ntt_threads(None).expect("default"),
+            DEFAULT_NTT_THREADS
+        );
+        assert_eq!(parse_ntt_threads(Some("512")).expect("512"), 512);
+        assert_eq!(parse_ntt_threads(Some(" 64 ")).expect("64"), 64);
+        for bad in ["0", "16", "300", "2048", "many", ""] {
+            let e = parse_ntt_threads(Some(bad))
+                .expect_err("refused")
+                .to_string();
+            assert!(e.contains(NTT_THREADS_ENV), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn tiles_shrink_for_occupancy_but_never_add_a_launch() {

@@ -38,6 +38,22 @@ fn params(n: usize, levels: usize, word: u32, dnum: Option<usize>) -> CkksParame
     b.build().expect("parameters")
 }
 
+/// Like [`params`] with the widest primes the word allows (60-bit for u64, 31-bit for u32):
+/// the lazy sums of the base conversion and the key inner product then carry high words near
+/// their bound.
+fn wide_prime_params(n: usize, levels: usize, word: u32, dnum: usize) -> CkksParameters {
+    let (scale, first) = if word == 32 { (30, 31) } else { (60, 60) };
+    CkksParameters::builder(n)
+        .levels(levels)
+        .word_bits(word)
+        .scale_bits(scale)
+        .first_bits(first)
+        .dnum(dnum)
+        .security(SecurityLevel::None)
+        .build()
+        .expect("parameters")
+}
+
 struct Setup<W: GpuWord> {
     ctx: Arc<Context<W>>,
     keys: KeySet<W>,
@@ -200,7 +216,7 @@ fn check_ops<W: GpuWord>(gpu: &Gpu, p: CkksParameters) {
     if ctx.params().dnum() == 1 {
         assert!(
             ctx.params().alpha() > 8,
-            "this case is meant to use the wide conversion"
+            "this case is meant to use a conversion of more than 8 primes"
         );
     }
 
@@ -297,8 +313,13 @@ fn ops_bit_exact_u64() {
         check_ops::<u64>(&gpu, params(1 << 11, 3, 64, None));
         check_ops::<u64>(&gpu, params(1 << 11, 3, 64, Some(4)));
         check_ops::<u64>(&gpu, params(1 << 11, 3, 64, Some(2)));
-        // One digit of 10 primes and 10 special primes: the wide base conversion.
+        // One digit of 10 primes and 10 special primes: the 16-prime conversion kernel.
         check_ops::<u64>(&gpu, params(1 << 11, 9, 64, Some(1)));
+        // One digit of 18 primes: the wide (local-memory) conversion, with a fold of the lazy
+        // sums' high words after 16 terms.
+        check_ops::<u64>(&gpu, params(1 << 11, 17, 64, Some(1)));
+        // 60-bit primes: 18 lazy terms of almost 2^120 each, folded after 16.
+        check_ops::<u64>(&gpu, wide_prime_params(1 << 11, 17, 64, 1));
     }
 }
 
@@ -307,6 +328,10 @@ fn ops_bit_exact_u32() {
     for gpu in gpus() {
         check_ops::<u32>(&gpu, params(1 << 11, 3, 32, None));
         check_ops::<u32>(&gpu, params(1 << 11, 3, 32, Some(2)));
+        // 10 and 18 primes per digit: the 16-prime and the wide conversion on 32-bit words.
+        check_ops::<u32>(&gpu, params(1 << 11, 9, 32, Some(1)));
+        check_ops::<u32>(&gpu, params(1 << 11, 17, 32, Some(1)));
+        check_ops::<u32>(&gpu, wide_prime_params(1 << 11, 9, 32, 1));
     }
 }
 

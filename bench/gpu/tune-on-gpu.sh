@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One lease's worth of GPU tuning evidence, from the folder bench/gpu/pack.sh made: the
+# bit-exact and graph tests on the GPU, `heloom bench gpu` with the default NTT block size and
+# with 512 threads, examples/gpu_profile's wall times for NTT block sizes 512/256/128, and an
+# Nsight Compute profile of every kernel of one NTT, inverse NTT, multiply and relinearize at
+# N = 2^16 x 30 limbs. Everything lands in OUTDIR/all.tgz (one file: a lease returns at most
+# eight) and the key tables are printed.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:-gpu-out}
+work=$(mktemp -d)
+mkdir -p "$out" "$work/bench" "$work/bench-512"
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  [ -z "${HELOOM_NVRTC:-}" ] && [ -e "$d/libnvrtc.so" ] && export HELOOM_NVRTC="$d/libnvrtc.so"
+done
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv >"$work/smi.txt" 2>&1
+for t in bit_exact graphs; do
+  HELOOM_REQUIRE_NVRTC=1 timeout 120 "$here/test-$t" --test-threads 1 >>"$work/tests.txt" 2>&1
+done
+grep -E "^test result|FAILED|panicked" "$work/tests.txt"
+timeout 150 "$here/heloom" bench gpu --out "$work/bench" >"$work/bench/bench.txt" 2>&1
+grep -E "^(ntt|rescale |multiply|relinearize|rotate)|\[" "$work/bench/bench.txt"
+for th in 512 256 128; do
+  echo "== NTT block: $th threads"
+  HELOOM_GPU_NTT_THREADS=$th HELOOM_PROFILE_WARM=3 timeout 90 "$here/gpu_profile"
+done 2>&1 | tee "$work/profile.txt" | grep -E "==|round 3|N = |gpu_profile:"
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ -n "$ncu" ]; then
+  HELOOM_PROFILE_WARM=0 timeout 150 "$ncu" --clock-control none --kernel-name regex:hk_ \
+    --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --csv --page details \
+    "$here/gpu_profile" >"$work/ncu.csv" 2>"$work/ncu-log.txt"
+  python3 "$here/ncu_summary.py" "$work/ncu.csv" >"$work/ncu-summary.txt" 2>&1
+  cat "$work/ncu-summary.txt"
+fi
+HELOOM_GPU_NTT_THREADS=512 timeout 150 "$here/heloom" bench gpu --out "$work/bench-512" \
+  >"$work/bench-512/bench.txt" 2>&1
+echo "== bench with 512-thread NTT blocks"
+grep -E "^(ntt|multiply\+relin|relinearize)" "$work/bench-512/bench.txt"
+tar czf "$out/all.tgz" -C "$work" .
