@@ -21,6 +21,16 @@
 
 #define HK_TILE_MAX 4096
 
+// Largest radix of a round, log2 (2: radix 4, 3: radix 8, 4: radix 16). The CUDA build defines
+// HK_NTT_RADIX_LOG (from HELOOM_GPU_NTT_RADIX) so that only that round size is compiled and
+// the kernels pay only its registers; without it (the emulator, the compile checks) the kernel
+// argument chooses and every round size is compiled.
+#ifdef HK_NTT_RADIX_LOG
+#define HK_RADIX_LOG(arg) ((u32)HK_NTT_RADIX_LOG)
+#else
+#define HK_RADIX_LOG(arg) (arg)
+#endif
+
 // Words a thread loads from global memory before it stores any of them to shared memory. The
 // source is a generic pointer, which the compiler cannot tell from shared memory, so a shared
 // store between two loads orders them: one load in flight per thread left the first phase of a
@@ -106,6 +116,15 @@ struct HkTile {
         sy = sx | (1u << (lbit + c_log));
         jx = (high << hb) | (mx << lb) | (low0 + low);
     }
+    // Radix-2^R group t of the layers on local bits [lo_bit, lo_bit + R): the tile word of its
+    // element 0 (element e is at s0 | (e << (lo_bit + c_log))) and that word's global index
+    // (element e's is j0 | (e << (lb + lo_bit))).
+    __device__ __forceinline__ void group(u32 t, u32 lo_bit, u32 r, u32& s0, u32& j0) const {
+        const u32 low = t & (C - 1), pm = t >> c_log;
+        const u32 m0 = ((pm >> lo_bit) << (lo_bit + r)) | (pm & ((1u << lo_bit) - 1));
+        s0 = (m0 << c_log) | low;
+        j0 = (high << hb) | (m0 << lb) | (low0 + low);
+    }
     // Radix-4 group t of the layers on local bits lo_bit and lo_bit + 1: its four tile words
     // (s01 differs in the lower bit, s10 in the upper) and the global index of the first.
     __device__ __forceinline__ void quad(u32 t, u32 lo_bit, u32& s00, u32& s01, u32& s10,
@@ -120,12 +139,114 @@ struct HkTile {
     }
 };
 
+// Layer L of a radix-2^R round (see hk_fwd_round), then the layers below it. A template per
+// layer, so that every loop bound and register index is a compile-time constant: with the
+// layer as a loop variable the compiler left a 16-word group in local memory.
+template <typename W, int R, int L>
+struct HkFwdLayer {
+    __device__ __forceinline__ static void run(W* x, const ModQ<W>& m, bool lazy, const W* rt,
+                                               const W* rts, u32 n, u32 b0, u32 j0) {
+        const u32 b = b0 + L;
+        const u32 base = (n >> (b + 1)) + (j0 >> (b + 1));
+        HK_UNROLL_SMALL
+        for (u32 h = 0; h < (1u << (R - 1 - L)); ++h) {
+            const W w = rt[base + h], ws = rts[base + h];
+            HK_UNROLL_SMALL
+            for (u32 lo = 0; lo < (1u << L); ++lo) {
+                const u32 e = (h << (L + 1)) | lo;
+                hk_fwd_bf(m, lazy, x[e], x[e | (1u << L)], w, ws);
+            }
+        }
+        HkFwdLayer<W, R, L - 1>::run(x, m, lazy, rt, rts, n, b0, j0);
+    }
+};
+template <typename W, int R>
+struct HkFwdLayer<W, R, -1> {
+    __device__ __forceinline__ static void run(W*, const ModQ<W>&, bool, const W*, const W*, u32,
+                                               u32, u32) {}
+};
+
+// Layer L of an inverse round (see hk_inv_round), then the layers above it.
+template <typename W, int R, int L>
+struct HkInvLayer {
+    __device__ __forceinline__ static void run(W* x, const ModQ<W>& m, bool lazy, const W* rt,
+                                               const W* rts, u32 n, u32 b0, u32 j0, u32 log_n,
+                                               W n_inv, W n_inv_s, W n_inv_w, W n_inv_ws) {
+        const u32 b = b0 + L;
+        const bool fin = b + 1 == log_n;
+        const u32 base = (n >> (b + 1)) + (j0 >> (b + 1));
+        HK_UNROLL_SMALL
+        for (u32 h = 0; h < (1u << (R - 1 - L)); ++h) {
+            const W w = rt[base + h], ws = rts[base + h];
+            HK_UNROLL_SMALL
+            for (u32 lo = 0; lo < (1u << L); ++lo) {
+                const u32 e = (h << (L + 1)) | lo;
+                hk_inv_bf(m, lazy, fin, x[e], x[e | (1u << L)], w, ws, n_inv, n_inv_s, n_inv_w,
+                          n_inv_ws);
+            }
+        }
+        HkInvLayer<W, R, L + 1>::run(x, m, lazy, rt, rts, n, b0, j0, log_n, n_inv, n_inv_s,
+                                     n_inv_w, n_inv_ws);
+    }
+};
+template <typename W, int R>
+struct HkInvLayer<W, R, R> {
+    __device__ __forceinline__ static void run(W*, const ModQ<W>&, bool, const W*, const W*, u32,
+                                               u32, u32, u32, W, W, W, W) {}
+};
+
+// One round of 2^R words per thread in registers: R Cooley-Tukey layers on local bits
+// [lo_bit, lo_bit + R), the top one first. A layer on global bit b pairs e with e | 2^l
+// (b = lb + lo_bit + l) under the root psi^bitrev(n / 2^(b+1) + (j_e >> (b+1))), and since
+// element e's global index is j0 | (e << (lb + lo_bit)), that root index is
+// n / 2^(b+1) + (j0 >> (b+1)) + (e >> (l+1)): one root per 2^(l+1) elements, loaded once.
+template <typename W, int R>
+__device__ __forceinline__ void hk_fwd_round(W* sm, const HkTile& g, const ModQ<W>& m, bool lazy,
+                                             const W* rt, const W* rts, u32 lo_bit) {
+    const u32 n = g.n;
+    const u32 b0 = g.lb + lo_bit;
+    const u32 stride_log = lo_bit + g.c_log;
+    for (u32 t = threadIdx.x; t < (g.tile >> R); t += blockDim.x) {
+        u32 s0, j0;
+        g.group(t, lo_bit, R, s0, j0);
+        W x[1 << R];
+        HK_UNROLL_SMALL
+        for (u32 e = 0; e < (1u << R); ++e) x[e] = sm[s0 | (e << stride_log)];
+        HkFwdLayer<W, R, R - 1>::run(x, m, lazy, rt, rts, n, b0, j0);
+        HK_UNROLL_SMALL
+        for (u32 e = 0; e < (1u << R); ++e) sm[s0 | (e << stride_log)] = x[e];
+    }
+}
+
+// The inverse's round: R Gentleman-Sande layers, the bottom one first, same root indexing; the
+// transform's last layer (global bit log_n - 1) folds in N^-1.
+template <typename W, int R>
+__device__ __forceinline__ void hk_inv_round(W* sm, const HkTile& g, const ModQ<W>& m, bool lazy,
+                                             const W* rt, const W* rts, u32 lo_bit, u32 log_n,
+                                             W n_inv, W n_inv_s, W n_inv_w, W n_inv_ws) {
+    const u32 n = g.n;
+    const u32 b0 = g.lb + lo_bit;
+    const u32 stride_log = lo_bit + g.c_log;
+    for (u32 t = threadIdx.x; t < (g.tile >> R); t += blockDim.x) {
+        u32 s0, j0;
+        g.group(t, lo_bit, R, s0, j0);
+        W x[1 << R];
+        HK_UNROLL_SMALL
+        for (u32 e = 0; e < (1u << R); ++e) x[e] = sm[s0 | (e << stride_log)];
+        HkInvLayer<W, R, 0>::run(x, m, lazy, rt, rts, n, b0, j0, log_n, n_inv, n_inv_s, n_inv_w,
+                                 n_inv_ws);
+        HK_UNROLL_SMALL
+        for (u32 e = 0; e < (1u << R); ++e) sm[s0 | (e << stride_log)] = x[e];
+    }
+}
+
 template <typename W, int LOAD, int STORE>
 __device__ void hk_ntt_fwd_impl(const W* in, u64 in_stride, W* out, u64 out_stride, u32 nl,
                                 u32 limb0, const u32* lp, const W* roots, const W* roots_sh,
                                 const W* pt, u32 log_n, u32 lb, u32 hb, u32 c_log, u32 lazy_flag,
                                 u32 src_prime, const W* orig, u64 orig_stride, const W* scal,
-                                const W* addend, u64 addend_stride, u32 addend_np) {
+                                const W* addend, u64 addend_stride, u32 addend_np,
+                                u32 radix_log) {
     HK_SHARED(W, sm);
     const HkTile g(log_n, nl, limb0, lb, hb, c_log);
     const u32 n = g.n, p = g.p, k = g.k, tile = g.tile;
@@ -167,7 +288,13 @@ __device__ void hk_ntt_fwd_impl(const W* in, u64 in_stride, W* out, u64 out_stri
     // radix-2 layer when an odd one is left; one barrier per round.
     int b = (int)hb - 1;
     while (b >= (int)lb) {
-        if (b - 1 >= (int)lb) {
+        if (HK_RADIX_LOG(radix_log) >= 4 && b - 3 >= (int)lb) {
+            hk_fwd_round<W, 4>(sm, g, m, lazy, rt, rts, (u32)b - 3 - lb);
+            b -= 4;
+        } else if (HK_RADIX_LOG(radix_log) == 3 && b - 2 >= (int)lb) {
+            hk_fwd_round<W, 3>(sm, g, m, lazy, rt, rts, (u32)b - 2 - lb);
+            b -= 3;
+        } else if (b - 1 >= (int)lb) {
             const u32 lo_bit = (u32)b - 1 - lb;  // local bit of the second layer
             for (u32 t = threadIdx.x; t < (tile >> 2); t += blockDim.x) {
                 u32 s00, s01, s10, s11, j00;
@@ -244,7 +371,8 @@ __device__ void hk_ntt_fwd_impl(const W* in, u64 in_stride, W* out, u64 out_stri
 template <typename W>
 __device__ void hk_ntt_inv_impl(const W* in, u64 in_stride, W* out, u64 out_stride, u32 nl,
                                 u32 limb0, const u32* lp, const W* iroots, const W* iroots_sh,
-                                const W* pt, u32 log_n, u32 lb, u32 hb, u32 c_log, u32 lazy_flag) {
+                                const W* pt, u32 log_n, u32 lb, u32 hb, u32 c_log, u32 lazy_flag,
+                                u32 radix_log) {
     HK_SHARED(W, sm);
     const HkTile g(log_n, nl, limb0, lb, hb, c_log);
     const u32 n = g.n, p = g.p, k = g.k, tile = g.tile;
@@ -273,7 +401,15 @@ __device__ void hk_ntt_inv_impl(const W* in, u64 in_stride, W* out, u64 out_stri
     // Two layers per round (radix 4 in registers), a radix-2 layer when an odd one is left.
     u32 b = lb;
     while (b < hb) {
-        if (b + 1 < hb) {
+        if (HK_RADIX_LOG(radix_log) >= 4 && b + 3 < hb) {
+            hk_inv_round<W, 4>(sm, g, m, lazy, rt, rts, b - lb, log_n, n_inv, n_inv_s, n_inv_w,
+                               n_inv_ws);
+            b += 4;
+        } else if (HK_RADIX_LOG(radix_log) == 3 && b + 2 < hb) {
+            hk_inv_round<W, 3>(sm, g, m, lazy, rt, rts, b - lb, log_n, n_inv, n_inv_s, n_inv_w,
+                               n_inv_ws);
+            b += 3;
+        } else if (b + 1 < hb) {
             const u32 lo_bit = b - lb;
             for (u32 t = threadIdx.x; t < (tile >> 2); t += blockDim.x) {
                 u32 s00, s01, s10, s11, j00;
@@ -318,10 +454,10 @@ __device__ void hk_ntt_inv_impl(const W* in, u64 in_stride, W* out, u64 out_stri
     (const W* in, u64 in_stride, W* out, u64 out_stride, u32 nl, u32 limb0, const u32* lp,   \
      const W* roots, const W* roots_sh, const W* pt, u32 log_n, u32 lb, u32 hb, u32 c_log,   \
      u32 lazy, u32 src_prime, const W* orig, u64 orig_stride, const W* scal,                 \
-     const W* addend, u64 addend_stride, u32 addend_np)
+     const W* addend, u64 addend_stride, u32 addend_np, u32 radix_log)
 #define HK_NTT_FWD_ARGS                                                                      \
     (in, in_stride, out, out_stride, nl, limb0, lp, roots, roots_sh, pt, log_n, lb, hb, c_log, \
-     lazy, src_prime, orig, orig_stride, scal, addend, addend_stride, addend_np)
+     lazy, src_prime, orig, orig_stride, scal, addend, addend_stride, addend_np, radix_log)
 
 template <typename W>
 __device__ void hk_ntt_fwd_body HK_NTT_FWD_PARAMS(W) {
@@ -347,9 +483,10 @@ HK_BOTH(hk_ntt_fwd_spread_subscale, HK_NTT_FWD_PARAMS, HK_NTT_FWD_ARGS)
 #define HK_NTT_INV_PARAMS(W)                                                               \
     (const W* in, u64 in_stride, W* out, u64 out_stride, u32 nl, u32 limb0, const u32* lp, \
      const W* iroots, const W* iroots_sh, const W* pt, u32 log_n, u32 lb, u32 hb, u32 c_log, \
-     u32 lazy)
+     u32 lazy, u32 radix_log)
 #define HK_NTT_INV_ARGS \
-    (in, in_stride, out, out_stride, nl, limb0, lp, iroots, iroots_sh, pt, log_n, lb, hb, c_log, lazy)
+    (in, in_stride, out, out_stride, nl, limb0, lp, iroots, iroots_sh, pt, log_n, lb, hb, c_log, lazy, \
+     radix_log)
 
 template <typename W>
 __device__ void hk_ntt_inv_body HK_NTT_INV_PARAMS(W) {

@@ -440,6 +440,7 @@ impl<W: GpuWord> GpuContext<W> {
                 s.addend.addr,
                 s.addend.stride,
                 s.addend_np as u64,
+                self.gpu.ntt_radix_log() as u64,
             ];
             self.gpu.launch(
                 &Self::name(name),
@@ -488,6 +489,7 @@ impl<W: GpuWord> GpuContext<W> {
                 p.hb as u64,
                 p.c_log as u64,
                 self.lazy as u64,
+                self.gpu.ntt_radix_log() as u64,
             ];
             self.gpu.launch(
                 &Self::name("hk_ntt_inv"),

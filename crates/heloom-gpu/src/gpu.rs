@@ -109,6 +109,32 @@ pub(crate) struct Inner {
     launch: Mutex<()>,
     /// Most threads per block of an NTT launch (see [`NTT_THREADS_ENV`]).
     ntt_threads: u32,
+    /// log2 of the most words a thread transforms in registers per NTT round (see
+    /// [`NTT_RADIX_ENV`]).
+    ntt_radix_log: u32,
+}
+
+/// Environment variable that sets the NTT kernels' largest radix per round: 4, 8 or 16 (two,
+/// three or four layers per round in registers; default [`DEFAULT_NTT_RADIX`]). All are
+/// bit-exact; a tuning knob for measuring.
+pub const NTT_RADIX_ENV: &str = "HELOOM_GPU_NTT_RADIX";
+
+/// Default largest NTT radix per round: 8 words a thread, two thirds of the rounds
+/// (shared-memory passes, barriers, index arithmetic) of radix 4 at about 70 registers a thread
+/// for 64-bit words (radix 16 needs 110-128).
+pub const DEFAULT_NTT_RADIX: u32 = 8;
+
+fn parse_ntt_radix(v: Option<&str>) -> Result<u32> {
+    match v.map(str::trim) {
+        None => Ok(DEFAULT_NTT_RADIX.trailing_zeros()),
+        Some("4") => Ok(2),
+        Some("8") => Ok(3),
+        Some("16") => Ok(4),
+        Some(other) => Err(GpuError::Invalid(format!(
+            "{NTT_RADIX_ENV}={other:?} is not 4, 8 or 16; unset it for the default \
+             ({DEFAULT_NTT_RADIX})"
+        ))),
+    }
 }
 
 /// A handle to one GPU (or the emulator). Cheap to clone; buffers keep it alive.
@@ -208,9 +234,10 @@ impl Gpu {
             .unwrap_or(0)
             .max(0) as u32;
         let ntt_threads = ntt_threads_setting()?;
+        let ntt_radix_log = parse_ntt_radix(std::env::var(NTT_RADIX_ENV).ok().as_deref())?;
         let nvrtc = crate::nvrtc::load()?;
         let arch = arch_for(cc);
-        let ptx = crate::nvrtc::compile(arch)?;
+        let ptx = crate::nvrtc::compile_for_radix(arch, ntt_radix_log)?;
         let module = ctx
             .load_module(ptx)
             .map_err(driver_err("loading the kernel module"))?;
@@ -247,7 +274,7 @@ impl Gpu {
                 nvrtc,
             },
             total / 4,
-            ntt_threads,
+            (ntt_threads, ntt_radix_log),
         ))
     }
 
@@ -267,11 +294,25 @@ impl Gpu {
                 nvrtc: "not used".into(),
             },
             1 << 30,
-            4,
+            (
+                4,
+                parse_ntt_radix(std::env::var(NTT_RADIX_ENV).ok().as_deref()).unwrap_or(4),
+            ),
         )
     }
 
-    fn from_engine(engine: Engine, info: GpuInfo, limit: usize, ntt_threads: u32) -> Self {
+    /// The host emulator with NTT rounds of at most `radix` words (4, 8 or 16, as
+    /// [`NTT_RADIX_ENV`] sets for a GPU), so that tests check every round size.
+    pub fn emulator_with_ntt_radix(radix: u32) -> Result<Self> {
+        let radix_log = parse_ntt_radix(Some(&radix.to_string()))?;
+        let mut gpu = Self::emulator();
+        if let Some(inner) = Arc::get_mut(&mut gpu.inner) {
+            inner.ntt_radix_log = radix_log;
+        }
+        Ok(gpu)
+    }
+
+    fn from_engine(engine: Engine, info: GpuInfo, limit: usize, ntt: (u32, u32)) -> Self {
         Self {
             inner: Arc::new(Inner {
                 engine,
@@ -282,7 +323,8 @@ impl Gpu {
                     limit,
                 }),
                 launch: Mutex::new(()),
-                ntt_threads,
+                ntt_threads: ntt.0,
+                ntt_radix_log: ntt.1,
             }),
         }
     }
@@ -319,6 +361,11 @@ impl Gpu {
     /// thread per radix-2 layer at most, [`NTT_THREADS_ENV`] at most).
     pub(crate) fn ntt_block(&self, tile_log: u32) -> u32 {
         self.block(((1u32 << tile_log) / 2).min(self.inner.ntt_threads))
+    }
+
+    /// log2 of the largest radix an NTT round uses ([`NTT_RADIX_ENV`]).
+    pub(crate) fn ntt_radix_log(&self) -> u32 {
+        self.inner.ntt_radix_log
     }
 
     /// Blocks for a grid-stride kernel over `count` items with blocks of `block` threads.
@@ -757,7 +804,22 @@ impl<W: GpuWord> Drop for GpuBuffer<W> {
 
 #[cfg(test)]
 mod tests {
-    use super::{cuda_tile_log, parse_ntt_threads, DEFAULT_NTT_THREADS, NTT_THREADS_ENV};
+    use super::{
+        cuda_tile_log, parse_ntt_radix, parse_ntt_threads, DEFAULT_NTT_THREADS, NTT_RADIX_ENV,
+        NTT_THREADS_ENV,
+    };
+
+    #[test]
+    fn ntt_radix_setting_is_checked() {
+        assert_eq!(parse_ntt_radix(None).expect("default"), 3);
+        assert_eq!(parse_ntt_radix(Some("4")).expect("4"), 2);
+        assert_eq!(parse_ntt_radix(Some("8")).expect("8"), 3);
+        assert_eq!(parse_ntt_radix(Some(" 16")).expect("16"), 4);
+        for bad in ["32", "2", "", "x"] {
+            let e = parse_ntt_radix(Some(bad)).expect_err("refused").to_string();
+            assert!(e.contains(NTT_RADIX_ENV), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn ntt_threads_setting_is_checked() {

@@ -85,6 +85,15 @@ pub fn compile(arch: &'static str) -> Result<Ptx> {
     compile_source(&cuda_source(), arch)
 }
 
+/// Like [`compile`], with the NTT kernels built for rounds of at most 2^`radix_log` words
+/// only (see kernels/ntt.cu: fewer registers than with every round size compiled in).
+pub fn compile_for_radix(arch: &'static str, radix_log: u32) -> Result<Ptx> {
+    compile_source(
+        &format!("#define HK_NTT_RADIX_LOG {radix_log}\n{}", cuda_source()),
+        arch,
+    )
+}
+
 /// Compiles CUDA source `src` to PTX for `arch`; errors carry NVRTC's log.
 pub fn compile_source(src: &str, arch: &'static str) -> Result<Ptx> {
     load()?;
@@ -115,23 +124,37 @@ pub const CUBIN_ARCHS: [&str; 2] = ["sm_80", "sm_90"];
 /// runs ptxas and so catches what PTX alone does not (register or shared-memory limits).
 /// Returns the CUBIN's size in bytes.
 pub fn compile_cubin(arch: &str) -> Result<usize> {
-    compile_cubin_with_log(arch, false).map(|(size, _)| size)
+    compile_cubin_with_log(arch, false, None).map(|(size, _)| size)
 }
 
 /// ptxas's report for every kernel on a real architecture (registers, spill stores and loads,
 /// shared and constant memory): the static check of the kernels' resource use.
 pub fn resource_report(arch: &str) -> Result<String> {
-    compile_cubin_with_log(arch, true).map(|(_, log)| log)
+    compile_cubin_with_log(arch, true, None).map(|(_, log)| log)
 }
 
-fn compile_cubin_with_log(arch: &str, verbose: bool) -> Result<(usize, String)> {
+/// [`resource_report`] for the NTT kernels as a GPU build compiles them: rounds of at most
+/// 2^`radix_log` words (see [`compile_for_radix`]).
+pub fn resource_report_for_radix(arch: &str, radix_log: u32) -> Result<String> {
+    compile_cubin_with_log(arch, true, Some(radix_log)).map(|(_, log)| log)
+}
+
+fn compile_cubin_with_log(
+    arch: &str,
+    verbose: bool,
+    radix_log: Option<u32>,
+) -> Result<(usize, String)> {
     use cudarc::nvrtc::{result, sys};
     load()?;
     let fail = |log: String| GpuError::Compile {
         arch: arch.into(),
         log,
     };
-    let src = std::ffi::CString::new(cuda_source()).map_err(|e| fail(e.to_string()))?;
+    let source = match radix_log {
+        Some(r) => format!("#define HK_NTT_RADIX_LOG {r}\n{}", cuda_source()),
+        None => cuda_source(),
+    };
+    let src = std::ffi::CString::new(source).map_err(|e| fail(e.to_string()))?;
     let prog = result::create_program(&src, None).map_err(|e| fail(format!("{e:?}")))?;
     let mut opts = vec![
         format!("-arch={arch}"),

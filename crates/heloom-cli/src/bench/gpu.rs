@@ -305,7 +305,7 @@ pub struct GpuReport {
     pub sets: Vec<SetInfo>,
     /// Measurements.
     pub rows: Vec<Row>,
-    /// The issue's targets (H200).
+    /// The issue's targets (set for an H100 or H200).
     pub targets: Vec<Target>,
     /// Wall time of the whole run, seconds.
     pub wall_s: f64,
@@ -709,7 +709,7 @@ fn find<'a>(
         .find(|r| r.op == op && r.word_bits == word_bits && r.n == 1 << log_n && r.limbs == limbs)
 }
 
-/// The issue's targets (H200), on 64-bit words.
+/// The issue's targets (set for an H100 or H200), on 64-bit words.
 fn check_targets(rows: &[Row], emulated: bool, quick: bool) -> Vec<Target> {
     let specs: [(String, &str, u32, usize, f64, &'static str); 3] = [
         (
@@ -967,7 +967,7 @@ pub fn render(rep: &GpuReport) -> String {
          polynomials, no relinearization);\nrescale-naive: the seed-003 GPU baseline (one block \
          per polynomial, global memory, emulated 64-bit products), against the same CPU rescale."
     );
-    let _ = writeln!(s, "\nTargets (H200, 64-bit words):");
+    let _ = writeln!(s, "\nTargets (set for an H100 or H200; 64-bit words):");
     for t in &rep.targets {
         let cmp = if t.unit == "us" { "<=" } else { ">=" };
         let value = t
