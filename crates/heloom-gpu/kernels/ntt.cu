@@ -139,36 +139,52 @@ struct HkTile {
     }
 };
 
-// Layer L of a radix-2^R round (see hk_fwd_round), then the layers below it. A template per
-// layer, so that every loop bound and register index is a compile-time constant: with the
-// layer as a loop variable the compiler left a 16-word group in local memory.
-template <typename W, int R, int L>
-struct HkFwdLayer {
-    __device__ __forceinline__ static void run(W* x, const ModQ<W>& m, bool lazy, const W* rt,
-                                               const W* rts, u32 n, u32 b0, u32 j0) {
-        const u32 b = b0 + L;
-        const u32 base = (n >> (b + 1)) + (j0 >> (b + 1));
+// A block's tile into shared memory, HK_LOAD_BATCH global loads in flight per thread before
+// any shared store (see HK_LOAD_BATCH). SPREAD (rescale): every word is centred with the
+// source prime's half and reduced to this limb's prime.
+template <typename W, int SPREAD>
+__device__ __forceinline__ void hk_load_tile(W* sm, const W* src, const HkTile& g,
+                                             const ModQ<W>& m, const ModQ<W>& ms, W half,
+                                             W half_k) {
+    for (u32 e0 = threadIdx.x; e0 < g.tile; e0 += HK_LOAD_BATCH * blockDim.x) {
+        W v[HK_LOAD_BATCH];
         HK_UNROLL_SMALL
-        for (u32 h = 0; h < (1u << (R - 1 - L)); ++h) {
-            const W w = rt[base + h], ws = rts[base + h];
-            HK_UNROLL_SMALL
-            for (u32 lo = 0; lo < (1u << L); ++lo) {
-                const u32 e = (h << (L + 1)) | lo;
-                hk_fwd_bf(m, lazy, x[e], x[e | (1u << L)], w, ws);
+        for (u32 i = 0; i < HK_LOAD_BATCH; ++i) {
+            const u32 e = e0 + i * blockDim.x;
+            v[i] = e < g.tile ? src[g.global(e)] : (W)0;
+        }
+        HK_UNROLL_SMALL
+        for (u32 i = 0; i < HK_LOAD_BATCH; ++i) {
+            const u32 e = e0 + i * blockDim.x;
+            if (e < g.tile) {
+                W x = v[i];
+                if (SPREAD == 1) x = m.sub(m.reduce(ms.add(x, half)), half_k);
+                sm[e] = x;
             }
         }
-        HkFwdLayer<W, R, L - 1>::run(x, m, lazy, rt, rts, n, b0, j0);
     }
-};
-template <typename W, int R>
-struct HkFwdLayer<W, R, -1> {
-    __device__ __forceinline__ static void run(W*, const ModQ<W>&, bool, const W*, const W*, u32,
-                                               u32, u32) {}
-};
+}
 
-// Layer L of an inverse round (see hk_inv_round), then the layers above it.
-template <typename W, int R, int L>
-struct HkInvLayer {
+// A radix-2^R group's words between shared memory and registers (LOAD: into `x`).
+template <typename W, int R, bool LOAD>
+__device__ __forceinline__ void hk_group_move(W* sm, W* x, u32 s0, u32 stride_log) {
+    HK_UNROLL_SMALL
+    for (u32 e = 0; e < (1u << R); ++e) {
+        if (LOAD) {
+            x[e] = sm[s0 | (e << stride_log)];
+        } else {
+            sm[s0 | (e << stride_log)] = x[e];
+        }
+    }
+}
+
+// Layer L of a radix-2^R round (see hk_round), then the next: forward the layers below it
+// (Cooley-Tukey), INV the layers above it (Gentleman-Sande; N^-1 folded into the transform's
+// last layer). A template per layer, so that every loop bound and register index is a
+// compile-time constant: with the layer as a loop variable the compiler left a 16-word group
+// in local memory.
+template <typename W, int R, int L, bool INV>
+struct HkLayer {
     __device__ __forceinline__ static void run(W* x, const ModQ<W>& m, bool lazy, const W* rt,
                                                const W* rts, u32 n, u32 b0, u32 j0, u32 log_n,
                                                W n_inv, W n_inv_s, W n_inv_w, W n_inv_ws) {
@@ -181,62 +197,51 @@ struct HkInvLayer {
             HK_UNROLL_SMALL
             for (u32 lo = 0; lo < (1u << L); ++lo) {
                 const u32 e = (h << (L + 1)) | lo;
-                hk_inv_bf(m, lazy, fin, x[e], x[e | (1u << L)], w, ws, n_inv, n_inv_s, n_inv_w,
-                          n_inv_ws);
+                if (INV) {
+                    hk_inv_bf(m, lazy, fin, x[e], x[e | (1u << L)], w, ws, n_inv, n_inv_s,
+                              n_inv_w, n_inv_ws);
+                } else {
+                    hk_fwd_bf(m, lazy, x[e], x[e | (1u << L)], w, ws);
+                }
             }
         }
-        HkInvLayer<W, R, L + 1>::run(x, m, lazy, rt, rts, n, b0, j0, log_n, n_inv, n_inv_s,
-                                     n_inv_w, n_inv_ws);
+        HkLayer<W, R, INV ? L + 1 : L - 1, INV>::run(x, m, lazy, rt, rts, n, b0, j0, log_n, n_inv,
+                                                     n_inv_s, n_inv_w, n_inv_ws);
     }
 };
+// Past the last layer: forward below layer 0, inverse above layer R - 1.
 template <typename W, int R>
-struct HkInvLayer<W, R, R> {
+struct HkLayer<W, R, -1, false> {
+    __device__ __forceinline__ static void run(W*, const ModQ<W>&, bool, const W*, const W*, u32,
+                                               u32, u32, u32, W, W, W, W) {}
+};
+template <typename W, int R>
+struct HkLayer<W, R, R, true> {
     __device__ __forceinline__ static void run(W*, const ModQ<W>&, bool, const W*, const W*, u32,
                                                u32, u32, u32, W, W, W, W) {}
 };
 
-// One round of 2^R words per thread in registers: R Cooley-Tukey layers on local bits
-// [lo_bit, lo_bit + R), the top one first. A layer on global bit b pairs e with e | 2^l
+// One round of 2^R words per thread in registers. Forward: R Cooley-Tukey layers on local
+// bits [lo_bit, lo_bit + R), the top one first. A layer on global bit b pairs e with e | 2^l
 // (b = lb + lo_bit + l) under the root psi^bitrev(n / 2^(b+1) + (j_e >> (b+1))), and since
 // element e's global index is j0 | (e << (lb + lo_bit)), that root index is
 // n / 2^(b+1) + (j0 >> (b+1)) + (e >> (l+1)): one root per 2^(l+1) elements, loaded once.
-template <typename W, int R>
-__device__ __forceinline__ void hk_fwd_round(W* sm, const HkTile& g, const ModQ<W>& m, bool lazy,
-                                             const W* rt, const W* rts, u32 lo_bit) {
-    const u32 n = g.n;
+// INV: R Gentleman-Sande layers, the bottom one first, same root indexing; the transform's
+// last layer (global bit log_n - 1) folds in N^-1 (the n_inv constants; unused forward).
+template <typename W, int R, bool INV>
+__device__ __forceinline__ void hk_round(W* sm, const HkTile& g, const ModQ<W>& m, bool lazy,
+                                         const W* rt, const W* rts, u32 lo_bit, u32 log_n,
+                                         W n_inv, W n_inv_s, W n_inv_w, W n_inv_ws) {
     const u32 b0 = g.lb + lo_bit;
     const u32 stride_log = lo_bit + g.c_log;
     for (u32 t = threadIdx.x; t < (g.tile >> R); t += blockDim.x) {
         u32 s0, j0;
         g.group(t, lo_bit, R, s0, j0);
         W x[1 << R];
-        HK_UNROLL_SMALL
-        for (u32 e = 0; e < (1u << R); ++e) x[e] = sm[s0 | (e << stride_log)];
-        HkFwdLayer<W, R, R - 1>::run(x, m, lazy, rt, rts, n, b0, j0);
-        HK_UNROLL_SMALL
-        for (u32 e = 0; e < (1u << R); ++e) sm[s0 | (e << stride_log)] = x[e];
-    }
-}
-
-// The inverse's round: R Gentleman-Sande layers, the bottom one first, same root indexing; the
-// transform's last layer (global bit log_n - 1) folds in N^-1.
-template <typename W, int R>
-__device__ __forceinline__ void hk_inv_round(W* sm, const HkTile& g, const ModQ<W>& m, bool lazy,
-                                             const W* rt, const W* rts, u32 lo_bit, u32 log_n,
-                                             W n_inv, W n_inv_s, W n_inv_w, W n_inv_ws) {
-    const u32 n = g.n;
-    const u32 b0 = g.lb + lo_bit;
-    const u32 stride_log = lo_bit + g.c_log;
-    for (u32 t = threadIdx.x; t < (g.tile >> R); t += blockDim.x) {
-        u32 s0, j0;
-        g.group(t, lo_bit, R, s0, j0);
-        W x[1 << R];
-        HK_UNROLL_SMALL
-        for (u32 e = 0; e < (1u << R); ++e) x[e] = sm[s0 | (e << stride_log)];
-        HkInvLayer<W, R, 0>::run(x, m, lazy, rt, rts, n, b0, j0, log_n, n_inv, n_inv_s, n_inv_w,
-                                 n_inv_ws);
-        HK_UNROLL_SMALL
-        for (u32 e = 0; e < (1u << R); ++e) sm[s0 | (e << stride_log)] = x[e];
+        hk_group_move<W, R, true>(sm, x, s0, stride_log);
+        HkLayer<W, R, INV ? 0 : R - 1, INV>::run(x, m, lazy, rt, rts, g.n, b0, j0, log_n, n_inv,
+                                                 n_inv_s, n_inv_w, n_inv_ws);
+        hk_group_move<W, R, false>(sm, x, s0, stride_log);
     }
 }
 
@@ -266,33 +271,17 @@ __device__ void hk_ntt_fwd_impl(const W* in, u64 in_stride, W* out, u64 out_stri
         half_k = m.reduce(half);
         src = in + (u64)p * in_stride;
     }
-    for (u32 e0 = threadIdx.x; e0 < tile; e0 += HK_LOAD_BATCH * blockDim.x) {
-        W v[HK_LOAD_BATCH];
-        HK_UNROLL_SMALL
-        for (u32 i = 0; i < HK_LOAD_BATCH; ++i) {
-            const u32 e = e0 + i * blockDim.x;
-            v[i] = e < tile ? src[g.global(e)] : (W)0;
-        }
-        HK_UNROLL_SMALL
-        for (u32 i = 0; i < HK_LOAD_BATCH; ++i) {
-            const u32 e = e0 + i * blockDim.x;
-            if (e < tile) {
-                W x = v[i];
-                if (LOAD == 1) x = m.sub(m.reduce(ms.add(x, half)), half_k);
-                sm[e] = x;
-            }
-        }
-    }
+    hk_load_tile<W, LOAD>(sm, src, g, m, ms, half, half_k);
     __syncthreads();
-    // Two layers per round (radix 4: four words in registers, three twiddles), a single
-    // radix-2 layer when an odd one is left; one barrier per round.
+    // Rounds of up to 2^HK_RADIX_LOG words a thread in registers (radix 8 or 16), then radix 4,
+    // then a single radix-2 layer when an odd one is left; one barrier per round.
     int b = (int)hb - 1;
     while (b >= (int)lb) {
         if (HK_RADIX_LOG(radix_log) >= 4 && b - 3 >= (int)lb) {
-            hk_fwd_round<W, 4>(sm, g, m, lazy, rt, rts, (u32)b - 3 - lb);
+            hk_round<W, 4, false>(sm, g, m, lazy, rt, rts, (u32)b - 3 - lb, log_n, 0, 0, 0, 0);
             b -= 4;
         } else if (HK_RADIX_LOG(radix_log) == 3 && b - 2 >= (int)lb) {
-            hk_fwd_round<W, 3>(sm, g, m, lazy, rt, rts, (u32)b - 2 - lb);
+            hk_round<W, 3, false>(sm, g, m, lazy, rt, rts, (u32)b - 2 - lb, log_n, 0, 0, 0, 0);
             b -= 3;
         } else if (b - 1 >= (int)lb) {
             const u32 lo_bit = (u32)b - 1 - lb;  // local bit of the second layer
@@ -384,30 +373,18 @@ __device__ void hk_ntt_inv_impl(const W* in, u64 in_stride, W* out, u64 out_stri
     const W n_inv = pt[prime * HK_PT_STRIDE + 3], n_inv_s = pt[prime * HK_PT_STRIDE + 4];
     const W n_inv_w = pt[prime * HK_PT_STRIDE + 5], n_inv_ws = pt[prime * HK_PT_STRIDE + 6];
     const W* src = in + (u64)p * in_stride + (u64)k * n;
-    for (u32 e0 = threadIdx.x; e0 < tile; e0 += HK_LOAD_BATCH * blockDim.x) {
-        W v[HK_LOAD_BATCH];
-        HK_UNROLL_SMALL
-        for (u32 i = 0; i < HK_LOAD_BATCH; ++i) {
-            const u32 e = e0 + i * blockDim.x;
-            v[i] = e < tile ? src[g.global(e)] : (W)0;
-        }
-        HK_UNROLL_SMALL
-        for (u32 i = 0; i < HK_LOAD_BATCH; ++i) {
-            const u32 e = e0 + i * blockDim.x;
-            if (e < tile) sm[e] = v[i];
-        }
-    }
+    hk_load_tile<W, 0>(sm, src, g, m, m, (W)0, (W)0);
     __syncthreads();
     // Two layers per round (radix 4 in registers), a radix-2 layer when an odd one is left.
     u32 b = lb;
     while (b < hb) {
         if (HK_RADIX_LOG(radix_log) >= 4 && b + 3 < hb) {
-            hk_inv_round<W, 4>(sm, g, m, lazy, rt, rts, b - lb, log_n, n_inv, n_inv_s, n_inv_w,
-                               n_inv_ws);
+            hk_round<W, 4, true>(sm, g, m, lazy, rt, rts, b - lb, log_n, n_inv, n_inv_s, n_inv_w,
+                                 n_inv_ws);
             b += 4;
         } else if (HK_RADIX_LOG(radix_log) == 3 && b + 2 < hb) {
-            hk_inv_round<W, 3>(sm, g, m, lazy, rt, rts, b - lb, log_n, n_inv, n_inv_s, n_inv_w,
-                               n_inv_ws);
+            hk_round<W, 3, true>(sm, g, m, lazy, rt, rts, b - lb, log_n, n_inv, n_inv_s, n_inv_w,
+                                 n_inv_ws);
             b += 3;
         } else if (b + 1 < hb) {
             const u32 lo_bit = b - lb;
