@@ -375,7 +375,8 @@ __device__ void hk_ntt_inv_impl(const W* in, u64 in_stride, W* out, u64 out_stri
     const W* src = in + (u64)p * in_stride + (u64)k * n;
     hk_load_tile<W, 0>(sm, src, g, m, m, (W)0, (W)0);
     __syncthreads();
-    // Two layers per round (radix 4 in registers), a radix-2 layer when an odd one is left.
+    // Rounds of up to 2^HK_RADIX_LOG words a thread in registers, then radix 4, then a radix-2
+    // layer when an odd one is left; one barrier per round.
     u32 b = lb;
     while (b < hb) {
         if (HK_RADIX_LOG(radix_log) >= 4 && b + 3 < hb) {
