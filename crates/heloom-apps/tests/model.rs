@@ -5,7 +5,7 @@ use heloom_apps::mnist::{Mnist, PIXELS};
 
 #[test]
 fn mnist_test_set_loads() {
-    let m = Mnist::load_default_test().expect("MNIST test set (../shared/data/mnist)");
+    let m = Mnist::load_default_test().expect("MNIST test set (crates/heloom-apps/data/mnist)");
     assert_eq!(m.len(), 10_000);
     assert_eq!(m.images.len(), 10_000 * PIXELS);
     // Known answers: the first test labels are 7, 2, 1, 0, 4.

