@@ -15,6 +15,20 @@ fn mnist_test_set_loads() {
 }
 
 #[test]
+fn mnist_ships_with_the_repository() {
+    // A clone has no ../shared: without HELOOM_MNIST the loader must use the shipped copy.
+    if std::env::var_os("HELOOM_MNIST").is_none() {
+        let dir = heloom_apps::mnist::default_dir().expect("shipped MNIST");
+        assert!(dir.ends_with("heloom-apps/data/mnist"), "{}", dir.display());
+        assert!(dir.join("t10k-images-idx3-ubyte.gz").is_file());
+        assert!(
+            dir.join("README.md").is_file(),
+            "the licence note ships beside the data"
+        );
+    }
+}
+
+#[test]
 fn weight_files_round_trip_and_bad_ones_are_refused() {
     let net = CryptoNet::random(3);
     let bytes = net.to_bytes();
