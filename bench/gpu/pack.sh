@@ -23,7 +23,7 @@ for line in sys.stdin:
         if "test" in m["target"]["kind"]:
             shutil.copy(m["executable"], sys.argv[1] + "/test-" + m["target"]["name"])
 ' "$pack"
-cp bench/gpu/run-on-gpu.sh bench/gpu/tune-on-gpu.sh bench/gpu/ncu_summary.py "$pack/"
+cp bench/gpu/run-on-gpu.sh bench/gpu/tune-on-gpu.sh bench/gpu/ncu-profile.sh bench/gpu/ncu_summary.py "$pack/"
 strip "$pack"/heloom "$pack"/gpu_profile "$pack"/test-* 2>/dev/null || true
 ls -la "$pack"
 echo "carry $pack to the GPU machine and run: $pack/run-on-gpu.sh OUTDIR"

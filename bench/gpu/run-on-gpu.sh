@@ -22,17 +22,8 @@ status=0
   "$here/heloom" offload --he --devices cpu-pool,gpu --log-n 14 --jobs 48 2>&1 || status=1
 } >"$out/tests.txt" 2>&1
 "$here/heloom" bench gpu --out "$out" >"$out/bench.txt" 2>&1 || status=1
-# Nsight Compute, where installed: every kernel of one NTT, inverse NTT, multiply and
-# relinearize at N = 2^16 x 30 limbs (examples/gpu_profile.rs), at the card's own clocks.
-ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-if [ -n "$ncu" ]; then
-  HELOOM_PROFILE_WARM=0 timeout 300 "$ncu" --clock-control none --kernel-name regex:hk_ \
-    --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
-    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --csv --page details \
-    "$here/gpu_profile" >"$out/ncu.csv" 2>"$out/ncu-log.txt" || status=1
-  python3 "$here/ncu_summary.py" "$out/ncu.csv" >"$out/ncu-summary.txt" 2>&1 || true
-  cat "$out/ncu-summary.txt"
-fi
+# Nsight Compute, where installed (ncu-profile.sh).
+"$here/ncu-profile.sh" "$out" 300 || status=1
 tail -40 "$out/tests.txt"
 cat "$out/bench.txt"
 exit $status

@@ -26,15 +26,7 @@ for r in 4 8 16; do
     HELOOM_GPU_NTT_RADIX=$r HELOOM_GPU_NTT_THREADS=$th HELOOM_PROFILE_WARM=3 timeout 90 "$here/gpu_profile"
   done
 done 2>&1 | tee "$work/profile.txt" | grep -E "==|round 3|gpu_profile:"
-ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-if [ -n "$ncu" ]; then
-  HELOOM_PROFILE_WARM=0 timeout 150 "$ncu" --clock-control none --kernel-name regex:hk_ \
-    --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
-    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --csv --page details \
-    "$here/gpu_profile" >"$work/ncu.csv" 2>"$work/ncu-log.txt"
-  python3 "$here/ncu_summary.py" "$work/ncu.csv" >"$work/ncu-summary.txt" 2>&1
-  cat "$work/ncu-summary.txt"
-fi
+"$here/ncu-profile.sh" "$work" 150
 for r in 4 16; do
   HELOOM_GPU_NTT_RADIX=$r timeout 150 "$here/heloom" bench gpu --out "$work/bench-r$r" \
     >"$work/bench-r$r/bench.txt" 2>&1

@@ -16,7 +16,7 @@ fn mnist_test_set_loads() {
 
 #[test]
 fn mnist_ships_with_the_repository() {
-    // A clone has no ../shared: without HELOOM_MNIST the loader must use the shipped copy.
+    // A clone has only the repository: without HELOOM_MNIST the loader must use the shipped copy.
     if std::env::var_os("HELOOM_MNIST").is_none() {
         let dir = heloom_apps::mnist::default_dir().expect("shipped MNIST");
         assert!(dir.ends_with("heloom-apps/data/mnist"), "{}", dir.display());

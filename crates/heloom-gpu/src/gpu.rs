@@ -124,16 +124,30 @@ pub const NTT_RADIX_ENV: &str = "HELOOM_GPU_NTT_RADIX";
 /// for 64-bit words (radix 16 needs 110-128).
 pub const DEFAULT_NTT_RADIX: u32 = 8;
 
+/// log2 of an NTT radix heloom has rounds for (4, 8 or 16).
+fn radix_log_of(radix: u32) -> Option<u32> {
+    matches!(radix, 4 | 8 | 16).then(|| radix.trailing_zeros())
+}
+
+/// [`NTT_RADIX_ENV`] if set, else the default; an invalid value is an error that says so.
+fn ntt_radix_setting() -> Result<u32> {
+    parse_ntt_radix(std::env::var(NTT_RADIX_ENV).ok().as_deref())
+}
+
 fn parse_ntt_radix(v: Option<&str>) -> Result<u32> {
-    match v.map(str::trim) {
+    match v {
         None => Ok(DEFAULT_NTT_RADIX.trailing_zeros()),
-        Some("4") => Ok(2),
-        Some("8") => Ok(3),
-        Some("16") => Ok(4),
-        Some(other) => Err(GpuError::Invalid(format!(
-            "{NTT_RADIX_ENV}={other:?} is not 4, 8 or 16; unset it for the default \
-             ({DEFAULT_NTT_RADIX})"
-        ))),
+        Some(v) => v
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .and_then(radix_log_of)
+            .ok_or_else(|| {
+                GpuError::Invalid(format!(
+                    "{NTT_RADIX_ENV}={v:?} is not 4, 8 or 16; unset it for the default \
+                     ({DEFAULT_NTT_RADIX})"
+                ))
+            }),
     }
 }
 
@@ -234,7 +248,7 @@ impl Gpu {
             .unwrap_or(0)
             .max(0) as u32;
         let ntt_threads = ntt_threads_setting()?;
-        let ntt_radix_log = parse_ntt_radix(std::env::var(NTT_RADIX_ENV).ok().as_deref())?;
+        let ntt_radix_log = ntt_radix_setting()?;
         let nvrtc = crate::nvrtc::load()?;
         let arch = arch_for(cc);
         let ptx = crate::nvrtc::compile_for_radix(arch, ntt_radix_log)?;
@@ -280,8 +294,22 @@ impl Gpu {
 
     /// The host emulator: the same kernels compiled for the CPU, one OS thread per GPU thread
     /// of a (small) block. Bit-exact with the GPU by construction and slow by design; for
-    /// tests and CI, which have no GPU.
+    /// tests and CI, which have no GPU. Its NTT radix is [`NTT_RADIX_ENV`]'s (the default when
+    /// unset or invalid).
     pub fn emulator() -> Self {
+        Self::emulator_radix_log(ntt_radix_setting().unwrap_or(DEFAULT_NTT_RADIX.trailing_zeros()))
+    }
+
+    /// The host emulator with NTT rounds of at most `radix` words (4, 8 or 16, as
+    /// [`NTT_RADIX_ENV`] sets for a GPU), so that tests check every round size.
+    pub fn emulator_with_ntt_radix(radix: u32) -> Result<Self> {
+        let radix_log = radix_log_of(radix).ok_or_else(|| {
+            GpuError::Invalid(format!("NTT radix {radix} does not exist: use 4, 8 or 16"))
+        })?;
+        Ok(Self::emulator_radix_log(radix_log))
+    }
+
+    fn emulator_radix_log(ntt_radix_log: u32) -> Self {
         Self::from_engine(
             Engine::Emulator,
             GpuInfo {
@@ -294,22 +322,8 @@ impl Gpu {
                 nvrtc: "not used".into(),
             },
             1 << 30,
-            (
-                4,
-                parse_ntt_radix(std::env::var(NTT_RADIX_ENV).ok().as_deref()).unwrap_or(4),
-            ),
+            (4, ntt_radix_log),
         )
-    }
-
-    /// The host emulator with NTT rounds of at most `radix` words (4, 8 or 16, as
-    /// [`NTT_RADIX_ENV`] sets for a GPU), so that tests check every round size.
-    pub fn emulator_with_ntt_radix(radix: u32) -> Result<Self> {
-        let radix_log = parse_ntt_radix(Some(&radix.to_string()))?;
-        let mut gpu = Self::emulator();
-        if let Some(inner) = Arc::get_mut(&mut gpu.inner) {
-            inner.ntt_radix_log = radix_log;
-        }
-        Ok(gpu)
     }
 
     fn from_engine(engine: Engine, info: GpuInfo, limit: usize, ntt: (u32, u32)) -> Self {

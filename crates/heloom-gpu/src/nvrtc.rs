@@ -88,10 +88,15 @@ pub fn compile(arch: &'static str) -> Result<Ptx> {
 /// Like [`compile`], with the NTT kernels built for rounds of at most 2^`radix_log` words
 /// only (see kernels/ntt.cu: fewer registers than with every round size compiled in).
 pub fn compile_for_radix(arch: &'static str, radix_log: u32) -> Result<Ptx> {
-    compile_source(
-        &format!("#define HK_NTT_RADIX_LOG {radix_log}\n{}", cuda_source()),
-        arch,
-    )
+    compile_source(&source_for(Some(radix_log)), arch)
+}
+
+/// Every kernel's source, with the NTT round size fixed when `radix_log` is given.
+fn source_for(radix_log: Option<u32>) -> String {
+    match radix_log {
+        Some(r) => format!("#define HK_NTT_RADIX_LOG {r}\n{}", cuda_source()),
+        None => cuda_source(),
+    }
 }
 
 /// Compiles CUDA source `src` to PTX for `arch`; errors carry NVRTC's log.
@@ -150,11 +155,7 @@ fn compile_cubin_with_log(
         arch: arch.into(),
         log,
     };
-    let source = match radix_log {
-        Some(r) => format!("#define HK_NTT_RADIX_LOG {r}\n{}", cuda_source()),
-        None => cuda_source(),
-    };
-    let src = std::ffi::CString::new(source).map_err(|e| fail(e.to_string()))?;
+    let src = std::ffi::CString::new(source_for(radix_log)).map_err(|e| fail(e.to_string()))?;
     let prog = result::create_program(&src, None).map_err(|e| fail(format!("{e:?}")))?;
     let mut opts = vec![
         format!("-arch={arch}"),
