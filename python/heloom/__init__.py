@@ -80,6 +80,7 @@ from heloom._heloom import (
     polynomial_graph,
     profile_names,
     simulate,
+    upgrade_v1,
 )
 
 __all__ = [
@@ -119,4 +120,5 @@ __all__ = [
     "polynomial_graph",
     "profile_names",
     "simulate",
+    "upgrade_v1",
 ]

@@ -286,11 +286,19 @@ class Context:
 
 @final
 class SecretKey:
-    """The secret key. Stays with the client: it cannot be pickled and its repr hides it."""
+    """The secret key. Stays with the client: it cannot be pickled, its repr hides it, and
+    its bytes (``to_bytes``, for the client's own storage) are refused by every loader of a
+    public object."""
 
     @property
     def word_bits(self) -> int:
         """Word size in bits: 32 or 64."""
+    def to_bytes(self) -> bytes:
+        """The key in heloom's binary format, for the client's own storage only."""
+    @staticmethod
+    def from_bytes(ctx: Context, data: bytes) -> SecretKey:
+        """Loads a secret key saved by ``to_bytes`` for ``ctx``'s parameters; bad bytes raise
+        FormatError, keys of other parameters ParameterError."""
 
 @final
 class PublicKey:
@@ -882,6 +890,12 @@ def he_offload_compare(
     ``ms_reps``, ``ideal_ms``, ``efficiency``, ``jobs_per_s``, ``items_per_device`` (keyed by
     device name) and ``max_error`` (the largest decryption error of any job). Runs without
     the GIL."""
+
+def upgrade_v1(data: bytes, ctx: Context | None = None) -> bytes:
+    """Converts an object of heloom's format version 1 (no checksum) to version 2.
+    Parameters need no context, every other kind the ``Context`` it was made for. Every field
+    is re-validated, but version 1 has no checksum: convert only bytes from a source you
+    trust."""
 
 def mnist(
     *,

@@ -847,6 +847,7 @@ impl<W: Word> Evaluator<W> {
             b: permute(&key.b)?,
             a: permute(&key.a)?,
             seeds: Vec::new(),
+            role: key.role,
             fingerprint: key.fingerprint,
         });
         if let Ok(mut map) = self.hoisted.write() {

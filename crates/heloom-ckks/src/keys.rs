@@ -16,11 +16,15 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-/// The secret key `s`, in NTT form over every prime (ciphertext and special). Never leaves the
-/// client: it has no serialization and its `Debug` output hides the coefficients.
+/// The secret key `s`, in NTT form over every prime (ciphertext and special), with its signed
+/// ternary coefficients. Never leaves the client: its serialization (kind `SecretKey` of
+/// [`crate::serialize`]) is for the client's own storage, no loader of a public object accepts
+/// it, and its `Debug` output hides the coefficients.
 #[derive(Clone)]
 pub struct SecretKey<W: Word> {
     pub(crate) s: RnsPoly<W>,
+    /// Coefficients of `s` in `{-1, 0, 1}` (coefficient form), kept for its serialization.
+    pub(crate) coeffs: Vec<i8>,
     pub(crate) fingerprint: u64,
 }
 
@@ -31,6 +35,20 @@ impl<W: Word> fmt::Debug for SecretKey<W> {
 }
 
 impl<W: Word> SecretKey<W> {
+    /// The key with ternary coefficients `coeffs` (each in `{-1, 0, 1}`, `N` of them) over
+    /// `ctx`'s full basis.
+    pub(crate) fn from_coefficients(ctx: &Context<W>, coeffs: &[i64]) -> Result<Self> {
+        let full = ctx.full_basis();
+        let mut s = full.poly_from_signed(coeffs)?;
+        full.forward(&mut s)?;
+        Ok(SecretKey {
+            s,
+            // Callers pass ternary values only (sampled, or checked by the loader).
+            coeffs: coeffs.iter().map(|&c| c.clamp(-1, 1) as i8).collect(),
+            fingerprint: ctx.fingerprint(),
+        })
+    }
+
     /// Fingerprint of the parameters it was made for.
     pub fn fingerprint(&self) -> u64 {
         self.fingerprint
@@ -62,10 +80,27 @@ pub struct SwitchingKey<W: Word> {
     pub(crate) b: Vec<RnsPoly<W>>,
     pub(crate) a: Vec<RnsPoly<W>>,
     pub(crate) seeds: Vec<Seed>,
+    pub(crate) role: KeyRole,
     pub(crate) fingerprint: u64,
 }
 
+/// Which key a switching key switches from: it is part of the key's meaning, stored in its
+/// serialization and checked when the key joins [`EvaluationKeys`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyRole {
+    /// From a key the caller chose ([`KeyGenerator::switching_key`]).
+    Generic,
+    /// From `s^2` (relinearization).
+    Relinearization,
+    /// From `s(X^g)`: the Galois key of element `g`.
+    Galois(u64),
+}
+
 impl<W: Word> SwitchingKey<W> {
+    /// Which key it switches from.
+    pub fn role(&self) -> KeyRole {
+        self.role
+    }
     /// Number of digits.
     pub fn dnum(&self) -> usize {
         self.b.len()
@@ -122,15 +157,37 @@ impl<W: Word> EvaluationKeys<W> {
     pub fn galois_key(&self, g: u64) -> Option<&SwitchingKey<W>> {
         self.galois.get(&g)
     }
-    /// Adds or replaces the relinearization key.
-    pub fn insert_relin(&mut self, key: SwitchingKey<W>) -> Result<()> {
+    /// Adds or replaces the relinearization key. A key made as a Galois key is refused; a
+    /// generic key is taken as the relinearization key.
+    pub fn insert_relin(&mut self, mut key: SwitchingKey<W>) -> Result<()> {
         check_fp(self.fingerprint, key.fingerprint)?;
+        if let KeyRole::Galois(g) = key.role {
+            return Err(CkksError::InvalidInput(format!(
+                "this switching key is the Galois key of element {g}, not a relinearization key; add it with insert_galois({g}, key)"
+            )));
+        }
+        key.role = KeyRole::Relinearization;
         self.relin = Some(key);
         Ok(())
     }
-    /// Adds or replaces the Galois key for element `g`.
-    pub fn insert_galois(&mut self, g: u64, key: SwitchingKey<W>) -> Result<()> {
+    /// Adds or replaces the Galois key for element `g`. A relinearization key or the Galois
+    /// key of another element is refused; a generic key is taken as the key of `g`.
+    pub fn insert_galois(&mut self, g: u64, mut key: SwitchingKey<W>) -> Result<()> {
         check_fp(self.fingerprint, key.fingerprint)?;
+        match key.role {
+            KeyRole::Relinearization => {
+                return Err(CkksError::InvalidInput(format!(
+                    "this switching key is a relinearization key, not the Galois key of element {g}; add it with insert_relin"
+                )))
+            }
+            KeyRole::Galois(h) if h != g => {
+                return Err(CkksError::InvalidInput(format!(
+                    "this switching key is the Galois key of element {h}, not of element {g}"
+                )))
+            }
+            _ => {}
+        }
+        key.role = KeyRole::Galois(g);
         self.galois.insert(g, key);
         Ok(())
     }
@@ -232,15 +289,9 @@ impl<W: Word> KeyGenerator<W> {
                 .map(i64::from)
                 .collect(),
         };
-        let full = ctx.full_basis();
-        let mut s = full.poly_from_signed(&coeffs)?;
-        full.forward(&mut s)?;
         Ok(Self {
             ctx: Arc::clone(ctx),
-            sk: SecretKey {
-                s,
-                fingerprint: ctx.fingerprint(),
-            },
+            sk: SecretKey::from_coefficients(ctx, &coeffs)?,
             rng,
         })
     }
@@ -327,6 +378,7 @@ impl<W: Word> KeyGenerator<W> {
             b: bs,
             a: as_,
             seeds,
+            role: KeyRole::Generic,
             fingerprint: self.ctx.fingerprint(),
         })
     }
@@ -335,7 +387,9 @@ impl<W: Word> KeyGenerator<W> {
     pub fn relin_key(&mut self) -> Result<SwitchingKey<W>> {
         let full = self.ctx.full_basis();
         let s2 = full.mul(&self.sk.s, &self.sk.s)?;
-        self.switching_key(&s2)
+        let mut k = self.switching_key(&s2)?;
+        k.role = KeyRole::Relinearization;
+        Ok(k)
     }
 
     /// The Galois key for `X -> X^g` (from `s(X^g)` to `s`).
@@ -346,7 +400,9 @@ impl<W: Word> KeyGenerator<W> {
         for i in 0..full.len() {
             perm.apply(self.sk.s.limb(i), sg.limb_mut(i))?;
         }
-        self.switching_key(&sg)
+        let mut k = self.switching_key(&sg)?;
+        k.role = KeyRole::Galois(g);
+        Ok(k)
     }
 
     /// Evaluation keys: relinearization, a Galois key per rotation step (negative = right),

@@ -49,7 +49,9 @@ pub use encrypt::{Decryptor, Encryptor};
 pub use error::{CkksError, Result};
 pub use evaluator::Evaluator;
 pub use heloom_pool::Threads;
-pub use keys::{keygen, EvaluationKeys, KeyGenerator, KeySet, PublicKey, SecretKey, SwitchingKey};
+pub use keys::{
+    keygen, EvaluationKeys, KeyGenerator, KeyRole, KeySet, PublicKey, SecretKey, SwitchingKey,
+};
 pub use num_complex::Complex64;
 pub use params::{CkksParameters, ParametersBuilder, SecretDistribution};
 pub use polyeval::{evaluate_polynomial_with, PolyBasis, PolyOps};

@@ -565,22 +565,34 @@ impl CkksParameters {
     }
 
     fn compute_fingerprint(&self) -> u64 {
-        // FNV-1a over everything that changes the meaning of a ciphertext or key.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut eat = |v: u64| {
-            for byte in v.to_le_bytes() {
-                h ^= byte as u64;
-                h = h.wrapping_mul(0x100_0000_01b3);
-            }
-        };
-        eat(self.n as u64);
-        eat(self.word_bits as u64);
-        eat(self.moduli.len() as u64);
-        self.moduli.iter().for_each(|&q| eat(q));
-        eat(self.special.len() as u64);
-        self.special.iter().for_each(|&q| eat(q));
-        eat(self.dnum as u64);
-        h
+        // Everything that changes the meaning of a ciphertext or key: the v1 fields (ring,
+        // word size, primes, dnum), then the security level and the secret distribution.
+        let mut words = self.fingerprint_v1_words();
+        words.push(u64::from(self.security.bits()));
+        match self.secret {
+            SecretDistribution::Ternary => words.extend([0, 0]),
+            SecretDistribution::FixedHamming(h) => words.extend([1, h as u64]),
+        }
+        fnv1a(&words)
+    }
+
+    fn fingerprint_v1_words(&self) -> Vec<u64> {
+        let mut words = vec![
+            self.n as u64,
+            u64::from(self.word_bits),
+            self.moduli.len() as u64,
+        ];
+        words.extend(&self.moduli);
+        words.push(self.special.len() as u64);
+        words.extend(&self.special);
+        words.push(self.dnum as u64);
+        words
+    }
+
+    /// The fingerprint format version 1 stored (ring, word size, primes and dnum only), for
+    /// [`crate::serialize::upgrade_v1`].
+    pub(crate) fn fingerprint_v1(&self) -> u64 {
+        fnv1a(&self.fingerprint_v1_words())
     }
 
     /// Ring degree N.
@@ -707,4 +719,16 @@ impl fmt::Display for CkksParameters {
             self.word_bits, self.backend
         )
     }
+}
+
+/// FNV-1a 64 over the little-endian bytes of `words`.
+fn fnv1a(words: &[u64]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for w in words {
+        for byte in w.to_le_bytes() {
+            h ^= u64::from(byte);
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    h
 }

@@ -10,13 +10,18 @@
 mod fuzz_bodies;
 
 use heloom_ckks::serialize::{
-    peek_kind, ObjectKind, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD_BYTES,
+    peek_header, peek_kind, upgrade_v1, upgrade_v1_params, ObjectKind, CHECKSUM_LEN,
+    FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD_BYTES,
 };
 use heloom_ckks::*;
 use heloom_math::{RnsPoly, Word};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::{Arc, OnceLock};
+use xxhash_rust::xxh3::xxh3_64;
+
+/// Header and checksum: the bytes around every payload.
+const FRAME: usize = HEADER_LEN + CHECKSUM_LEN;
 
 // ----- setups -----
 
@@ -169,9 +174,9 @@ fn check_ct_size<W: Word>(ct: &Ciphertext<W>, primes: &[u64], len: usize) {
         .iter()
         .map(|p| packed_len_of(p, primes))
         .sum();
-    assert_eq!(len, HEADER_LEN + CT_META + seed + exact);
+    assert_eq!(len, FRAME + CT_META + seed + exact);
     let n = ct.polys()[0].n();
-    let most = HEADER_LEN + CT_META + seed + polys * packed_poly_len(n, primes);
+    let most = FRAME + CT_META + seed + polys * packed_poly_len(n, primes);
     assert!(len <= most && len + polys * primes.len() * n / 8 >= most);
 }
 
@@ -293,7 +298,7 @@ fn public_key<W: Word>(s: &Setup<W>) {
         .chain(p.special_moduli())
         .copied()
         .collect();
-    let most = HEADER_LEN + 32 + packed_poly_len(s.ctx.n(), &all);
+    let most = FRAME + 32 + packed_poly_len(s.ctx.n(), &all);
     assert!(bytes.len() <= most && bytes.len() + all.len() * s.ctx.n() / 8 >= most);
     // Encrypting with the reloaded key decrypts (a wrong a would give noise).
     let x = values(p.slots(), 5);
@@ -350,7 +355,7 @@ fn evaluation_keys<W: Word>(s: &Setup<W>) {
     // No keys at all.
     let empty = EvaluationKeys::empty(&s.ctx);
     let eb = empty.to_bytes();
-    assert_eq!(eb.len(), HEADER_LEN + 5);
+    assert_eq!(eb.len(), FRAME + 5);
     let e2 = EvaluationKeys::from_bytes(&s.ctx, &eb).unwrap();
     assert!(!e2.has_relin() && e2.galois_elements().is_empty());
 }
@@ -432,15 +437,67 @@ fn patch_u64(bytes: &mut [u8], at: usize, v: u64) {
     bytes[at..at + 8].copy_from_slice(&v.to_le_bytes());
 }
 
+/// Recomputes the checksum after a deliberate change, so that the field checks behind it are
+/// what a test reaches (objects shorter than a checksum are left alone).
+fn reseal(bytes: &mut [u8]) {
+    if bytes.len() >= FRAME {
+        let end = bytes.len() - CHECKSUM_LEN;
+        let sum = xxh3_64(&bytes[..end]);
+        bytes[end..].copy_from_slice(&sum.to_le_bytes());
+    }
+}
+
+/// Sets the header's payload length to what the bytes hold, then reseals.
 fn patch_len(bytes: &mut [u8]) {
-    let len = (bytes.len() - HEADER_LEN) as u64;
-    patch_u64(bytes, 16, len);
+    let len = bytes.len().saturating_sub(FRAME) as u64;
+    patch_u64(bytes, 24, len);
+    reseal(bytes);
+}
+
+/// A copy of `b`, resealed.
+fn sealed(b: &[u8]) -> Vec<u8> {
+    let mut b = b.to_vec();
+    reseal(&mut b);
+    b
 }
 
 fn header_errors<W: Word>(s: &Setup<W>) {
     let ct = s.enc.encrypt(&[0.25], &s.keys.public_key).unwrap();
     let good = ct.to_bytes();
-    let load = |b: &[u8]| Ciphertext::from_bytes(&s.ctx, b);
+    let load = |b: &[u8]| Ciphertext::from_bytes(&s.ctx, &sealed(b));
+    let info = peek_header(&good).unwrap();
+    assert_eq!(info.kind, ObjectKind::Ciphertext);
+    assert_eq!(info.word_bits, W::BITS);
+    assert_eq!(info.params_fingerprint, s.ctx.fingerprint());
+    assert_eq!(info.payload_len as usize, good.len() - FRAME);
+
+    // Any change without a new checksum is caught by the checksum.
+    for at in [
+        8,
+        16,
+        HEADER_LEN,
+        good.len() / 2,
+        good.len() - CHECKSUM_LEN - 1,
+    ] {
+        let mut b = good.clone();
+        b[at] ^= 0x10;
+        let m = format_msg(Ciphertext::from_bytes(&s.ctx, &b));
+        assert!(m.contains("checksum mismatch"), "{m}");
+    }
+    let mut b = good.clone();
+    let last = b.len() - 1;
+    b[last] ^= 1;
+    assert!(format_msg(Ciphertext::from_bytes(&s.ctx, &b)).contains("checksum mismatch"));
+    // The report: the last 8 bytes overwritten with 0xff.
+    let mut b = good.clone();
+    let end = b.len();
+    b[end - 8..].fill(0xff);
+    assert!(format_msg(Ciphertext::from_bytes(&s.ctx, &b)).contains("checksum mismatch"));
+    // A resealed change of a meaning field that the payload does not repeat: the object
+    // fingerprint disagrees.
+    let mut b = good.clone();
+    b[16] ^= 1;
+    assert!(format_msg(load(&b)).contains("object fingerprint"));
 
     let mut b = good.clone();
     b[0] ^= 1;
@@ -452,8 +509,12 @@ fn header_errors<W: Word>(s: &Setup<W>) {
     let mut b = good.clone();
     b[4..6].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
     let m = format_msg(load(&b));
-    assert!(m.contains("version 2") && m.contains("version 1"), "{m}");
+    assert!(m.contains("version 3") && m.contains("version 2"), "{m}");
     assert!(format_msg(peek_kind(&b)).contains("version"));
+    let mut b = good.clone();
+    b[4..6].copy_from_slice(&1u16.to_le_bytes());
+    let m = format_msg(load(&b));
+    assert!(m.contains("version 1") && m.contains("upgrade_v1"), "{m}");
 
     let mut b = good.clone();
     b[6] = 9;
@@ -479,10 +540,14 @@ fn header_errors<W: Word>(s: &Setup<W>) {
 
     // Absurd payload length, short payload, trailing bytes.
     let mut b = good.clone();
-    patch_u64(&mut b, 16, u64::MAX);
+    patch_u64(&mut b, 24, u64::MAX);
     assert!(format_msg(load(&b)).contains("limit"));
     let mut b = good.clone();
-    patch_u64(&mut b, 16, MAX_PAYLOAD_BYTES);
+    patch_u64(&mut b, 24, MAX_PAYLOAD_BYTES);
+    assert!(format_msg(load(&b)).contains("truncated"));
+    // A bare header that declares 2^40 bytes is refused before anything is allocated.
+    let mut b = good[..FRAME].to_vec();
+    patch_u64(&mut b, 24, MAX_PAYLOAD_BYTES);
     assert!(format_msg(load(&b)).contains("truncated"));
     let mut b = good.clone();
     b.push(0);
@@ -535,15 +600,15 @@ fn wrong_parameters() {
     assert!(m.contains("made for other parameters"), "{m}");
 }
 
-/// Offsets in a ciphertext: level at 24, size 26, form 27, flags 28, slots 29, scale 33,
-/// then (unseeded) the first polynomial: limbs 41, widths 43.., coefficients after.
-const CT_LEVEL: usize = 24;
-const CT_SIZE: usize = 26;
-const CT_FORM: usize = 27;
-const CT_FLAGS: usize = 28;
-const CT_SLOTS: usize = 29;
-const CT_SCALE: usize = 33;
-const CT_POLY: usize = 41;
+/// Offsets in a ciphertext: level at 32, size 34, form 35, flags 36, slots 37, scale 41,
+/// then (unseeded) the first polynomial: limbs 49, widths 51.., coefficients after.
+const CT_LEVEL: usize = 32;
+const CT_SIZE: usize = 34;
+const CT_FORM: usize = 35;
+const CT_FLAGS: usize = 36;
+const CT_SLOTS: usize = 37;
+const CT_SCALE: usize = 41;
+const CT_POLY: usize = 49;
 
 /// Writes `v` into the `w`-bit field at bit offset 0 of `bytes[at..]` (little-endian bits).
 fn write_bits(bytes: &mut [u8], at: usize, w: usize, v: u64) {
@@ -557,7 +622,7 @@ fn field_errors<W: Word>(s: &Setup<W>) {
     let x = values(8, 9);
     let ct = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
     let good = ct.to_bytes();
-    let load = |b: &[u8]| Ciphertext::from_bytes(&s.ctx, b);
+    let load = |b: &[u8]| Ciphertext::from_bytes(&s.ctx, &sealed(b));
     let limbs = ct.level() + 1;
     let q = s.ctx.params().moduli();
 
@@ -593,7 +658,7 @@ fn field_errors<W: Word>(s: &Setup<W>) {
         b[CT_SLOTS..CT_SLOTS + 4].copy_from_slice(&slots.to_le_bytes());
         assert!(format_msg(load(&b)).contains(&format!("{slots} slots")));
     }
-    for scale in [f64::NAN, f64::INFINITY, 0.5, -1.0] {
+    for scale in [f64::NAN, f64::INFINITY, 0.5, -1.0, 2f64.powi(1000)] {
         let mut b = good.clone();
         b[CT_SCALE..CT_SCALE + 8].copy_from_slice(&scale.to_le_bytes());
         assert!(format_msg(load(&b)).contains("scale"));
@@ -644,11 +709,11 @@ fn field_errors<W: Word>(s: &Setup<W>) {
     let mut b = good.clone();
     let wl = prime_bits(q[limbs - 1]);
     let n = s.ctx.n();
-    let end = b.len();
-    let mut tail = u128::from_le_bytes(b[end - 16..].try_into().unwrap());
+    let end = b.len() - CHECKSUM_LEN;
+    let mut tail = u128::from_le_bytes(b[end - 16..end].try_into().unwrap());
     let shift = 128 - wl;
     tail = (tail & ((1u128 << shift) - 1)) | (u128::from(q[limbs - 1]) << shift);
-    b[end - 16..].copy_from_slice(&tail.to_le_bytes());
+    b[end - 16..end].copy_from_slice(&tail.to_le_bytes());
     let m = format_msg(load(&b));
     assert!(
         m.contains(&format!(
@@ -664,92 +729,136 @@ both!(bad_fields, field_errors);
 fn key_errors<W: Word>(s: &Setup<W>) {
     let ek = &s.keys.evaluation_keys;
     let good = ek.to_bytes();
-    let load = |b: &[u8]| EvaluationKeys::from_bytes(&s.ctx, b);
-    let rk_len = ek.relin_key().unwrap().to_bytes().len() - HEADER_LEN;
+    let load = |b: &[u8]| EvaluationKeys::from_bytes(&s.ctx, &sealed(b));
+    let rk_len = ek.relin_key().unwrap().to_bytes().len() - FRAME;
+    // A Galois key's payload has 13 role bytes more (element, step, conjugation flag).
+    let gk_len = rk_len + 13;
     let two_n = 2 * s.ctx.n() as u64;
-
+    // Payload: flags at 32, count 33..37, the relinearization key from 37 (role, dnum, ...).
     let mut b = good.clone();
-    b[24] = 3;
+    b[32] = 3;
     assert!(format_msg(load(&b)).contains("flags"));
     let mut b = good.clone();
-    b[25..29].copy_from_slice(&u32::MAX.to_le_bytes());
+    b[33..37].copy_from_slice(&u32::MAX.to_le_bytes());
     assert!(format_msg(load(&b)).contains("4294967295 Galois keys"));
     let mut b = good.clone();
-    b[25..29].copy_from_slice(&1000u32.to_le_bytes());
+    b[33..37].copy_from_slice(&1000u32.to_le_bytes());
     assert!(format_msg(load(&b)).contains("1000 Galois keys"));
-    // Relinearization key dnum.
+    // Relinearization key role and dnum.
+    assert_eq!(good[37], 1);
     let mut b = good.clone();
-    b[29] ^= 0x40;
+    b[37] = 0;
+    assert!(format_msg(load(&b)).contains("relinearization key slot"));
+    let mut b = good.clone();
+    b[37] = 9;
+    assert!(format_msg(load(&b)).contains("role 9"));
+    let mut b = good.clone();
+    b[38] ^= 0x40;
     assert!(format_msg(load(&b)).contains("digits"));
 
-    let g0 = 29 + rk_len;
+    let g0 = 37 + rk_len;
     let elements = ek.galois_elements();
     assert!(elements.len() >= 2);
+    assert_eq!(good[g0], 2);
     assert_eq!(
-        u64::from_le_bytes(good[g0..g0 + 8].try_into().unwrap()),
+        u64::from_le_bytes(good[g0 + 1..g0 + 9].try_into().unwrap()),
         elements[0]
     );
     for bad in [0, 2, two_n, two_n + 1, u64::MAX] {
         let mut b = good.clone();
-        patch_u64(&mut b, g0, bad);
+        patch_u64(&mut b, g0 + 1, bad);
         let m = format_msg(load(&b));
         assert!(
             m.contains(&format!("element {bad}")) && m.contains("odd"),
             "{m}"
         );
     }
-    // Second element equal to the first: a duplicate.
-    let g1 = g0 + 8 + rk_len;
+    // A valid element that does not match the stored step.
+    let mut b = good.clone();
+    patch_u64(&mut b, g0 + 1, elements[1]);
+    let m = format_msg(load(&b));
+    assert!(m.contains("stored rotation"), "{m}");
+    // A step out of range, a conjugation flag that is not 0 or 1.
+    let mut b = good.clone();
+    b[g0 + 9..g0 + 13].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(format_msg(load(&b)).contains("rotation step"));
+    let mut b = good.clone();
+    b[g0 + 13] = 2;
+    assert!(format_msg(load(&b)).contains("conjugation flag 2"));
+    // A Galois slot holding a relinearization key.
+    let mut b = good.clone();
+    b[g0] = 1;
+    assert!(load(&b).is_err());
+    // Second element (and its step) equal to the first: a duplicate.
+    let g1 = g0 + gk_len;
     assert_eq!(
-        u64::from_le_bytes(good[g1..g1 + 8].try_into().unwrap()),
+        u64::from_le_bytes(good[g1 + 1..g1 + 9].try_into().unwrap()),
         elements[1]
     );
     let mut b = good.clone();
-    patch_u64(&mut b, g1, elements[0]);
+    b[g1 + 1..g1 + 14].copy_from_slice(&good[g0 + 1..g0 + 14]);
     assert!(format_msg(load(&b)).contains("does not follow"));
 
     // Public key and switching key limb counts.
     let pk = s.keys.public_key.to_bytes();
     let mut b = pk.clone();
-    b[24 + 32] ^= 1;
-    assert!(format_msg(PublicKey::from_bytes(&s.ctx, &b)).contains("limbs"));
+    b[32 + 32] ^= 1;
+    assert!(format_msg(PublicKey::from_bytes(&s.ctx, &sealed(&b))).contains("limbs"));
     let sk = ek.relin_key().unwrap().to_bytes();
     let mut b = sk.clone();
-    b[24 + 2 + 32] ^= 1;
-    assert!(format_msg(SwitchingKey::from_bytes(&s.ctx, &b)).contains("limbs"));
+    b[32 + 1 + 2 + 32] ^= 1;
+    assert!(format_msg(SwitchingKey::from_bytes(&s.ctx, &sealed(&b))).contains("limbs"));
+    // A lone switching key keeps its role, and a key cannot join in another role.
+    let k = SwitchingKey::from_bytes(&s.ctx, &sk).unwrap();
+    assert_eq!(k.role(), KeyRole::Relinearization);
+    let mut only = EvaluationKeys::empty(&s.ctx);
+    assert!(matches!(
+        only.insert_galois(elements[0], k.clone()),
+        Err(CkksError::InvalidInput(_))
+    ));
+    let gk = ek.galois_key(elements[0]).unwrap().clone();
+    assert_eq!(gk.role(), KeyRole::Galois(elements[0]));
+    assert!(only.insert_galois(elements[1], gk.clone()).is_err());
+    assert!(only.insert_relin(gk.clone()).is_err());
+    only.insert_galois(elements[0], gk).unwrap();
+    only.insert_relin(k).unwrap();
 }
 both!(bad_keys, key_errors);
 
 #[test]
 fn bad_parameters() {
     let good = p64().to_bytes();
-    // n at 24, #q at 28.
+    let load = |b: &[u8]| CkksParameters::from_bytes(&sealed(b));
+    // n at 32, #q at 36, the first prime from 38.
     let mut b = good.clone();
-    b[24..28].copy_from_slice(&3u32.to_le_bytes());
-    assert!(format_msg(CkksParameters::from_bytes(&b)).contains("stored parameters are rejected"));
+    b[32..36].copy_from_slice(&3u32.to_le_bytes());
+    assert!(format_msg(load(&b)).contains("stored parameters are rejected"));
     let mut b = good.clone();
-    b[28..30].copy_from_slice(&u16::MAX.to_le_bytes());
-    assert!(format_msg(CkksParameters::from_bytes(&b)).contains("65535 ciphertext primes"));
+    b[36..38].copy_from_slice(&u16::MAX.to_le_bytes());
+    assert!(format_msg(load(&b)).contains("65535 ciphertext primes"));
     let mut b = good.clone();
-    b[28..30].copy_from_slice(&0u16.to_le_bytes());
-    assert!(format_msg(CkksParameters::from_bytes(&b)).contains("0 ciphertext primes"));
+    b[36..38].copy_from_slice(&0u16.to_le_bytes());
+    assert!(format_msg(load(&b)).contains("0 ciphertext primes"));
     // A prime changed by 2: not prime or not NTT-friendly, or (if it still is) the
     // fingerprint no longer matches.
     let mut b = good.clone();
-    b[30] ^= 2;
-    assert!(format_msg(CkksParameters::from_bytes(&b)).contains("parameters"));
-    // Security, secret distribution.
-    let end = good.len();
+    b[38] ^= 2;
+    assert!(format_msg(load(&b)).contains("parameters"));
+    // Security, secret distribution (the payload ends 8 bytes before the object).
+    let end = good.len() - CHECKSUM_LEN;
     let mut b = good.clone();
     b[end - 7] = 77;
-    assert!(format_msg(CkksParameters::from_bytes(&b)).contains("security level"));
+    assert!(format_msg(load(&b)).contains("security level"));
     let mut b = good.clone();
     b[end - 5] = 2;
-    assert!(format_msg(CkksParameters::from_bytes(&b)).contains("secret distribution 2"));
-    // Fingerprint.
+    assert!(format_msg(load(&b)).contains("secret distribution 2"));
+    // Fingerprint: a valid but different security level or secret distribution changes it.
     let mut b = good.clone();
     b[8] ^= 1;
-    assert!(format_msg(CkksParameters::from_bytes(&b)).contains("fingerprint"));
+    assert!(format_msg(load(&b)).contains("fingerprint"));
+    let mut b = good.clone();
+    b[end - 7..end - 5].copy_from_slice(&0u16.to_le_bytes());
+    assert!(format_msg(load(&b)).contains("fingerprint"));
     // Insecure parameters are refused even when well formed.
     let loose = CkksParameters::builder(1 << 10)
         .levels(3)
@@ -757,9 +866,9 @@ fn bad_parameters() {
         .build()
         .unwrap();
     let mut b = loose.to_bytes();
-    let end = b.len();
+    let end = b.len() - CHECKSUM_LEN;
     b[end - 7..end - 5].copy_from_slice(&128u16.to_le_bytes());
-    let m = format_msg(CkksParameters::from_bytes(&b));
+    let m = format_msg(load(&b));
     assert!(m.contains("insecure"), "{m}");
 }
 
@@ -787,7 +896,7 @@ fn truncated_at_every_length() {
         load(bytes).expect("the untruncated object loads");
         for len in 0..bytes.len() {
             format_msg(load(&bytes[..len]));
-            if len >= HEADER_LEN {
+            if len >= FRAME {
                 let mut b = bytes[..len].to_vec();
                 patch_len(&mut b);
                 format_msg(load(&b));
@@ -866,47 +975,47 @@ fn mutate(rng: &mut ChaCha8Rng, bytes: &[u8]) -> (Vec<u8>, Mutation) {
     (b, m)
 }
 
+/// Loads `b` as the kind of fuzz target `target` for the word size of the seed `w32`.
+fn load_as(target: &str, w32: bool, b: &[u8]) -> Result<Vec<u8>> {
+    let c32 = fuzz_bodies::ctx32();
+    let c64 = fuzz_bodies::ctx64();
+    Ok(match (target, w32) {
+        ("params", _) => CkksParameters::from_bytes(b)?.to_bytes(),
+        ("ciphertext", true) => Ciphertext::from_bytes(c32, b)?.to_bytes(),
+        ("ciphertext", false) => Ciphertext::from_bytes(c64, b)?.to_bytes(),
+        ("plaintext", true) => Plaintext::from_bytes(c32, b)?.to_bytes(),
+        ("plaintext", false) => Plaintext::from_bytes(c64, b)?.to_bytes(),
+        ("public_key", true) => PublicKey::from_bytes(c32, b)?.to_bytes(),
+        ("public_key", false) => PublicKey::from_bytes(c64, b)?.to_bytes(),
+        ("switching_key", true) => SwitchingKey::from_bytes(c32, b)?.to_bytes(),
+        ("switching_key", false) => SwitchingKey::from_bytes(c64, b)?.to_bytes(),
+        ("evaluation_keys", true) => EvaluationKeys::from_bytes(c32, b)?.to_bytes(),
+        ("evaluation_keys", false) => EvaluationKeys::from_bytes(c64, b)?.to_bytes(),
+        ("secret_key", true) => SecretKey::from_bytes(c32, b)?.to_bytes(),
+        ("secret_key", false) => SecretKey::from_bytes(c64, b)?.to_bytes(),
+        _ => unreachable!("unknown target {target}"),
+    })
+}
+
 /// 2000 random mutations of valid objects of every kind and both word sizes: nothing panics,
-/// and a mutated object only loads when the mutation left the structure intact (an in-place
-/// change of the payload: a coefficient, a seed, the scale).
+/// and nothing but a mutation whose length and checksum were patched to match (what only a
+/// deliberate forger does) gets past the checksum; such a forgery loads only as an object
+/// that round-trips.
 #[test]
 fn random_mutations_never_panic() {
     let corpus = fuzz_bodies::seed_corpus();
-    let c32 = fuzz_bodies::ctx32();
-    let c64 = fuzz_bodies::ctx64();
     let mut rng = ChaCha8Rng::seed_from_u64(0x4845_4c4d);
-    let (mut ok, mut errors) = (0usize, 0usize);
+    let (mut forged, mut errors) = (0usize, 0usize);
     for i in 0..2000 {
         let (target, bytes) = &corpus[i % corpus.len()];
         let (b, m) = mutate(&mut rng, bytes);
-        let w32 = bytes[7] == 32;
-        let result: Result<()> = match (*target, w32) {
-            ("params", _) => CkksParameters::from_bytes(&b).map(drop),
-            ("ciphertext", true) => Ciphertext::from_bytes(c32, &b).map(drop),
-            ("ciphertext", false) => Ciphertext::from_bytes(c64, &b).map(drop),
-            ("plaintext", true) => Plaintext::from_bytes(c32, &b).map(drop),
-            ("plaintext", false) => Plaintext::from_bytes(c64, &b).map(drop),
-            ("public_key", true) => PublicKey::from_bytes(c32, &b).map(drop),
-            ("public_key", false) => PublicKey::from_bytes(c64, &b).map(drop),
-            ("switching_key", true) => SwitchingKey::from_bytes(c32, &b).map(drop),
-            ("switching_key", false) => SwitchingKey::from_bytes(c64, &b).map(drop),
-            ("evaluation_keys", true) => EvaluationKeys::from_bytes(c32, &b).map(drop),
-            ("evaluation_keys", false) => EvaluationKeys::from_bytes(c64, &b).map(drop),
-            _ => unreachable!(),
-        };
-        match result {
-            Ok(()) => {
-                ok += 1;
-                match m {
-                    Mutation::Flip(at) | Mutation::Overwrite(at) => assert!(
-                        at >= HEADER_LEN,
-                        "{target}: a header mutation ({m:?}) still loaded"
-                    ),
-                    Mutation::Truncate(_) | Mutation::Insert(_) => {
-                        panic!("{target}: {m:?} changed the length but still loaded")
-                    }
-                    Mutation::Patched(_) => {}
-                }
+        match load_as(target, bytes[7] == 32, &b) {
+            Ok(_) => {
+                assert!(
+                    matches!(m, Mutation::Patched(_)),
+                    "{target}: {m:?} got past the checksum"
+                );
+                forged += 1;
             }
             Err(CkksError::Format(_)) | Err(CkksError::ParameterMismatch(_)) => errors += 1,
             Err(e) => panic!("{target}: {m:?} gave an unexpected error kind: {e:?}"),
@@ -915,7 +1024,72 @@ fn random_mutations_never_panic() {
         let body = fuzz_bodies::body_by_name(target).expect("known target");
         body(&b);
     }
-    assert!(ok > 50 && errors > 500, "ok {ok}, errors {errors}");
+    assert!(
+        errors + forged == 2000 && errors > 1900,
+        "forged {forged}, errors {errors}"
+    );
+}
+
+/// Every single-bit flip of every seed object (every kind, both word sizes) is refused with a
+/// format error.
+#[test]
+fn every_single_bit_flip_is_refused() {
+    let mut flips = 0usize;
+    for (target, bytes) in fuzz_bodies::seed_corpus() {
+        let w32 = bytes[7] == 32;
+        let mut b = bytes.clone();
+        for at in 0..b.len() {
+            for bit in 0..8 {
+                b[at] ^= 1 << bit;
+                match load_as(target, w32, &b) {
+                    Err(CkksError::Format(_)) => {}
+                    other => panic!(
+                        "{target}: flipping bit {bit} of byte {at} gave {:?}",
+                        other.map(|v| v.len())
+                    ),
+                }
+                b[at] ^= 1 << bit;
+                flips += 1;
+            }
+        }
+    }
+    assert!(flips > 1_000_000, "{flips} flips");
+}
+
+/// Splices of two valid objects of the same kind and word size (a prefix of one, a suffix of
+/// the other) either fail or are one of the two.
+#[test]
+fn splices_of_two_objects() {
+    let corpus = fuzz_bodies::seed_corpus();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut checked = 0usize;
+    for (ta, a) in &corpus {
+        for (tb, b) in &corpus {
+            if ta != tb || a[7] != b[7] || a == b {
+                continue;
+            }
+            for _ in 0..500 {
+                let i = rng.gen_range(0..=a.len());
+                let j = if rng.gen_bool(0.5) {
+                    i.min(b.len())
+                } else {
+                    rng.gen_range(0..=b.len())
+                };
+                let mut x = a[..i].to_vec();
+                x.extend_from_slice(&b[j..]);
+                match load_as(ta, a[7] == 32, &x) {
+                    Ok(y) => assert!(
+                        y == *a || y == *b,
+                        "{ta}: a splice loaded as a third object"
+                    ),
+                    Err(CkksError::Format(_)) | Err(CkksError::ParameterMismatch(_)) => {}
+                    Err(e) => panic!("{ta}: unexpected error kind {e:?}"),
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 5_000, "{checked} splices");
 }
 
 /// Every fuzz body accepts its valid seeds and rejects garbage without panicking.
@@ -955,4 +1129,167 @@ fn write_fuzz_corpus() {
         std::fs::create_dir_all(&dir).expect("create corpus directory");
         std::fs::write(dir.join(format!("seed-{i:02}")), bytes).expect("write seed");
     }
+}
+
+// ----- secret keys -----
+
+fn secret_key<W: Word>(s: &Setup<W>) {
+    let sk = &s.keys.secret_key;
+    let bytes = sk.to_bytes();
+    assert_eq!(peek_kind(&bytes).unwrap(), ObjectKind::SecretKey);
+    // 2 bits per coefficient.
+    assert_eq!(bytes.len(), FRAME + 5 + s.ctx.n() / 4);
+    let back = SecretKey::from_bytes(&s.ctx, &bytes).expect("load secret key");
+    assert_eq!(back.to_bytes(), bytes);
+    // The reloaded key decrypts what the original's public key encrypted.
+    let x = values(s.ctx.params().slots(), 11);
+    let ct = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
+    let dec = Decryptor::new(&s.ctx, &back).unwrap();
+    assert_eq!(dec.decrypt(&ct).unwrap(), s.dec.decrypt(&ct).unwrap());
+    assert!(max_err(&dec.decrypt(&ct).unwrap(), &x) < BOUND);
+
+    // Never accepted where a public object is expected.
+    let refused = |m: String| {
+        assert!(
+            m.contains("SecretKey, refused") && m.contains("never leaves the client"),
+            "{m}"
+        )
+    };
+    refused(format_msg(PublicKey::from_bytes(&s.ctx, &bytes)));
+    refused(format_msg(EvaluationKeys::from_bytes(&s.ctx, &bytes)));
+    refused(format_msg(SwitchingKey::from_bytes(&s.ctx, &bytes)));
+    refused(format_msg(Ciphertext::from_bytes(&s.ctx, &bytes)));
+    refused(format_msg(Plaintext::from_bytes(&s.ctx, &bytes)));
+    refused(format_msg(CkksParameters::from_bytes(&bytes)));
+    // Nor is a public object a secret key.
+    let m = format_msg(SecretKey::from_bytes(&s.ctx, &s.keys.public_key.to_bytes()));
+    assert!(m.contains("not a SecretKey"), "{m}");
+
+    // Field checks: reserved byte, a coefficient code of 3, a weight that does not match.
+    let load = |b: &[u8]| SecretKey::from_bytes(&s.ctx, &sealed(b));
+    let mut b = bytes.clone();
+    b[32] = 1;
+    assert!(format_msg(load(&b)).contains("reserved"));
+    let mut b = bytes.clone();
+    b[37] |= 3;
+    assert!(format_msg(load(&b)).contains("code 3"));
+    let mut b = bytes.clone();
+    b[33] ^= 1;
+    assert!(format_msg(load(&b)).contains("stored weight"));
+}
+both!(secret_key_round_trip, secret_key);
+
+#[test]
+fn fixed_weight_secret_key() {
+    let p = CkksParameters::builder(1 << 11)
+        .levels(1)
+        .secret(SecretDistribution::FixedHamming(64))
+        .security(SecurityLevel::None)
+        .build()
+        .unwrap();
+    let ctx = Context::<u64>::new(p).unwrap();
+    let keys = keygen(&ctx, &[], false).unwrap();
+    let bytes = keys.secret_key.to_bytes();
+    let back = SecretKey::from_bytes(&ctx, &bytes).unwrap();
+    assert_eq!(back.to_bytes(), bytes);
+    // Move one non-zero coefficient's code onto a zero one: weight 65, refused.
+    let mut b = bytes.clone();
+    let weight = u32::from_le_bytes(b[33..37].try_into().unwrap());
+    assert_eq!(weight, 64);
+    b[33..37].copy_from_slice(&65u32.to_le_bytes());
+    let zero = (0..ctx.n())
+        .find(|&i| (b[37 + i / 4] >> (2 * (i % 4))) & 3 == 0)
+        .unwrap();
+    b[37 + zero / 4] |= 1 << (2 * (zero % 4));
+    let m = format_msg(SecretKey::from_bytes(&ctx, &sealed(&b)));
+    assert!(m.contains("fix the weight at 64"), "{m}");
+}
+
+// ----- version 1 -----
+
+fn v1(name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/v1")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Objects written by format version 1 (committed under `tests/data/v1`, N = 2^10, 64-bit
+/// words, the fuzz parameters): `from_bytes` refuses them with an error that names the
+/// version and the way out; `upgrade_v1` converts them with every field checked.
+#[test]
+fn version_1_objects_upgrade() {
+    let params_v1 = v1("params64.bin");
+    let m = format_msg(CkksParameters::from_bytes(&params_v1));
+    assert!(m.contains("version 1") && m.contains("upgrade_v1"), "{m}");
+    let params = CkksParameters::from_bytes(&upgrade_v1_params(&params_v1).unwrap()).unwrap();
+    assert_eq!(params, fuzz_bodies::small_params(64));
+    let ctx = fuzz_bodies::ctx64();
+    assert_eq!(upgrade_v1(ctx, &params_v1).unwrap(), params.to_bytes());
+    // Already version 2: nothing to upgrade.
+    let m = format_msg(upgrade_v1_params(&params.to_bytes()));
+    assert!(m.contains("no upgrade is needed"), "{m}");
+
+    for name in [
+        "ciphertext64.bin",
+        "ciphertext64-seeded.bin",
+        "plaintext64.bin",
+        "public_key64.bin",
+        "switching_key64.bin",
+        "evaluation_keys64.bin",
+    ] {
+        let old = v1(name);
+        let kind = peek_kind(&old).unwrap();
+        let m = match kind {
+            ObjectKind::Ciphertext => format_msg(Ciphertext::from_bytes(ctx, &old)),
+            ObjectKind::Plaintext => format_msg(Plaintext::from_bytes(ctx, &old)),
+            ObjectKind::PublicKey => format_msg(PublicKey::from_bytes(ctx, &old)),
+            ObjectKind::SwitchingKey => format_msg(SwitchingKey::from_bytes(ctx, &old)),
+            _ => format_msg(EvaluationKeys::from_bytes(ctx, &old)),
+        };
+        assert!(m.contains("version 1"), "{name}: {m}");
+        let new = upgrade_v1(ctx, &old).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(peek_header(&new).unwrap().kind, kind);
+        // The payload is the same apart from the switching keys' new role bytes.
+        let same_payload = !matches!(kind, ObjectKind::SwitchingKey | ObjectKind::EvaluationKeys);
+        if same_payload {
+            assert_eq!(new[HEADER_LEN..new.len() - CHECKSUM_LEN], old[24..]);
+        }
+        let again = load_as(fuzz_name(kind), false, &new).unwrap();
+        assert_eq!(again, new, "{name}");
+        // Fields are re-validated: an impossible first payload field is refused (a corrupted
+        // coefficient that stays below its prime cannot be seen without a checksum: that is
+        // why from_bytes refuses version 1).
+        // (A public key's payload starts with its seed, where any bytes are valid.)
+        if kind != ObjectKind::PublicKey {
+            let mut bad = old.clone();
+            bad[24..26].copy_from_slice(&[0xff, 0xff]);
+            let m = format_msg(upgrade_v1(ctx, &bad));
+            assert!(!m.contains("checksum"), "{name}: {m}");
+        }
+        // Version-1 objects are refused by the other word size and other parameters.
+        assert!(upgrade_v1(fuzz_bodies::ctx32(), &old).is_err());
+    }
+    // The upgraded plaintext decodes to the values the fuzz seeds encode.
+    let pt = Plaintext::from_bytes(ctx, &upgrade_v1(ctx, &v1("plaintext64.bin")).unwrap()).unwrap();
+    let got = ctx.decode(&pt).unwrap();
+    for (g, w) in got.iter().zip([0.5, -0.25, 0.125, 1.0]) {
+        assert!((g - w).abs() < 1e-6, "{g} vs {w}");
+    }
+    // Upgraded evaluation keys carry their roles.
+    let ek =
+        EvaluationKeys::from_bytes(ctx, &upgrade_v1(ctx, &v1("evaluation_keys64.bin")).unwrap())
+            .unwrap();
+    assert_eq!(ek.relin_key().unwrap().role(), KeyRole::Relinearization);
+    for g in ek.galois_elements() {
+        assert_eq!(ek.galois_key(g).unwrap().role(), KeyRole::Galois(g));
+    }
+    // A 32-bit version-1 ciphertext upgrades with the 32-bit context.
+    let c32 = v1("ciphertext32.bin");
+    let new = upgrade_v1(fuzz_bodies::ctx32(), &c32).unwrap();
+    Ciphertext::from_bytes(fuzz_bodies::ctx32(), &new).unwrap();
+}
+
+fn fuzz_name(kind: ObjectKind) -> &'static str {
+    fuzz_bodies::TARGETS[usize::from(kind_index(kind))]
 }

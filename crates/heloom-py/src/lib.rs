@@ -46,6 +46,7 @@ fn _heloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     graph::register(m)?;
     offload::register(m)?;
     m.add_function(wrap_pyfunction!(mnist::mnist, m)?)?;
+    m.add_function(wrap_pyfunction!(objects::upgrade_v1, m)?)?;
     errors::register(m)?;
     Ok(())
 }

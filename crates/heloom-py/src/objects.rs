@@ -8,7 +8,7 @@ use crate::params::PyCkksParameters;
 use crate::words::{words, words_wrap, CtW, CtxW, EkW, EncW, EvW, PkW, PtW, SkW, Words};
 use heloom_ckks::{
     keygen, Ciphertext, CkksError, CkksParameters, Context, Decryptor, Encryptor, EvaluationKeys,
-    Evaluator, Plaintext, PublicKey,
+    Evaluator, Plaintext, PublicKey, SecretKey,
 };
 use heloom_math::automorphism::{galois_element_conjugate, galois_element_for_step};
 use pyo3::exceptions::PyTypeError;
@@ -343,7 +343,9 @@ impl PyContext {
     }
 }
 
-/// The secret key. Stays with the client: it cannot be pickled and its repr hides it.
+/// The secret key. Stays with the client: it cannot be pickled, its repr hides it, and its
+/// bytes (``to_bytes``, for the client's own storage) are refused by every loader of a public
+/// object.
 #[pyclass(name = "SecretKey", module = "heloom", frozen)]
 pub struct PySecretKey {
     pub(crate) sk: SkW,
@@ -368,7 +370,27 @@ impl PySecretKey {
         ))
     }
 
-    // No serialization hook: the secret key has no binary format on purpose.
+    /// The key in heloom's binary format, for the client's own storage only (2 bits per
+    /// coefficient, checksummed). Never send these bytes: every loader of a public object
+    /// refuses them.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let v = match &self.sk {
+            Words::W32(k) => k.to_bytes(),
+            Words::W64(k) => k.to_bytes(),
+        };
+        PyBytes::new(py, &v)
+    }
+
+    /// Loads a secret key saved by ``to_bytes`` for ``ctx``'s parameters; bad bytes raise
+    /// FormatError, keys of other parameters ParameterError.
+    #[staticmethod]
+    fn from_bytes(ctx: &PyContext, data: &[u8]) -> PyResult<PySecretKey> {
+        let sk = match &ctx.shared.ctx {
+            Words::W32(c) => Words::W32(SecretKey::from_bytes(c, data).map_err(to_py)?),
+            Words::W64(c) => Words::W64(SecretKey::from_bytes(c, data).map_err(to_py)?),
+        };
+        Ok(PySecretKey { sk })
+    }
 }
 
 /// The public key: anyone holding it can encrypt.
@@ -876,4 +898,29 @@ impl PyCiphertext {
         };
         Ok(PyCiphertext::new(ct, &ctx.shared, None))
     }
+}
+
+/// Converts an object written by heloom's format version 1 (no checksum) to version 2.
+///
+/// Parameters need no context; every other kind needs the ``Context`` of the parameters it
+/// was made for. Every field is re-validated, but version 1 carries no checksum, so convert
+/// only bytes from a source you trust and keep the version-2 bytes this returns. Bytes that
+/// are not version 1 raise FormatError.
+#[pyfunction]
+#[pyo3(signature = (data, ctx=None))]
+pub fn upgrade_v1<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    ctx: Option<&PyContext>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    use heloom_ckks::serialize;
+    let out = match ctx {
+        None => serialize::upgrade_v1_params(data),
+        Some(c) => match &c.shared.ctx {
+            Words::W32(c) => serialize::upgrade_v1(c, data),
+            Words::W64(c) => serialize::upgrade_v1(c, data),
+        },
+    }
+    .map_err(to_py)?;
+    Ok(PyBytes::new(py, &out))
 }

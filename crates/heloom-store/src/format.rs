@@ -1,19 +1,40 @@
-//! The spill file format: a 40-byte header and the value's bytes.
+//! The spill file format (version 2): a 40-byte header and the value's bytes.
 //!
 //! | offset | size | field                                             |
 //! |--------|------|---------------------------------------------------|
-//! | 0      | 8    | magic `"HLSTORE1"` ([`MAGIC`])                     |
+//! | 0      | 8    | magic `"HLSTORE2"` ([`MAGIC`]; the `2` is the format version) |
 //! | 8      | 8    | key (u64, little-endian)                           |
 //! | 16     | 8    | version of the value (u64; a counter of inserts)   |
 //! | 24     | 8    | payload length in bytes                           |
-//! | 32     | 8    | [`hash64`] of the payload                          |
+//! | 32     | 8    | XXH3-64 ([`hash64`]) of bytes 0..32 and the payload |
 //! | 40     | len  | payload: exactly what [`crate::Spill::to_spill`] returned |
+//!
+//! The checksum covers the header too, so a file whose key, version or length was changed is
+//! refused as well as one whose payload was. Version 1 (`"HLSTORE1"`, the checksum over the
+//! payload only) is refused with a message that says what to do: spill files live only as
+//! long as their store.
 
-/// The eight bytes every spill file starts with (the trailing `1` is the format version).
-pub const MAGIC: [u8; 8] = *b"HLSTORE1";
+use xxhash_rust::xxh3::Xxh3;
+
+/// The eight bytes every spill file starts with (the trailing `2` is the format version).
+pub const MAGIC: [u8; 8] = *b"HLSTORE2";
 
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 40;
+
+/// The checksum of a spill file: XXH3-64 (seed 0) of the first 32 header bytes followed by
+/// the payload.
+fn checksum(head: &[u8], payload: &[u8]) -> u64 {
+    let mut h = Xxh3::new();
+    h.update(head);
+    h.update(payload);
+    h.digest()
+}
+
+/// XXH3-64 with seed 0 of `data` (from the `xxhash-rust` crate).
+pub fn hash64(data: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(data)
+}
 
 /// The header of a payload of `key` at `version`.
 pub fn header(key: u64, version: u64, payload: &[u8]) -> [u8; HEADER_LEN] {
@@ -22,7 +43,8 @@ pub fn header(key: u64, version: u64, payload: &[u8]) -> [u8; HEADER_LEN] {
     h[8..16].copy_from_slice(&key.to_le_bytes());
     h[16..24].copy_from_slice(&version.to_le_bytes());
     h[24..32].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-    h[32..40].copy_from_slice(&hash64(payload).to_le_bytes());
+    let sum = checksum(&h[..32], payload);
+    h[32..40].copy_from_slice(&sum.to_le_bytes());
     h
 }
 
@@ -32,8 +54,8 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(w)
 }
 
-/// The payload of a whole spill file of `key`, after checking magic, key, length and hash;
-/// `Err` says what is wrong.
+/// The payload of a whole spill file of `key`, after checking magic, key, length and
+/// checksum; `Err` says what is wrong.
 pub fn payload(file: &[u8], key: u64) -> Result<&[u8], String> {
     if file.len() < HEADER_LEN {
         return Err(format!(
@@ -41,12 +63,14 @@ pub fn payload(file: &[u8], key: u64) -> Result<&[u8], String> {
             file.len()
         ));
     }
+    if file[0..8] == *b"HLSTORE1" {
+        return Err(
+            "spill file format 1, written by an older heloom: spill files live only as long as their store; delete the spill directory and insert the values again"
+                .into(),
+        );
+    }
     if file[0..8] != MAGIC {
         return Err("bad magic: not a heloom spill file".into());
-    }
-    let stored_key = u64_at(file, 8);
-    if stored_key != key {
-        return Err(format!("the file holds key {stored_key:#x}"));
     }
     let len = u64_at(file, 24);
     let have = (file.len() - HEADER_LEN) as u64;
@@ -56,91 +80,17 @@ pub fn payload(file: &[u8], key: u64) -> Result<&[u8], String> {
         ));
     }
     let body = &file[HEADER_LEN..];
-    let (want, got) = (u64_at(file, 32), hash64(body));
+    let (want, got) = (u64_at(file, 32), checksum(&file[..32], body));
     if want != got {
         return Err(format!(
-            "checksum mismatch (stored {want:016x}, computed {got:016x})"
+            "checksum mismatch (stored {want:016x}, computed {got:016x}): the file was corrupted on disk"
         ));
     }
+    let stored_key = u64_at(file, 8);
+    if stored_key != key {
+        return Err(format!("the file holds key {stored_key:#x}"));
+    }
     Ok(body)
-}
-
-const P1: u64 = 0x9E37_79B1_85EB_CA87;
-const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
-const P3: u64 = 0x1656_67B1_9E37_79F9;
-const P4: u64 = 0x85EB_CA77_C2B2_AE63;
-const P5: u64 = 0x27D4_EB2F_1656_67C5;
-
-fn round(acc: u64, input: u64) -> u64 {
-    acc.wrapping_add(input.wrapping_mul(P2))
-        .rotate_left(31)
-        .wrapping_mul(P1)
-}
-
-fn merge(acc: u64, v: u64) -> u64 {
-    (acc ^ round(0, v)).wrapping_mul(P1).wrapping_add(P4)
-}
-
-fn word(chunk: &[u8]) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&chunk[..8]);
-    u64::from_le_bytes(w)
-}
-
-/// XXH64 with seed 0 (the xxHash 64-bit algorithm, written from its specification): four
-/// independent lanes, so it runs at several GB/s and hashing a spilled value costs far less
-/// than writing it.
-pub fn hash64(data: &[u8]) -> u64 {
-    let len = data.len() as u64;
-    let stripes = data.chunks_exact(32);
-    let rest = stripes.remainder();
-    let mut h = if data.len() >= 32 {
-        let mut v = [P1.wrapping_add(P2), P2, 0, 0u64.wrapping_sub(P1)];
-        for s in stripes {
-            for (i, lane) in v.iter_mut().enumerate() {
-                *lane = round(*lane, word(&s[8 * i..]));
-            }
-        }
-        let mut h = v[0]
-            .rotate_left(1)
-            .wrapping_add(v[1].rotate_left(7))
-            .wrapping_add(v[2].rotate_left(12))
-            .wrapping_add(v[3].rotate_left(18));
-        for lane in v {
-            h = merge(h, lane);
-        }
-        h
-    } else {
-        P5
-    };
-    h = h.wrapping_add(len);
-    let words = rest.chunks_exact(8);
-    let mut tail = words.remainder();
-    for w in words {
-        h = (h ^ round(0, word(w)))
-            .rotate_left(27)
-            .wrapping_mul(P1)
-            .wrapping_add(P4);
-    }
-    if tail.len() >= 4 {
-        let mut w = [0u8; 4];
-        w.copy_from_slice(&tail[..4]);
-        h = (h ^ u64::from(u32::from_le_bytes(w)).wrapping_mul(P1))
-            .rotate_left(23)
-            .wrapping_mul(P2)
-            .wrapping_add(P3);
-        tail = &tail[4..];
-    }
-    for &b in tail {
-        h = (h ^ u64::from(b).wrapping_mul(P5))
-            .rotate_left(11)
-            .wrapping_mul(P1);
-    }
-    h ^= h >> 33;
-    h = h.wrapping_mul(P2);
-    h ^= h >> 29;
-    h = h.wrapping_mul(P3);
-    h ^ (h >> 32)
 }
 
 #[cfg(test)]
@@ -148,9 +98,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn xxh64_reference_values() {
-        assert_eq!(hash64(b""), 0xEF46_DB37_51D8_E999);
-        assert_eq!(hash64(b"abc"), 0x44BC_2CF5_AD77_0999);
+    fn xxh3_reference_values() {
+        // Known answers of XXH3-64 with seed 0 (xxHash's test vectors).
+        assert_eq!(hash64(b""), 0x2D06_8005_38D3_94C2);
+        assert_eq!(hash64(b"a"), 0xE6C6_32B6_1E96_4E1F);
     }
 
     #[test]
@@ -162,10 +113,26 @@ mod tests {
             assert_eq!(payload(&file, 9), Ok(&data[..]));
             assert!(payload(&file, 8).is_err());
             assert!(payload(&file[..file.len().saturating_sub(1)], 9).is_err());
-            if n > 0 {
-                file[HEADER_LEN + n / 2] ^= 0x10;
-                assert!(payload(&file, 9).is_err());
+            // Every single-bit flip, header included, is refused.
+            for bit in 0..8 * file.len() {
+                file[bit / 8] ^= 1 << (bit % 8);
+                assert!(payload(&file, 9).is_err(), "n = {n}, bit {bit}");
+                file[bit / 8] ^= 1 << (bit % 8);
             }
         }
+    }
+
+    #[test]
+    fn version_1_is_refused_with_advice() {
+        let mut file = header(9, 1, b"abc").to_vec();
+        file.extend_from_slice(b"abc");
+        file[0..8].copy_from_slice(b"HLSTORE1");
+        let Err(e) = payload(&file, 9) else {
+            panic!("a version-1 spill file loaded");
+        };
+        assert!(
+            e.contains("format 1") && e.contains("delete the spill directory"),
+            "{e}"
+        );
     }
 }

@@ -4,20 +4,20 @@
 //! frame   = header payload checksum
 //! header  = b"HLGN" version:u8 kind:u8 reserved:u16(0) fingerprint:u64 session:u64 length:u32
 //! payload = `length` bytes (fields: u32/u64/f64 little-endian, byte strings as u32 length + bytes)
-//! checksum= u64 FNV-1a 64 of header and payload
+//! checksum= u64 XXH3-64 (seed 0) of header and payload
 //! ```
 //!
 //! `fingerprint` is the CKKS parameters' fingerprint, `session` the FNV-1a 64 of the client's
 //! public key bytes: a message made for other parameters or keys is refused with
 //! [`AppError::Protocol`] before anything is deserialized. Every read is bounds-checked.
 
-use super::panel::fnv1a64;
 use crate::error::{AppError, Result};
+use xxhash_rust::xxh3::xxh3_64;
 
 /// Frame magic.
 pub const MAGIC: &[u8; 4] = b"HLGN";
-/// Protocol version.
-pub const VERSION: u8 = 1;
+/// Protocol version (2: the checksum is XXH3-64; version 1 used FNV-1a 64).
+pub const VERSION: u8 = 2;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 28;
 /// Default largest payload accepted (the key upload is the largest message, ~10 MiB).
@@ -185,7 +185,7 @@ impl Message {
         f.extend_from_slice(&session.to_le_bytes());
         f.extend_from_slice(&(p.len() as u32).to_le_bytes());
         f.extend_from_slice(&p);
-        let sum = fnv1a64(&f);
+        let sum = xxh3_64(&f);
         f.extend_from_slice(&sum.to_le_bytes());
         f
     }
@@ -204,7 +204,7 @@ impl Message {
         }
         let mut sum = [0u8; 8];
         sum.copy_from_slice(&frame[total - 8..]);
-        if u64::from_le_bytes(sum) != fnv1a64(&frame[..total - 8]) {
+        if u64::from_le_bytes(sum) != xxh3_64(&frame[..total - 8]) {
             return Err(proto("frame checksum mismatch (corrupted message)".into()));
         }
         if let Some((fp, session)) = expect {
@@ -294,7 +294,7 @@ impl Header {
         }
         if b[4] != VERSION {
             return Err(proto(format!(
-                "protocol version {}, this program speaks {VERSION}",
+                "protocol version {}, this program speaks {VERSION}: run the same heloom version on client and server",
                 b[4]
             )));
         }
