@@ -771,7 +771,67 @@ fn read_poly<W: Word>(
 /// Unpacks `out.len()` coefficients of `w` bits (1..=64) from `src`, each checked below `q`.
 /// Errors with `(index, value)` for a value `>= q`, or `(usize::MAX, u64::MAX)` when `src` is
 /// too short.
+///
+/// Widths up to 57 bits take the fast path: each coefficient lies within the 8 bytes from its
+/// first byte, read as one little-endian word, and the range check is folded into a flag so
+/// that the loop has no early exit. Wider limbs (primes of 58 to 61 bits) use a 128-bit
+/// accumulator.
 fn unpack<W: Word>(
+    src: &[u8],
+    w: u32,
+    q: u64,
+    out: &mut [W],
+) -> std::result::Result<(), (usize, u64)> {
+    let n = out.len();
+    if src.len() < packed_len(n, w) {
+        return Err((usize::MAX, u64::MAX));
+    }
+    if w > 57 {
+        return unpack_wide(src, w, q, out);
+    }
+    let wz = w as usize;
+    let mask = (1u64 << w) - 1;
+    // Coefficients whose 8-byte window lies inside `src`.
+    let fast = if src.len() >= 8 {
+        ((src.len() - 8) * 8 / wz + 1).min(n)
+    } else {
+        0
+    };
+    let mut bad = false;
+    for (j, o) in out[..fast].iter_mut().enumerate() {
+        let bit = j * wz;
+        let at = bit / 8;
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&src[at..at + 8]);
+        let v = (u64::from_le_bytes(b) >> (bit % 8)) & mask;
+        bad |= v >= q;
+        *o = W::from_u64(v);
+    }
+    for (j, o) in out.iter_mut().enumerate().skip(fast) {
+        let bit = j * wz;
+        let at = bit / 8;
+        let mut b = [0u8; 8];
+        let end = src.len().min(at + 8);
+        b[..end - at].copy_from_slice(&src[at..end]);
+        let v = (u64::from_le_bytes(b) >> (bit % 8)) & mask;
+        bad |= v >= q;
+        *o = W::from_u64(v);
+    }
+    if bad {
+        if let Some((j, v)) = out
+            .iter()
+            .enumerate()
+            .map(|(j, v)| (j, v.to_u64()))
+            .find(|&(_, v)| v >= q)
+        {
+            return Err((j, v));
+        }
+    }
+    Ok(())
+}
+
+/// [`unpack`] for widths above 57 bits: a 128-bit accumulator.
+fn unpack_wide<W: Word>(
     src: &[u8],
     w: u32,
     q: u64,
@@ -1578,4 +1638,43 @@ fn v1_header(bytes: &[u8]) -> Result<(Header, Reader<'_>)> {
         )));
     }
     parse_header(bytes, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `unpack` inverts `pack` at every width and length (fast path, tail and wide path), and
+    /// finds the first coefficient out of range.
+    #[test]
+    fn pack_unpack_every_width() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for w in 1..=64u32 {
+            let mask = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+            for n in [1usize, 2, 7, 8, 9, 63, 64, 65, 200] {
+                let vals: Vec<u64> = (0..n)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x & mask
+                    })
+                    .collect();
+                let mut bytes = Vec::new();
+                pack(&mut bytes, &vals, w);
+                assert_eq!(bytes.len(), packed_len(n, w));
+                let mut out = vec![0u64; n];
+                assert_eq!(unpack(&bytes, w, u64::MAX, &mut out), Ok(()), "w {w} n {n}");
+                assert_eq!(out, vals, "w {w} n {n}");
+                let q = vals[n - 1];
+                let first = vals.iter().position(|&v| v >= q);
+                assert_eq!(
+                    unpack(&bytes, w, q, &mut out).err(),
+                    first.map(|j| (j, vals[j])),
+                    "w {w} n {n}"
+                );
+                assert!(unpack(&bytes[..bytes.len() - 1], w, u64::MAX, &mut out).is_err());
+            }
+        }
+    }
 }

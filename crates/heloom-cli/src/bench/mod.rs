@@ -2,6 +2,7 @@
 
 pub mod ckks;
 pub mod cryptonets;
+pub mod formats;
 pub mod gpu;
 pub mod matmul;
 pub mod ntt;
