@@ -116,12 +116,14 @@ pub struct FormatsReport {
     pub load_target_gbps: f64,
 }
 
-/// One kind under test: two valid objects and its loader, which returns the canonical bytes
-/// of what it loaded.
+/// A loader that returns the canonical bytes of what it loaded, or why it refused.
+type Loader = Box<dyn Fn(&[u8]) -> std::result::Result<Vec<u8>, String>>;
+
+/// One kind under test: two valid objects and its loader.
 struct Subject {
     kind: &'static str,
     objects: [Vec<u8>; 2],
-    load: Box<dyn Fn(&[u8]) -> std::result::Result<Vec<u8>, String>>,
+    load: Loader,
 }
 
 fn small_context(word_bits: u32) -> Result<Arc<Context<u64>>> {
