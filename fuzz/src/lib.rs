@@ -6,6 +6,11 @@
 //! heloom-ckks' own test suite (`tests/serialize.rs`) compiles this file too and runs every body
 //! on valid and mutated inputs, so it is checked on stable Rust without cargo-fuzz.
 
+#[cfg(not(test))]
+pub mod graph;
+#[cfg(not(test))]
+pub use graph::task_graph;
+
 use heloom_ckks::serialize::peek_kind;
 use heloom_ckks::{
     keygen, Ciphertext, CkksParameters, Context, Encryptor, EvaluationKeys, Evaluator, Plaintext,

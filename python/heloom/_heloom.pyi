@@ -665,6 +665,13 @@ class TaskGraph:
     cost profile.
     """
 
+    def to_bytes(self) -> bytes:
+        """The graph in heloom's binary format (checksummed; what a client sends a server)."""
+    @staticmethod
+    def from_bytes(data: bytes) -> TaskGraph:
+        """Loads a graph written by ``to_bytes``; every node is replayed and checked, and bad
+        bytes raise FormatError."""
+
     @property
     def name(self) -> str:
         """The graph's name (the variant for the built-in e^x graphs)."""

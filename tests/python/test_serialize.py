@@ -249,3 +249,26 @@ def test_version_1_is_refused_then_upgraded() -> None:
     # Version-2 bytes need no upgrade.
     with pytest.raises(heloom.FormatError, match="no upgrade is needed"):
         heloom.upgrade_v1(params.to_bytes())
+
+
+# ----- task graphs -----
+
+
+def test_task_graph_round_trip_and_bit_flips(deep: Setup, rng: np.random.Generator) -> None:
+    g = heloom.exp_graph(deep.ctx, "bsgs")
+    data = g.to_bytes()
+    back = heloom.TaskGraph.from_bytes(data)
+    assert back.to_bytes() == data
+    assert (len(back), back.name, back.num_inputs) == (len(g), g.name, g.num_inputs)
+    v = rng.uniform(-1, 1, 64)
+    ct = deep.enc(v)
+    a = g.run(deep.ev, [ct])[0]
+    b = back.run(deep.ev, [ct])[0]
+    np.testing.assert_array_equal(deep.ctx.decrypt(a, deep.sk), deep.ctx.decrypt(b, deep.sk))
+    flipped = bytearray(data)
+    for i in range(len(flipped)):
+        for bit in range(8):
+            flipped[i] ^= 1 << bit
+            with pytest.raises(heloom.FormatError):
+                heloom.TaskGraph.from_bytes(bytes(flipped))
+            flipped[i] ^= 1 << bit

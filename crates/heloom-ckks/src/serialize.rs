@@ -8,8 +8,8 @@
 //! |--------|------|--------------------------------------------------------------|
 //! | 0      | 4    | magic `"HELM"` ([`MAGIC`])                                   |
 //! | 4      | 2    | format version ([`FORMAT_VERSION`])                          |
-//! | 6      | 1    | object kind ([`ObjectKind`], 1..=7)                          |
-//! | 7      | 1    | word size in bits (32 or 64)                                 |
+//! | 6      | 1    | object kind ([`ObjectKind`], 1..=8)                          |
+//! | 7      | 1    | word size in bits (32 or 64; 0 for a task graph)             |
 //! | 8      | 8    | parameter fingerprint ([`CkksParameters::fingerprint`])      |
 //! | 16     | 8    | object fingerprint (below)                                   |
 //! | 24     | 8    | payload length in bytes                                      |
@@ -125,11 +125,13 @@ pub enum ObjectKind {
     EvaluationKeys,
     /// [`SecretKey`] (client-side storage only).
     SecretKey,
+    /// A task graph of the runtime (`heloom_runtime::TaskGraph`), framed with [`seal`].
+    TaskGraph,
 }
 
 impl ObjectKind {
     /// Every kind, by code.
-    pub const ALL: [ObjectKind; 7] = [
+    pub const ALL: [ObjectKind; 8] = [
         ObjectKind::Parameters,
         ObjectKind::Ciphertext,
         ObjectKind::Plaintext,
@@ -137,6 +139,7 @@ impl ObjectKind {
         ObjectKind::SwitchingKey,
         ObjectKind::EvaluationKeys,
         ObjectKind::SecretKey,
+        ObjectKind::TaskGraph,
     ];
 
     /// The byte stored in the header.
@@ -149,6 +152,7 @@ impl ObjectKind {
             ObjectKind::SwitchingKey => 5,
             ObjectKind::EvaluationKeys => 6,
             ObjectKind::SecretKey => 7,
+            ObjectKind::TaskGraph => 8,
         }
     }
 
@@ -167,6 +171,7 @@ impl ObjectKind {
             ObjectKind::SwitchingKey => "SwitchingKey",
             ObjectKind::EvaluationKeys => "EvaluationKeys",
             ObjectKind::SecretKey => "SecretKey",
+            ObjectKind::TaskGraph => "TaskGraph",
         }
     }
 }
@@ -235,7 +240,7 @@ fn check_magic(bytes: &[u8]) -> Result<u16> {
 fn kind_of(code: u8) -> Result<ObjectKind> {
     ObjectKind::from_code(code).ok_or_else(|| {
         format_err(format!(
-            "unknown object kind {code}: kinds 1..=7 (parameters, ciphertext, plaintext, public key, switching key, evaluation keys, secret key) exist; corrupted data or a newer format"
+            "unknown object kind {code}: kinds 1..=8 (parameters, ciphertext, plaintext, public key, switching key, evaluation keys, secret key, task graph) exist; corrupted data or a newer format"
         ))
     })
 }
@@ -330,7 +335,9 @@ fn parse_header(bytes: &[u8], allow_v1: bool) -> Result<(Header, Reader<'_>)> {
     }
     let kind = kind_of(bytes[6])?;
     let word_bits = u32::from(bytes[7]);
-    if word_bits != 32 && word_bits != 64 {
+    // Task graphs do not depend on the word size: they store 0.
+    let graph_ok = kind == ObjectKind::TaskGraph && word_bits == 0;
+    if word_bits != 32 && word_bits != 64 && !graph_ok {
         return Err(format_err(format!(
             "word size {word_bits} bits in the header: only 32 and 64 exist; corrupted data"
         )));
@@ -402,6 +409,46 @@ fn expect_header<'a, W: Word>(
     let (h, r) = read_header(bytes)?;
     expect_kind::<W>(&h, kind, ctx.fingerprint())?;
     Ok((h, r))
+}
+
+/// Frames `payload` as a version-2 object of `kind`: the header (with the object fingerprint
+/// of `descriptor`) and the checksum. For objects of other crates (task graphs).
+pub fn seal(
+    kind: ObjectKind,
+    word_bits: u32,
+    params_fingerprint: u64,
+    descriptor: &[u64],
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut out = begin(
+        kind,
+        word_bits,
+        params_fingerprint,
+        descriptor,
+        payload.len(),
+    );
+    out.extend_from_slice(payload);
+    end(out)
+}
+
+/// Checks a version-2 object of `kind` framed by [`seal`] (magic, version, length, checksum,
+/// kind) and returns its header and payload. The caller parses the payload and then checks
+/// the object fingerprint with [`check_fingerprint`].
+pub fn open(bytes: &[u8], kind: ObjectKind) -> Result<(HeaderInfo, &[u8])> {
+    let (h, r) = read_header(bytes)?;
+    check_kind(&h, kind)?;
+    Ok((h.info, r.bytes))
+}
+
+/// Errors unless `computed`, the object fingerprint of what was parsed, matches the header's.
+pub fn check_fingerprint(info: &HeaderInfo, computed: u64) -> Result<()> {
+    check_object_fingerprint(
+        &Header {
+            version: FORMAT_VERSION,
+            info: *info,
+        },
+        computed,
+    )
 }
 
 /// Errors unless the object fingerprint recomputed from what was read matches the header's.
@@ -1622,7 +1669,7 @@ pub fn upgrade_v1<W: Word>(ctx: &Context<W>, bytes: &[u8]) -> Result<Vec<u8>> {
         ObjectKind::PublicKey => PublicKey::parse(ctx, &h, r)?.to_bytes(),
         ObjectKind::SwitchingKey => SwitchingKey::parse(ctx, &h, r)?.to_bytes(),
         ObjectKind::EvaluationKeys => EvaluationKeys::parse(ctx, &h, r)?.to_bytes(),
-        ObjectKind::Parameters | ObjectKind::SecretKey => {
+        ObjectKind::Parameters | ObjectKind::SecretKey | ObjectKind::TaskGraph => {
             return Err(format_err(format!(
                 "version 1 has no {kind} objects: corrupted data"
             )))

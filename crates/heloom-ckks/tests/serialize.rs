@@ -1092,6 +1092,36 @@ fn splices_of_two_objects() {
     assert!(checked > 5_000, "{checked} splices");
 }
 
+/// The committed fuzz corpora (`fuzz/corpus/<target>/`, minimized after each hour-long run,
+/// seeds included) and 20 random mutations of each file run through their fuzz bodies: the
+/// stable-Rust part of the fuzzing, so that CI replays what the fuzzer found.
+#[test]
+fn fuzz_bodies_on_committed_corpora() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
+    let mut rng = ChaCha8Rng::seed_from_u64(0xc0_4795);
+    for target in fuzz_bodies::TARGETS {
+        let body = fuzz_bodies::body_by_name(target).expect("known target");
+        let dir = root.join(target);
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e} (the corpora are committed)", dir.display()))
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        assert!(!files.is_empty(), "{}: empty corpus", dir.display());
+        for f in files {
+            let bytes = std::fs::read(&f).unwrap();
+            body(&bytes);
+            // (mutate patches header fields: only whole headers are mutated.)
+            for _ in 0..20 {
+                if bytes.len() < FRAME {
+                    break;
+                }
+                body(&mutate(&mut rng, &bytes).0);
+            }
+        }
+    }
+}
+
 /// Every fuzz body accepts its valid seeds and rejects garbage without panicking.
 #[test]
 fn fuzz_bodies_on_seeds() {

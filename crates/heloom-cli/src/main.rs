@@ -165,7 +165,7 @@ enum BenchCommand {
         #[arg(long, value_name = "DIR")]
         out: Option<std::path::PathBuf>,
     },
-    /// Every serialized kind (CKKS objects, store spill files, genome frames) corrupted a
+    /// Every serialized kind (CKKS objects, task graphs, spill files, genome frames) corrupted a
     /// million times each (flips, overwrites, truncations, extensions, splices): counts of
     /// refused and accepted corruptions (must be 0); and the load speed of a ciphertext at
     /// N = 2^16 with 30 limbs on one core against the 1 GB/s target. Exits with status 1 when

@@ -374,6 +374,20 @@ where
 
 #[pymethods]
 impl PyTaskGraph {
+    /// The graph in heloom's binary format (checksummed; what a client sends a server).
+    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyBytes> {
+        pyo3::types::PyBytes::new(py, &self.g.to_bytes())
+    }
+
+    /// Loads a graph written by ``to_bytes``; every node is replayed and checked, and bad
+    /// bytes raise FormatError.
+    #[staticmethod]
+    fn from_bytes(data: &[u8]) -> PyResult<PyTaskGraph> {
+        let g = TaskGraph::from_bytes(data).map_err(graph_to_py)?;
+        let moduli = g.moduli().to_vec();
+        Ok(PyTaskGraph::new(g, moduli))
+    }
+
     /// The graph's name (the variant for the built-in e^x graphs).
     #[getter]
     fn name(&self) -> &str {

@@ -210,6 +210,7 @@ pub type Result<T> = std::result::Result<T, GraphError>;
 #[derive(Clone, Debug)]
 pub struct TaskGraph {
     name: String,
+    moduli: Vec<u64>,
     nodes: Vec<Node>,
     tasks: Vec<Task>,
     inputs: Vec<NodeId>,
@@ -258,6 +259,11 @@ impl GraphBuilder {
             inputs: RefCell::new(Vec::new()),
             boundaries: RefCell::new(Vec::new()),
         }
+    }
+
+    /// Inputs recorded so far.
+    pub fn num_inputs(&self) -> usize {
+        self.inputs.borrow().len()
     }
 
     /// Makes `v` the output of its own task: it will not be fused into its consumer.
@@ -532,6 +538,7 @@ impl GraphBuilder {
         }
         Ok(TaskGraph {
             name: self.name,
+            moduli: self.moduli,
             nodes,
             tasks,
             inputs,
@@ -702,6 +709,11 @@ fn node_cost(nodes: &[Node], v: NodeId) -> Option<(OpKind, usize)> {
 }
 
 impl TaskGraph {
+    /// The modulus chain `q_0 .. q_L` it was recorded for.
+    pub fn moduli(&self) -> &[u64] {
+        &self.moduli
+    }
+
     /// Name (the variant for built-in jobs).
     pub fn name(&self) -> &str {
         &self.name

@@ -27,6 +27,7 @@ pub mod policy;
 pub mod profile;
 pub mod record;
 pub mod scheduler;
+pub mod serialize;
 pub mod sim;
 pub mod stored;
 pub mod workload;

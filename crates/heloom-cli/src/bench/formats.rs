@@ -1,8 +1,8 @@
 //! `heloom bench formats`: every byte checked, and how fast.
 //!
 //! Part one corrupts valid objects of every serialized kind (CKKS parameters, ciphertexts
-//! seeded and not, plaintexts, public, secret, switching and evaluation keys, store spill
-//! files, genome protocol frames) a million times each (by default) and loads every result:
+//! seeded and not, plaintexts, public, secret, switching and evaluation keys, task graphs,
+//! store spill files, genome protocol frames) a million times each (by default) and loads every result:
 //! random bit flips, byte overwrites, truncations, extensions and splices of two valid
 //! objects of the same kind. A corruption may fail with the loader's typed error, or load as
 //! one of the two originals (a splice can rebuild one); anything else (a different object, a
@@ -24,6 +24,8 @@ use heloom_ckks::{
     PublicKey, SecretKey, SecurityLevel, SwitchingKey,
 };
 use heloom_math::backend::cpu_model;
+use heloom_runtime::graph::{exp_graph, ExpVariant};
+use heloom_runtime::TaskGraph;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -244,6 +246,26 @@ fn subjects() -> Result<Vec<Subject>> {
                 f.extend_from_slice(p);
                 f
             })
+        }),
+    });
+    let chain = CkksParameters::builder(1 << 12)
+        .levels(5)
+        .first_bits(50)
+        .scale_bits(40)
+        .security(SecurityLevel::None)
+        .build()?
+        .moduli()
+        .to_vec();
+    let graph = |v: ExpVariant| -> Result<Vec<u8>> {
+        Ok(exp_graph(v, &chain, 5, 2f64.powi(40))?.to_bytes())
+    };
+    out.push(Subject {
+        kind: "task graph",
+        objects: [graph(ExpVariant::Paper)?, graph(ExpVariant::Bsgs)?],
+        load: Box::new(|b| {
+            TaskGraph::from_bytes(b)
+                .map(|g| g.to_bytes())
+                .map_err(|e| e.to_string())
         }),
     });
     let fp = ctx.fingerprint();

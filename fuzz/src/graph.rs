@@ -1,0 +1,68 @@
+//! Fuzz body of `TaskGraph::from_bytes` (heloom-runtime), with its seeds. Kept apart from
+//! `lib.rs` because heloom-ckks' tests compile `lib.rs` and cannot depend on the runtime;
+//! heloom-runtime's test `tests/graph_bytes.rs` compiles this file and runs the body.
+
+use heloom_ckks::{CkksParameters, PolyBasis, SecurityLevel};
+use heloom_runtime::graph::{exp_graph, polynomial_graph, ExpVariant};
+use heloom_runtime::TaskGraph;
+
+/// `data` with its last 8 bytes replaced by the XXH3-64 of the rest (see `lib.rs`).
+fn resealed(data: &[u8]) -> Vec<u8> {
+    let mut b = data.to_vec();
+    if b.len() >= 8 {
+        let end = b.len() - 8;
+        let sum = xxhash_rust::xxh3::xxh3_64(&b[..end]);
+        b[end..].copy_from_slice(&sum.to_le_bytes());
+    }
+    b
+}
+
+/// Loads `data` as given and resealed; a loaded graph must write, reload and write the same
+/// bytes again.
+pub fn task_graph(data: &[u8]) {
+    for d in [data.to_vec(), resealed(data)] {
+        if let Ok(g) = TaskGraph::from_bytes(&d) {
+            let once = g.to_bytes();
+            let again = match TaskGraph::from_bytes(&once) {
+                Ok(h) => h.to_bytes(),
+                Err(e) => panic!("a loaded graph failed to reload after to_bytes: {e}"),
+            };
+            assert!(again == once, "to_bytes is not stable after a round trip");
+        }
+    }
+}
+
+/// Seeds: the three e^x graphs and a Chebyshev polynomial over a 6-prime chain.
+pub fn graph_seeds() -> Vec<Vec<u8>> {
+    let m = CkksParameters::builder(1 << 12)
+        .levels(5)
+        .first_bits(50)
+        .scale_bits(40)
+        .security(SecurityLevel::None)
+        .build()
+        .expect("the seed parameters are valid")
+        .moduli()
+        .to_vec();
+    let scale = 2f64.powi(40);
+    let mut out: Vec<Vec<u8>> = ExpVariant::ALL
+        .iter()
+        .map(|&v| {
+            exp_graph(v, &m, 5, scale)
+                .expect("an e^x seed graph")
+                .to_bytes()
+        })
+        .collect();
+    out.push(
+        polynomial_graph(
+            "chebyshev",
+            &m,
+            5,
+            scale,
+            &[0.5, -1.25, 0.0, 0.75, 0.125],
+            PolyBasis::Chebyshev { a: -1.0, b: 1.0 },
+        )
+        .expect("a polynomial seed graph")
+        .to_bytes(),
+    );
+    out
+}
