@@ -1323,3 +1323,70 @@ fn version_1_objects_upgrade() {
 fn fuzz_name(kind: ObjectKind) -> &'static str {
     fuzz_bodies::TARGETS[usize::from(kind_index(kind))]
 }
+
+/// Random corruptions of the larger objects of the test setups (N = 2^13, both word sizes):
+/// bit flips, byte overwrites, truncations, extensions and splices of two valid objects of
+/// the same kind. Each is refused with a typed error or loads as one of the two originals.
+fn large_corruptions<W: Word>(s: &Setup<W>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(u64::from(W::BITS));
+    let x = values(64, 13);
+    let y = values(64, 14);
+    let other = keygen(&s.ctx, &STEPS, true).unwrap();
+    type Load<'a> = Box<dyn Fn(&[u8]) -> Result<Vec<u8>> + 'a>;
+    let kinds: Vec<(&str, [Vec<u8>; 2], Load<'_>)> = vec![
+        (
+            "ciphertext",
+            [
+                s.enc.encrypt(&x, &s.keys.public_key).unwrap().to_bytes(),
+                s.enc.encrypt(&y, &s.keys.public_key).unwrap().to_bytes(),
+            ],
+            Box::new(|b| Ciphertext::from_bytes(&s.ctx, b).map(|c| c.to_bytes())),
+        ),
+        (
+            "public key",
+            [s.keys.public_key.to_bytes(), other.public_key.to_bytes()],
+            Box::new(|b| PublicKey::from_bytes(&s.ctx, b).map(|c| c.to_bytes())),
+        ),
+        (
+            "evaluation keys",
+            [
+                s.keys.evaluation_keys.to_bytes(),
+                other.evaluation_keys.to_bytes(),
+            ],
+            Box::new(|b| EvaluationKeys::from_bytes(&s.ctx, b).map(|c| c.to_bytes())),
+        ),
+        (
+            "secret key",
+            [s.keys.secret_key.to_bytes(), other.secret_key.to_bytes()],
+            Box::new(|b| SecretKey::from_bytes(&s.ctx, b).map(|c| c.to_bytes())),
+        ),
+    ];
+    for (name, [a, b], load) in &kinds {
+        for trial in 0..250 {
+            let mut c = a.clone();
+            let i = rng.gen_range(0..c.len());
+            match trial % 5 {
+                0 => c[i] ^= 1 << rng.gen_range(0..8),
+                1 => c[i] = c[i].wrapping_add(rng.gen_range(1..=255)),
+                2 => c.truncate(i),
+                3 => {
+                    let extra: Vec<u8> = (0..rng.gen_range(1..64)).map(|_| rng.gen()).collect();
+                    c.splice(i..i, extra);
+                }
+                _ => {
+                    let j = rng.gen_range(0..b.len());
+                    c = [&a[..i], &b[j..]].concat();
+                }
+            }
+            match load(&c) {
+                Ok(got) => assert!(
+                    got == *a || got == *b,
+                    "{name}: corruption {trial} loaded as a third object"
+                ),
+                Err(CkksError::Format(_)) | Err(CkksError::ParameterMismatch(_)) => {}
+                Err(e) => panic!("{name}: unexpected error kind {e:?}"),
+            }
+        }
+    }
+}
+both!(random_corruptions_of_large_objects, large_corruptions);

@@ -93,8 +93,9 @@
 //! never modified (a new insert of a key gets a new version and file; the old file is deleted
 //! when no I/O uses it any more). This keeps concurrent reads and writes independent and
 //! means a half-written file is never mistaken for another version. The format (module
-//! [`format`](mod@format)) is a 40-byte header (magic `HLSTORE1`, key, version, payload length, XXH64
-//! of the payload) followed by the bytes of [`Spill::to_spill`]. Every read checks all of
+//! [`format`](mod@format)) is a 40-byte header (magic `HLSTORE2`, key, version, payload length,
+//! XXH3-64 of the header's first 32 bytes and the payload) followed by the bytes of
+//! [`Spill::to_spill`]. Every read checks all of
 //! them, so a corrupted or truncated file gives [`StoreError::Corrupt`] naming the key and the
 //! file, never garbage; a loader that rejects checked bytes gives [`StoreError::Load`]. Files
 //! are not `fsync`ed: a spill directory is a cache for one process, not a database.

@@ -21,7 +21,7 @@ const MAX_CELLS: u64 = 1 << 32;
 /// The repository's panel (msprime coalescent simulation, see `train/make_panel.py`), gzip.
 static EMBEDDED: &[u8] = include_bytes!("../../data/panel_2184x10000.bin.gz");
 
-/// FNV-1a 64 (the panel file's checksum and the protocol's frame checksum).
+/// FNV-1a 64 (the panel file's checksum and the protocol's session id).
 pub fn fnv1a64(data: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in data {
