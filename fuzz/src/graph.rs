@@ -32,25 +32,24 @@ pub fn task_graph(data: &[u8]) {
     }
 }
 
-/// Seeds: the three e^x graphs and a Chebyshev polynomial over a 6-prime chain.
-pub fn graph_seeds() -> Vec<Vec<u8>> {
-    let m = CkksParameters::builder(1 << 12)
+/// The parameters of the seed graphs: N = 2^12, a 6-prime chain, scale 2^40.
+pub fn seed_params() -> CkksParameters {
+    CkksParameters::builder(1 << 12)
         .levels(5)
         .first_bits(50)
         .scale_bits(40)
         .security(SecurityLevel::None)
         .build()
         .expect("the seed parameters are valid")
-        .moduli()
-        .to_vec();
+}
+
+/// The seed graphs: the three e^x graphs and a Chebyshev polynomial on [`seed_params`]' chain.
+pub fn seed_graphs() -> Vec<TaskGraph> {
+    let m = seed_params().moduli().to_vec();
     let scale = 2f64.powi(40);
-    let mut out: Vec<Vec<u8>> = ExpVariant::ALL
+    let mut out: Vec<TaskGraph> = ExpVariant::ALL
         .iter()
-        .map(|&v| {
-            exp_graph(v, &m, 5, scale)
-                .expect("an e^x seed graph")
-                .to_bytes()
-        })
+        .map(|&v| exp_graph(v, &m, 5, scale).expect("an e^x seed graph"))
         .collect();
     out.push(
         polynomial_graph(
@@ -61,8 +60,12 @@ pub fn graph_seeds() -> Vec<Vec<u8>> {
             &[0.5, -1.25, 0.0, 0.75, 0.125],
             PolyBasis::Chebyshev { a: -1.0, b: 1.0 },
         )
-        .expect("a polynomial seed graph")
-        .to_bytes(),
+        .expect("a polynomial seed graph"),
     );
     out
+}
+
+/// The seed corpus: [`seed_graphs`] as bytes.
+pub fn graph_seeds() -> Vec<Vec<u8>> {
+    seed_graphs().iter().map(TaskGraph::to_bytes).collect()
 }

@@ -5,41 +5,17 @@
 
 use heloom_ckks::serialize::{peek_header, ObjectKind, CHECKSUM_LEN, HEADER_LEN};
 use heloom_ckks::*;
-use heloom_runtime::graph::{exp_graph, polynomial_graph, ExpVariant, GraphError};
+use heloom_runtime::graph::{exp_graph, ExpVariant, GraphError};
 use heloom_runtime::TaskGraph;
 use std::sync::Arc;
 use xxhash_rust::xxh3::xxh3_64;
 
 fn moduli() -> Vec<u64> {
-    CkksParameters::builder(1 << 12)
-        .levels(5)
-        .first_bits(50)
-        .scale_bits(40)
-        .security(SecurityLevel::None)
-        .build()
-        .unwrap()
-        .moduli()
-        .to_vec()
+    fuzz_graph::seed_params().moduli().to_vec()
 }
 
 fn graphs() -> Vec<TaskGraph> {
-    let m = moduli();
-    let mut out: Vec<TaskGraph> = ExpVariant::ALL
-        .iter()
-        .map(|&v| exp_graph(v, &m, 5, 2f64.powi(40)).unwrap())
-        .collect();
-    out.push(
-        polynomial_graph(
-            "chebyshev",
-            &m,
-            5,
-            2f64.powi(40),
-            &[0.5, -1.25, 0.0, 0.75, 0.125],
-            PolyBasis::Chebyshev { a: -1.0, b: 1.0 },
-        )
-        .unwrap(),
-    );
-    out
+    fuzz_graph::seed_graphs()
 }
 
 fn same(a: &TaskGraph, b: &TaskGraph) {
@@ -81,13 +57,7 @@ fn graphs_round_trip() {
 
 #[test]
 fn a_loaded_graph_computes_the_same() {
-    let params = CkksParameters::builder(1 << 12)
-        .levels(5)
-        .first_bits(50)
-        .scale_bits(40)
-        .security(SecurityLevel::None)
-        .build()
-        .unwrap();
+    let params = fuzz_graph::seed_params();
     let ctx = Context::<u64>::new(params).unwrap();
     let keys = keygen(&ctx, &[], false).unwrap();
     let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).unwrap();
