@@ -16,6 +16,7 @@ log=$(mktemp)
 mkdir -p "corpus/$target"
 before=$(ls "corpus/$target" | wc -l)
 start=$(date -u +%FT%TZ)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 cargo +nightly fuzz build -O -a "$target" >/dev/null 2>&1
 set +e
 cargo +nightly fuzz run -O -a "$target" "corpus/$target" -- \
@@ -29,6 +30,7 @@ after=$(ls "corpus/$target" | wc -l)
 {
     echo "fuzz target:   $target (fuzz/fuzz_targets/$target.rs)"
     echo "loader:        $(grep -m1 '^//!' "fuzz_targets/$target.rs" | sed 's|^//! ||')"
+    echo "code:          commit $commit (heloom-ckks, heloom-runtime and fuzz/ as built at the start)"
     echo "started:       $start"
     echo "ended:         $end"
     echo "duration:      ${secs} s requested (-max_total_time), one libFuzzer job on one core"
