@@ -284,7 +284,7 @@ fn parse_header(bytes: &[u8], allow_v1: bool) -> Result<(Header, Reader<'_>)> {
     let version = check_magic(bytes)?;
     if version == 1 && !allow_v1 {
         return Err(format_err(
-            "format version 1 carries no checksum, so this build does not load it directly (a corrupted version-1 object cannot be told from a valid one); if you trust where it came from, convert it once with heloom_ckks::serialize::upgrade_v1 (Python: heloom.upgrade_v1), which re-validates every field, and store the version-2 bytes it returns".into(),
+            "format version 1 carries no checksum, so this build does not load it directly (a corrupted version-1 object cannot be told from a valid one); if you trust where it came from, convert it once with heloom_ckks::serialize::upgrade_v1 (Python: heloom.upgrade_v1; command line: heloom format upgrade), which re-validates every field, and store the version-2 bytes it returns".into(),
         ));
     }
     let (head, tail) = if version == 1 {

@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod format;
 mod genome;
 mod mnist;
 mod offload;
@@ -53,6 +54,9 @@ enum Command {
     /// Share AES work (or HE jobs) among devices that pull from one queue (seed 001): compare
     /// devices and balancers.
     Offload(offload::OffloadArgs),
+    /// Look inside a serialized heloom object (kind, fingerprints, checksum; every field with
+    /// --params), or convert a format-version-1 file to version 2.
+    Format(format::FormatArgs),
     /// Classify encrypted MNIST images with CryptoNets (seed 002): accuracy, agreement with
     /// the same network in f64, images per second, peak memory.
     Mnist(mnist::MnistArgs),
@@ -222,6 +226,7 @@ fn main() -> Result<()> {
         Command::Schedule(args) => schedule::run(&args),
         Command::Offload(args) => offload::run(&args),
         Command::Mnist(args) => mnist::run(&args),
+        Command::Format(args) => format::run(&args),
         Command::Genome(args) => genome::run(&args),
         Command::Info => {
             println!("{}", cpu_report());
