@@ -2,6 +2,9 @@
 //! version-1 files (parameters alone, other kinds with their parameters), and refuse a
 //! corrupted file.
 
+// A failing unwrap is a failing test.
+#![allow(clippy::unwrap_used)]
+
 use std::path::PathBuf;
 use std::process::Command;
 
