@@ -44,6 +44,7 @@ __all__ = [
     "polynomial_graph",
     "profile_names",
     "simulate",
+    "upgrade_v1",
 ]
 
 __version__: str

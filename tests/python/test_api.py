@@ -52,6 +52,7 @@ FUNCTIONS = [
     "offload_compare",
     "he_offload_compare",
     "mnist",
+    "upgrade_v1",
 ]
 CONSTANTS = ["POLICIES"]
 
