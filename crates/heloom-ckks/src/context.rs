@@ -7,6 +7,7 @@ use crate::error::{CkksError, Result};
 use crate::params::CkksParameters;
 use heloom_math::automorphism::NttPermutation;
 use heloom_math::rns::BasisConverter;
+use heloom_math::scaling::{ModDown, Rescaler};
 use heloom_math::{BackendChoice, Form, Modulus, RnsBasis, RnsPoly, Word};
 use num_complex::Complex64;
 use std::collections::HashMap;
@@ -22,10 +23,11 @@ pub struct Context<W: Word> {
     qp: Vec<RnsBasis<W>>,
     encoder: Encoder,
     modup: Vec<Vec<BasisConverter<W>>>,
-    moddown: Vec<BasisConverter<W>>,
-    p_inv: Vec<u64>,
+    /// Mod-down from `Q_l P` to `Q_l`, per level `l`.
+    moddown: Vec<ModDown<W>>,
     p_mod_q: Vec<u64>,
-    rescale_inv: Vec<Vec<u64>>,
+    /// Division by `q_l`, per level `l >= 1` (at index `l - 1`).
+    rescalers: Vec<Rescaler<W>>,
     perms: RwLock<HashMap<u64, Arc<NttPermutation>>>,
 }
 
@@ -63,7 +65,6 @@ impl<W: Word> Context<W> {
         let mods = full.moduli();
         let p_mods: Vec<Modulus<W>> = mods[num_q..].to_vec();
         let mut modup = Vec::with_capacity(num_q);
-        let mut moddown = Vec::with_capacity(num_q);
         for l in 0..num_q {
             let digits = (l + 1).div_ceil(alpha);
             let mut per = Vec::with_capacity(digits);
@@ -79,27 +80,24 @@ impl<W: Word> Context<W> {
                 per.push(BasisConverter::new(&from, &to, elt)?);
             }
             modup.push(per);
-            moddown.push(BasisConverter::new(&p_mods, &mods[..=l], elt)?);
         }
-        let mut p_inv = Vec::with_capacity(num_q);
-        let mut p_mod_q = Vec::with_capacity(num_q);
-        for m in &mods[..num_q] {
-            let mut prod = W::ONE;
-            for p in &p_mods {
-                prod = m.mul(prod, m.reduce_u64(p.value()));
-            }
-            p_mod_q.push(prod.to_u64());
-            p_inv.push(m.inv(prod)?.to_u64());
-        }
-        let mut rescale_inv = Vec::with_capacity(num_q);
-        for l in 0..num_q {
-            let ql = mods[l].value();
-            let v = mods[..l]
-                .iter()
-                .map(|m| m.inv(m.reduce_u64(ql)).map(|x| x.to_u64()))
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            rescale_inv.push(v);
-        }
+        let moddown = qp
+            .iter()
+            .map(|b| ModDown::new(b, alpha))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let rescalers = q[1..]
+            .iter()
+            .map(Rescaler::new)
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let p_mod_q = mods[..num_q]
+            .iter()
+            .map(|m| {
+                p_mods
+                    .iter()
+                    .fold(W::ONE, |acc, p| m.mul(acc, m.reduce_u64(p.value())))
+                    .to_u64()
+            })
+            .collect();
         let encoder = Encoder::new(n)?;
         Ok(Arc::new(Self {
             params,
@@ -109,9 +107,8 @@ impl<W: Word> Context<W> {
             encoder,
             modup,
             moddown,
-            p_inv,
             p_mod_q,
-            rescale_inv,
+            rescalers,
             perms: RwLock::new(HashMap::new()),
         }))
     }
@@ -151,17 +148,24 @@ impl<W: Word> Context<W> {
     pub(crate) fn modup(&self, level: usize, digit: usize) -> &BasisConverter<W> {
         &self.modup[level][digit]
     }
-    pub(crate) fn moddown(&self, level: usize) -> &BasisConverter<W> {
-        &self.moddown[level]
-    }
-    pub(crate) fn p_inv(&self, i: usize) -> u64 {
-        self.p_inv[i]
+    pub(crate) fn moddown(&self, level: usize) -> Result<&ModDown<W>> {
+        self.moddown
+            .get(level)
+            .ok_or_else(|| self.level_error(level))
     }
     pub(crate) fn p_mod_q(&self, i: usize) -> u64 {
         self.p_mod_q[i]
     }
-    pub(crate) fn rescale_inv(&self, level: usize, i: usize) -> u64 {
-        self.rescale_inv[level][i]
+    /// Division by `q_level` (for `level >= 1`).
+    pub(crate) fn rescaler(&self, level: usize) -> Result<&Rescaler<W>> {
+        if level == 0 {
+            return Err(CkksError::OutOfLevels(
+                "cannot rescale at level 0: no prime left to divide by; use more levels".into(),
+            ));
+        }
+        self.rescalers
+            .get(level - 1)
+            .ok_or_else(|| self.level_error(level))
     }
 
     // ----- constants for accelerator backends (the GPU crate), bounds-checked -----
@@ -183,24 +187,23 @@ impl<W: Word> Context<W> {
 
     /// The mod-down converter at `level`: from the special primes `P` to `q_0 .. q_level`.
     pub fn moddown_converter(&self, level: usize) -> Result<&BasisConverter<W>> {
-        self.moddown
-            .get(level)
-            .ok_or_else(|| self.level_error(level))
+        self.moddown(level).map(ModDown::converter)
     }
 
     /// `P^-1 mod q_i` (the mod-down scale) for `i` in `0..=max_level`.
     pub fn p_inv_mod(&self, i: usize) -> Result<u64> {
-        self.p_inv
-            .get(i)
+        self.moddown
+            .last()
+            .and_then(|m| m.p_inv().get(i))
             .copied()
             .ok_or_else(|| self.level_error(i))
     }
 
     /// `q_level^-1 mod q_i` (the rescale scale) for `i < level`.
     pub fn rescale_inv_mod(&self, level: usize, i: usize) -> Result<u64> {
-        self.rescale_inv
-            .get(level)
-            .and_then(|v| v.get(i))
+        self.rescalers
+            .get(level.wrapping_sub(1))
+            .and_then(|r| r.inv_last().get(i))
             .copied()
             .ok_or_else(|| {
                 CkksError::InvalidInput(format!(

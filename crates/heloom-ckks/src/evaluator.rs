@@ -229,101 +229,13 @@ impl<W: Word> Evaluator<W> {
     }
 
     /// Rescales: divides by the last prime `q_l` with rounding and drops it; the scale is
-    /// divided by `q_l`.
+    /// divided by `q_l` ([`heloom_math::Rescaler`]).
     pub fn rescale(&self, ct: &Ciphertext<W>) -> Result<Ciphertext<W>> {
         self.check(ct)?;
         let l = ct.level;
-        if l == 0 {
-            return Err(CkksError::OutOfLevels(
-                "cannot rescale at level 0: no prime left to divide by; use more levels".into(),
-            ));
-        }
-        let basis = self.ctx.q_basis(l)?;
-        let lower = self.ctx.q_basis(l - 1)?;
-        let n = self.ctx.n();
-        let threads = self.threads.effective();
-        let tables = basis.ntt_tables();
-        let mods = basis.moduli();
-        let elt = basis.eltwise();
-        let ql = mods[l];
-        let half = ql.value() >> 1;
-        // Rounded division: the last limb in coefficient form plus q_l/2 (in place: the limb
-        // is dropped afterwards).
-        let prepare = |p: &RnsPoly<W>| -> Result<RnsPoly<W>> {
-            let mut p = p.clone();
-            let last = p.limb_mut(l);
-            tables[l].inverse(last)?;
-            let hw = W::from_u64(half);
-            for x in last.iter_mut() {
-                *x = ql.add(*x, hw);
-            }
-            Ok(p)
-        };
-        // Limb i < l: subtract the centered last limb reduced mod q_i, divide by q_l.
-        let limb = |t: &mut [W], i: usize, x: &mut [W], last: &[W]| -> Result<()> {
-            let m = &mods[i];
-            elt.reduce(m, t, last)?;
-            let h = m.reduce_u64(half);
-            for v in t.iter_mut() {
-                *v = m.sub(*v, h);
-            }
-            tables[i].forward(t)?;
-            elt.sub_mul_scalar(m, x, t, self.ctx.rescale_inv(l, i))?;
-            Ok(())
-        };
-        let np = ct.polys.len();
-        let c = threads.get();
-        let polys = if np.is_multiple_of(c) || c.is_multiple_of(np) {
-            // Whole polynomials per thread (or an even share of threads per polynomial): one
-            // pass, no hand-over between threads.
-            threads
-                .map(np, |p| -> Result<RnsPoly<W>> {
-                    let t = threads.share(np, p);
-                    let mut poly = prepare(&ct.polys[p])?;
-                    let (low, last) = poly.as_mut_slice().split_at_mut(l * n);
-                    let last: &[W] = last;
-                    if t.get() == 1 {
-                        let mut tmp = vec![W::ZERO; n];
-                        for (i, x) in low.chunks_exact_mut(n).enumerate() {
-                            limb(&mut tmp, i, x, last)?;
-                        }
-                    } else {
-                        let mut items: Vec<&mut [W]> = low.chunks_exact_mut(n).collect();
-                        t.try_for_each_init(
-                            &mut items,
-                            || vec![W::ZERO; n],
-                            |tmp, i, x| limb(tmp, i, x, last),
-                        )?;
-                    }
-                    Ok(poly)
-                })
-                .into_iter()
-                .collect::<Result<Vec<_>>>()?
-        } else {
-            // Uneven: last limbs first, then every (polynomial, limb below l) pair.
-            let mut polys = threads
-                .map(np, |p| prepare(&ct.polys[p]))
-                .into_iter()
-                .collect::<Result<Vec<_>>>()?;
-            let mut lasts: Vec<&[W]> = Vec::with_capacity(np);
-            let mut items: Vec<&mut [W]> = Vec::with_capacity(np * l);
-            for poly in &mut polys {
-                let (low, last) = poly.as_mut_slice().split_at_mut(l * n);
-                lasts.push(last);
-                items.extend(low.chunks_exact_mut(n));
-            }
-            threads.try_for_each_init(
-                &mut items,
-                || vec![W::ZERO; n],
-                |tmp, k, x| limb(tmp, k % l, x, lasts[k / l]),
-            )?;
-            drop(items);
-            polys
-        };
-        let out = polys
-            .into_iter()
-            .map(|p| lower.truncate(p))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let rescaler = self.ctx.rescaler(l)?;
+        let ql = rescaler.from_basis().moduli()[l];
+        let out = rescaler.divide_round(&ct.polys, self.threads)?;
         Ok(Ciphertext {
             polys: out,
             level: l - 1,

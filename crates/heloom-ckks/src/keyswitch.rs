@@ -216,46 +216,20 @@ impl<W: Word> Context<W> {
         self.mod_down_with(x, level, Threads::single())
     }
 
-    /// [`Self::mod_down`] with a thread budget: the inverse NTTs of the `P` limbs, the base
-    /// conversion (over coefficient ranges) and the per-limb NTT and subtraction are each split.
+    /// [`Self::mod_down`] with a thread budget ([`heloom_math::ModDown::apply`]).
     pub fn mod_down_with(
         &self,
-        mut x: RnsPoly<W>,
+        x: RnsPoly<W>,
         level: usize,
         threads: Threads,
     ) -> Result<RnsPoly<W>> {
-        let qp = self.qp_basis(level)?;
-        let q = self.q_basis(level)?;
-        if !qp.owns(&x) || x.form() != Form::Ntt {
+        let op = self.moddown(level)?;
+        if !op.from_basis().owns(&x) || x.form() != Form::Ntt {
             return Err(CkksError::ParameterMismatch(format!(
                 "mod-down input is not an NTT-form polynomial over Q_{level} P"
             )));
         }
-        let n = self.n();
-        let tables = qp.ntt_tables();
-        // The P limbs (the last alpha of Q_l P) in coefficient form.
-        let mut pc = x.as_slice()[(level + 1) * n..].to_vec();
-        threads.try_for_each_chunk_mut(&mut pc, n, |i, v| tables[level + 1 + i].inverse(v))?;
-        let mut conv = vec![W::ZERO; n * (level + 1)];
-        {
-            let inputs: Vec<&[W]> = pc.chunks_exact(n).collect();
-            let mut outs: Vec<&mut [W]> = conv.chunks_exact_mut(n).collect();
-            self.moddown(level)
-                .convert_centered_with(&inputs, &mut outs, threads)?;
-        }
-        let elt = qp.eltwise();
-        let moduli = qp.moduli();
-        let mut limbs: Vec<(&mut [W], &mut [W])> = conv
-            .chunks_exact_mut(n)
-            .zip(x.as_mut_slice().chunks_exact_mut(n))
-            .collect();
-        threads.try_for_each_mut(&mut limbs, |i, (c, xi)| -> Result<()> {
-            tables[i].forward(c)?;
-            elt.sub_mul_scalar(&moduli[i], xi, c, self.p_inv(i))?;
-            Ok(())
-        })?;
-        drop(limbs);
-        Ok(q.truncate(x)?)
+        Ok(op.apply(x, threads)?)
     }
 
     /// Adds digit `j` of `d` times digit `j` of `key` to the sums in `acc`: mod-up of the digit

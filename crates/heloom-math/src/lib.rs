@@ -39,6 +39,7 @@ pub mod poly;
 pub mod primes;
 pub mod rns;
 pub mod sampler;
+pub mod scaling;
 pub mod word;
 
 pub use automorphism::NttPermutation;
@@ -50,6 +51,7 @@ pub use ntt::NttTable;
 pub use poly::{Form, RnsBasis, RnsPoly};
 pub use rns::BasisConverter;
 pub use sampler::Seed;
+pub use scaling::{ModDown, Rescaler};
 pub use word::Word;
 
 /// The thread budget the `_with` variants of the heavy operations take.

@@ -21,7 +21,8 @@ pub enum Form {
 }
 
 impl Form {
-    fn name(self) -> &'static str {
+    /// The representation's name, for messages.
+    pub fn name(self) -> &'static str {
         match self {
             Form::Coeff => "coefficient",
             Form::Ntt => "NTT",
@@ -99,7 +100,7 @@ impl<W: Word> RnsPoly<W> {
 
 /// An RNS basis: the ring degree, a list of distinct NTT-friendly primes, their NTT tables and
 /// the element-wise kernels, all on one backend.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct RnsBasis<W: Word> {
     n: usize,
     moduli: Vec<Modulus<W>>,

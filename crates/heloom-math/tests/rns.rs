@@ -6,77 +6,12 @@
 use heloom_math::{
     primes, Backend, BackendChoice, BasisConverter, Eltwise, MathError, Modulus, Word,
 };
+use num_bigint::BigUint;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
-/// Little-endian multiprecision naturals, just enough for the reference.
-type Big = Vec<u64>;
-
-fn norm(mut a: Big) -> Big {
-    while a.last() == Some(&0) {
-        a.pop();
-    }
-    a
-}
-
-fn mul_small(a: &[u64], m: u64) -> Big {
-    let mut out = Vec::with_capacity(a.len() + 1);
-    let mut carry = 0u128;
-    for &x in a {
-        let t = x as u128 * m as u128 + carry;
-        out.push(t as u64);
-        carry = t >> 64;
-    }
-    out.push(carry as u64);
-    norm(out)
-}
-
-fn add(a: &[u64], b: &[u64]) -> Big {
-    let mut out = Vec::with_capacity(a.len().max(b.len()) + 1);
-    let mut carry = 0u128;
-    for i in 0..a.len().max(b.len()) {
-        let t = *a.get(i).unwrap_or(&0) as u128 + *b.get(i).unwrap_or(&0) as u128 + carry;
-        out.push(t as u64);
-        carry = t >> 64;
-    }
-    out.push(carry as u64);
-    norm(out)
-}
-
-/// `a - b` for `a >= b`.
-fn sub(a: &[u64], b: &[u64]) -> Big {
-    let mut out = Vec::with_capacity(a.len());
-    let mut borrow = 0i128;
-    for i in 0..a.len() {
-        let mut t = a[i] as i128 - *b.get(i).unwrap_or(&0) as i128 - borrow;
-        borrow = 0;
-        if t < 0 {
-            t += 1i128 << 64;
-            borrow = 1;
-        }
-        out.push(t as u64);
-    }
-    assert_eq!(borrow, 0, "sub underflow");
-    norm(out)
-}
-
-fn less(a: &[u64], b: &[u64]) -> bool {
-    let (a, b) = (norm(a.to_vec()), norm(b.to_vec()));
-    if a.len() != b.len() {
-        return a.len() < b.len();
-    }
-    for i in (0..a.len()).rev() {
-        if a[i] != b[i] {
-            return a[i] < b[i];
-        }
-    }
-    false
-}
-
-fn rem_small(a: &[u64], m: u64) -> u64 {
-    a.iter()
-        .rev()
-        .fold(0u128, |r, &x| ((r << 64) | x as u128) % m as u128) as u64
+fn rem_small(a: &BigUint, m: u64) -> u64 {
+    (a % m).try_into().expect("residue below m fits a u64")
 }
 
 fn mulm(a: u64, b: u64, q: u64) -> u64 {
@@ -95,23 +30,15 @@ fn invm(a: u64, q: u64) -> u64 {
     t0.rem_euclid(q as i128) as u64
 }
 
-fn product(qs: &[u64]) -> Big {
-    qs.iter().fold(vec![1], |acc, &q| mul_small(&acc, q))
+fn product(qs: &[u64]) -> BigUint {
+    qs.iter().fold(BigUint::from(1u32), |acc, &q| acc * q)
 }
 
-/// Uniform below `bound` (rejection on the bit length).
-fn random_below(rng: &mut ChaCha20Rng, bound: &[u64]) -> Big {
-    let bound = norm(bound.to_vec());
-    let top_bits = 64 - bound.last().map_or(0, |t| t.leading_zeros());
-    loop {
-        let mut x: Big = (0..bound.len()).map(|_| rng.gen()).collect();
-        if let Some(t) = x.last_mut() {
-            *t &= u64::MAX >> (64 - top_bits);
-        }
-        if less(&x, &bound) {
-            return norm(x);
-        }
-    }
+/// Uniform enough below `bound` for a test: 64 extra random bits, reduced.
+fn random_below(rng: &mut ChaCha20Rng, bound: &BigUint) -> BigUint {
+    let bytes = (bound.bits() as usize).div_ceil(8) + 8;
+    let raw: Vec<u8> = (0..bytes).map(|_| rng.gen()).collect();
+    BigUint::from_bytes_le(&raw) % bound
 }
 
 /// Converts `count` random `x < Q` on `backend` and checks every output exactly.
@@ -133,11 +60,11 @@ fn check<W: Word>(backend: Backend, from: &[u64], to: &[u64], count: usize, seed
     let big_q = product(from);
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     // The first values are the extremes 0, 1, Q - 1.
-    let xs: Vec<Big> = (0..count)
+    let xs: Vec<BigUint> = (0..count)
         .map(|i| match i {
-            0 => vec![],
-            1 => vec![1],
-            2 => sub(&big_q, &[1]),
+            0 => BigUint::from(0u32),
+            1 => BigUint::from(1u32),
+            2 => &big_q - 1u32,
             _ => random_below(&mut rng, &big_q),
         })
         .collect();
@@ -154,7 +81,7 @@ fn check<W: Word>(backend: Backend, from: &[u64], to: &[u64], count: usize, seed
     let mut out_refs: Vec<&mut [W]> = output.iter_mut().map(Vec::as_mut_slice).collect();
     conv.convert(&in_refs, &mut out_refs).expect("convert");
 
-    let qhat: Vec<Big> = (0..k)
+    let qhat: Vec<BigUint> = (0..k)
         .map(|i| {
             let others: Vec<u64> = (0..k).filter(|&l| l != i).map(|l| from[l]).collect();
             product(&others)
@@ -165,15 +92,15 @@ fn check<W: Word>(backend: Backend, from: &[u64], to: &[u64], count: usize, seed
         .collect();
     for (c, x) in xs.iter().enumerate() {
         // Exact X = sum_i [x_i qhat_i^-1]_{q_i} qhat_i.
-        let mut sum: Big = vec![];
+        let mut sum = BigUint::from(0u32);
         for i in 0..k {
             let t = mulm(input[i][c].to_u64(), qhat_inv[i], from[i]);
-            sum = add(&sum, &mul_small(&qhat[i], t));
+            sum += &qhat[i] * t;
         }
         // X = x + u Q with 0 <= u < k.
-        let d = sub(&sum, x);
+        let d = &sum - x;
         let u = (0..k as u64)
-            .find(|&u| norm(mul_small(&big_q, u)) == d)
+            .find(|&u| &big_q * u == d)
             .unwrap_or_else(|| panic!("X - x is not u*Q with u < k (k = {k}, x #{c})"));
         for (j, &p) in to.iter().enumerate() {
             assert_eq!(
@@ -189,23 +116,13 @@ fn check<W: Word>(backend: Backend, from: &[u64], to: &[u64], count: usize, seed
     let mut out_refs: Vec<&mut [W]> = centered.iter_mut().map(Vec::as_mut_slice).collect();
     conv.convert_centered(&in_refs, &mut out_refs)
         .expect("convert_centered");
-    let half = {
-        // floor(Q / 2) via a 1-bit shift of the limbs.
-        let mut h = big_q.clone();
-        let mut carry = 0u64;
-        for w in h.iter_mut().rev() {
-            let nc = *w & 1;
-            *w = (*w >> 1) | (carry << 63);
-            carry = nc;
-        }
-        norm(h)
-    };
+    let half = &big_q >> 1u32;
     for (c, x) in xs.iter().enumerate() {
-        let negative = !less(x, &half);
+        let negative = *x >= half;
         for (j, &p) in to.iter().enumerate() {
             let want = if negative {
                 // x - Q mod p = -(Q - x) mod p
-                let r = rem_small(&sub(&big_q, x), p);
+                let r = rem_small(&(&big_q - x), p);
                 (p - r) % p
             } else {
                 rem_small(x, p)
