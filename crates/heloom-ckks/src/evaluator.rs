@@ -183,12 +183,12 @@ impl<W: Word> Evaluator<W> {
     /// Relative tolerance under which two scales count as equal: half an ulp of the smallest
     /// prime, far below the noise of any CKKS ciphertext.
     pub fn scale_tolerance(&self) -> f64 {
-        crate::polyeval::scale_tolerance(self.ctx.params().moduli())
+        crate::polyops::scale_tolerance(self.ctx.params().moduli())
     }
 
     /// Whether two scales are equal within [`Self::scale_tolerance`].
     pub fn scales_match(&self, a: f64, b: f64) -> bool {
-        crate::polyeval::scales_match(self.ctx.params().moduli(), a, b)
+        crate::polyops::scales_match(self.ctx.params().moduli(), a, b)
     }
 
     // ----- levels -----
@@ -247,7 +247,7 @@ impl<W: Word> Evaluator<W> {
     }
 
     /// Brings two ciphertexts to one level and one scale (see the module docs and
-    /// [`crate::polyeval::align_with`]).
+    /// [`crate::polyops::align_with`]).
     pub fn align(
         &self,
         a: &Ciphertext<W>,
@@ -255,19 +255,19 @@ impl<W: Word> Evaluator<W> {
     ) -> Result<(Ciphertext<W>, Ciphertext<W>)> {
         self.check(a)?;
         self.check(b)?;
-        crate::polyeval::align_with(self, a, b)
+        crate::polyops::align_with(self, a, b)
     }
 
     /// Moves `ct` to `level` (below its own) with scale `target`, by multiplying by an integer
     /// constant one level above `level` and rescaling (see
-    /// [`crate::polyeval::set_scale_by_rescale_with`]).
+    /// [`crate::polyops::set_scale_by_rescale_with`]).
     pub fn set_scale_by_rescale(
         &self,
         ct: &Ciphertext<W>,
         level: usize,
         target: f64,
     ) -> Result<Ciphertext<W>> {
-        crate::polyeval::set_scale_by_rescale_with(self, ct, level, target)
+        crate::polyops::set_scale_by_rescale_with(self, ct, level, target)
     }
 
     // ----- additive -----

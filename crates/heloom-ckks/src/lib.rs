@@ -9,7 +9,9 @@
 //! - [`encrypt`]: public- and secret-key encryption, decryption.
 //! - [`evaluator`]: arithmetic, rescaling, rotations (hoisted), conjugation.
 //! - [`keyswitch`]: hybrid key switching behind relinearization and rotations.
-//! - [`polyeval`]: polynomial evaluation (baby-step giant-step, power and Chebyshev bases).
+//! - [`polyops`]: the operations circuits are written against ([`PolyOps`]), shared by the CPU
+//!   evaluator, the runtime's graph builder and the GPU; the scale-alignment rule.
+//! - [`circuits`]: polynomial evaluation and linear transforms (baby-step giant-step).
 //! - [`serialize`]: a versioned, checked binary format (bit-packed limbs, seeded halves) for
 //!   parameters, keys (not the secret key), ciphertexts and plaintexts.
 //!
@@ -29,6 +31,7 @@
 //! ```
 
 pub mod ciphertext;
+pub mod circuits;
 pub mod context;
 pub mod encoder;
 pub mod encrypt;
@@ -37,12 +40,13 @@ pub mod evaluator;
 pub mod keys;
 pub mod keyswitch;
 pub mod params;
-pub mod polyeval;
+pub mod polyops;
 pub mod security;
 pub mod serialize;
 pub mod spill;
 
 pub use ciphertext::{Ciphertext, Plaintext};
+pub use circuits::{evaluate_polynomial_with, LinearTransform, PolyBasis};
 pub use context::Context;
 pub use encoder::Encoder;
 pub use encrypt::{Decryptor, Encryptor};
@@ -54,5 +58,5 @@ pub use keys::{
 };
 pub use num_complex::Complex64;
 pub use params::{CkksParameters, ParametersBuilder, SecretDistribution};
-pub use polyeval::{evaluate_polynomial_with, PolyBasis, PolyOps};
+pub use polyops::PolyOps;
 pub use security::SecurityLevel;

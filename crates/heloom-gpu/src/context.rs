@@ -736,7 +736,7 @@ impl<W: GpuWord> GpuContext<W> {
     }
 
     fn scales_match(&self, a: f64, b: f64) -> bool {
-        heloom_ckks::polyeval::scales_match(self.ctx.params().moduli(), a, b)
+        heloom_ckks::polyops::scales_match(self.ctx.params().moduli(), a, b)
     }
 
     fn combine(
@@ -788,7 +788,7 @@ impl<W: GpuWord> GpuContext<W> {
     }
 
     /// Brings two ciphertexts to one level and one scale by the CPU evaluator's rule
-    /// ([`heloom_ckks::polyeval::align_with`]), so results agree word for word.
+    /// ([`heloom_ckks::polyops::align_with`]), so results agree word for word.
     pub fn align(
         &self,
         a: &GpuCiphertext<W>,
@@ -796,18 +796,18 @@ impl<W: GpuWord> GpuContext<W> {
     ) -> Result<(GpuCiphertext<W>, GpuCiphertext<W>)> {
         self.check_ct(a)?;
         self.check_ct(b)?;
-        Ok(heloom_ckks::polyeval::align_with(self, a, b)?)
+        Ok(heloom_ckks::polyops::align_with(self, a, b)?)
     }
 
     /// Moves `ct` to `level` (below its own) with scale `target`: an integer multiple one level
-    /// above, then a rescale ([`heloom_ckks::polyeval::set_scale_by_rescale_with`]).
+    /// above, then a rescale ([`heloom_ckks::polyops::set_scale_by_rescale_with`]).
     pub fn set_scale_by_rescale(
         &self,
         ct: &GpuCiphertext<W>,
         level: usize,
         target: f64,
     ) -> Result<GpuCiphertext<W>> {
-        Ok(heloom_ckks::polyeval::set_scale_by_rescale_with(
+        Ok(heloom_ckks::polyops::set_scale_by_rescale_with(
             self, ct, level, target,
         )?)
     }

@@ -10,7 +10,7 @@
 //! 3. square;
 //! 4. dense 845 -> 100 as a 128 x 2048 Halevi-Shoup product (Halevi and Shoup 2014): the input
 //!    made 2048-periodic (2 rotations), 128 generalized diagonals with baby-step giant-step
-//!    (15 hoisted baby rotations, 7 giant), a rotate-and-sum over the 16 row blocks (4
+//!    ([`LinearTransform`]: 15 hoisted baby rotations, 7 giant), a rotate-and-sum over the 16 row blocks (4
 //!    rotations); slot `s` then holds output `s mod 128`;
 //! 5. square;
 //! 6. dense 100 -> 10 the same way as 16 x 128 (3 baby, 3 giant, 3 summing rotations).
@@ -21,7 +21,10 @@
 
 use super::model::{CryptoNet, CLASSES, CONV_MAPS, CONV_OUT, FC1, HIDDEN, KERNEL, PADDED, STRIDE};
 use crate::error::{AppError, Result};
-use heloom_ckks::{Ciphertext, Context, Decryptor, Encryptor, Evaluator, Plaintext, SecretKey};
+use heloom_ckks::{
+    Ciphertext, Context, Decryptor, Encryptor, Evaluator, LinearTransform, Plaintext, SecretKey,
+    Threads,
+};
 use heloom_math::Word;
 use std::sync::Arc;
 
@@ -49,9 +52,9 @@ pub struct SingleNet<W: Word> {
     conv: Vec<Plaintext<W>>,
     masks: Vec<Plaintext<W>>,
     conv_bias: Vec<f64>,
-    d1: Vec<Plaintext<W>>,
+    d1: LinearTransform<W>,
     d1_bias: Vec<f64>,
-    d2: Vec<Plaintext<W>>,
+    d2: LinearTransform<W>,
     d2_bias: Vec<f64>,
     level0: usize,
 }
@@ -87,30 +90,30 @@ fn slot_of_hidden(h: usize) -> usize {
     (h / MAP) * BLOCK + h % MAP
 }
 
-/// Halevi-Shoup diagonals of a `rows x cols` matrix (`m(r, c)`, zero outside) for an input of
-/// period `cols` and outputs folded by a sum over row blocks: `d_i[s] = m(s mod rows,
-/// (s + i) mod cols)`, pre-rotated for baby-step giant-step by `-(i - i mod baby)`, over all
-/// `slots` (periodic with period `cols`).
-fn diagonals(
-    rows: usize,
-    cols: usize,
-    baby: usize,
-    slots: usize,
+/// The Halevi-Shoup product by a `rows x cols` matrix (`m(r, c)`, zero outside) for an input
+/// of period `cols` over all `slots`, with outputs folded afterwards by a sum over row blocks:
+/// `rows` diagonals `d_i[s] = m(s mod rows, (s mod cols + i) mod cols)`, encoded at `level`.
+fn dense<W: Word>(
+    ctx: &Arc<Context<W>>,
+    (rows, cols, baby): (usize, usize, usize),
+    level: usize,
     m: impl Fn(usize, usize) -> f64,
-) -> Vec<Vec<f64>> {
-    (0..rows)
-        .map(|i| {
-            let giant = i - i % baby;
-            (0..slots)
-                .map(|s| {
-                    // d_i rotated right by `giant`: value at s is d_i[s - giant].
-                    let t = (s + slots - giant % slots) % slots;
-                    let c = t % cols;
-                    m(t % rows, (c + i) % cols)
-                })
-                .collect()
-        })
-        .collect()
+) -> Result<LinearTransform<W>> {
+    let slots = ctx.n() / 2;
+    let diagonal = |i: usize| {
+        (0..slots)
+            .map(|s| m(s % rows, (s % cols + i) % cols))
+            .collect()
+    };
+    Ok(LinearTransform::new(
+        ctx,
+        slots,
+        rows,
+        baby,
+        level,
+        diagonal,
+        Threads::single(),
+    )?)
 }
 
 impl<W: Word> SingleNet<W> {
@@ -155,30 +158,24 @@ impl<W: Word> SingleNet<W> {
         for h in 0..HIDDEN {
             col_of[slot_of_hidden(h)] = h;
         }
-        let d1 = diagonals(D1_ROWS, D1_COLS, D1_BABY, slots, |r, c| {
+        let d1 = dense(&ctx, (D1_ROWS, D1_COLS, D1_BABY), top - 3, |r, c| {
             if r < FC1 && col_of[c] != usize::MAX {
                 net.fc1_w[r * HIDDEN + col_of[c]]
             } else {
                 0.0
             }
-        })
-        .iter()
-        .map(|v| enc(v, top - 3))
-        .collect::<Result<Vec<_>>>()?;
+        })?;
         let d1_bias: Vec<f64> = (0..slots)
             .map(|s| net.fc1_b.get(s % D1_ROWS).copied().unwrap_or(0.0))
             .collect();
         // Level top - 5: dense 100 -> 10.
-        let d2 = diagonals(D2_ROWS, D1_ROWS, D2_BABY, slots, |r, c| {
+        let d2 = dense(&ctx, (D2_ROWS, D1_ROWS, D2_BABY), top - 5, |r, c| {
             if r < CLASSES && c < FC1 {
                 net.fc2_w[r * FC1 + c]
             } else {
                 0.0
             }
-        })
-        .iter()
-        .map(|v| enc(v, top - 5))
-        .collect::<Result<Vec<_>>>()?;
+        })?;
         let d2_bias: Vec<f64> = (0..slots)
             .map(|s| net.fc2_b.get(s % D2_ROWS).copied().unwrap_or(0.0))
             .collect();
@@ -226,41 +223,6 @@ impl<W: Word> SingleNet<W> {
         Ok(ct)
     }
 
-    /// `sum_i d_i * rot(x, i)` with baby-step giant-step (the diagonals pre-rotated), then
-    /// rescaled.
-    fn diag_product(
-        &self,
-        x: &Ciphertext<W>,
-        diags: &[Plaintext<W>],
-        baby: usize,
-    ) -> Result<Ciphertext<W>> {
-        let steps: Vec<i64> = (0..baby as i64).collect();
-        let rots = self.ev.rotate_many(x, &steps)?;
-        let mut total: Option<Ciphertext<W>> = None;
-        for (j, chunk) in diags.chunks(baby).enumerate() {
-            let mut inner: Option<Ciphertext<W>> = None;
-            for (b, d) in chunk.iter().enumerate() {
-                let p = self.ev.multiply_plain(&rots[b], d)?;
-                inner = Some(match inner {
-                    None => p,
-                    Some(acc) => self.ev.add(&acc, &p)?,
-                });
-            }
-            let inner = inner.ok_or_else(|| AppError::Invalid("empty diagonal block".into()))?;
-            let shifted = if j == 0 {
-                inner
-            } else {
-                self.ev.rotate(&inner, (j * baby) as i64)?
-            };
-            total = Some(match total {
-                None => shifted,
-                Some(acc) => self.ev.add(&acc, &shifted)?,
-            });
-        }
-        let total = total.ok_or_else(|| AppError::Invalid("no diagonals".into()))?;
-        Ok(self.ev.rescale(&total)?)
-    }
-
     /// Server side: the logits' ciphertext (logit `c` in slot `c`).
     pub fn infer(&self, ct: &Ciphertext<W>) -> Result<Ciphertext<W>> {
         if ct.level() != self.level0 {
@@ -288,13 +250,13 @@ impl<W: Word> SingleNet<W> {
         let h = ev.rescale(&ev.relinearize(&ev.square(&h)?)?)?;
         // 4: dense 845 -> 100: 2048-periodic input, diagonals, fold the 16 row blocks.
         let h = self.fold(h, D1_COLS, self.slots)?;
-        let d = self.diag_product(&h, &self.d1, D1_BABY)?;
+        let d = self.d1.apply_rescaled(ev, &h)?;
         let d = self.fold(d, D1_ROWS, D1_COLS)?;
         let d = ev.add_values(&d, &self.d1_bias)?;
         // 5: square.
         let d = ev.rescale(&ev.relinearize(&ev.square(&d)?)?)?;
         // 6: dense 100 -> 10 on the 128-periodic input.
-        let z = self.diag_product(&d, &self.d2, D2_BABY)?;
+        let z = self.d2.apply_rescaled(ev, &d)?;
         let z = self.fold(z, D2_ROWS, D1_ROWS)?;
         Ok(ev.add_values(&z, &self.d2_bias)?)
     }

@@ -30,6 +30,8 @@ pub mod diag;
 pub mod jiang;
 
 use crate::error::{AppError, Result};
+pub(crate) use heloom_ckks::circuits::accumulate;
+pub(crate) use heloom_ckks::circuits::lintrans::{baby_steps, rotate_values as rotated};
 use heloom_ckks::{Ciphertext, Evaluator};
 use heloom_math::automorphism::galois_element_for_step;
 use heloom_math::Word;
@@ -194,40 +196,9 @@ pub fn max_abs_error(got: &[f64], want: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// The baby-step count of a baby-step giant-step split of `n` consecutive offsets: the power of
-/// two nearest `sqrt(n)` from below (`1` for `n <= 2`).
-pub(crate) fn baby_steps(n: usize) -> usize {
-    let n = n.max(1);
-    let log = usize::BITS - 1 - n.leading_zeros();
-    1usize << (log / 2)
-}
-
 /// Step `s` (any sign) as the equivalent step in `0..period` (rotations wrap at `period`).
 pub(crate) fn canonical(step: i64, period: usize) -> i64 {
     step.rem_euclid(period as i64)
-}
-
-/// `v` rotated left by `r` with wrap-around: `out[t] = v[(t + r) mod len]`.
-pub(crate) fn rotated(v: &[f64], r: i64) -> Vec<f64> {
-    let n = v.len();
-    if n == 0 {
-        return Vec::new();
-    }
-    let r = canonical(r, n) as usize;
-    (0..n).map(|t| v[(t + r) % n]).collect()
-}
-
-/// `acc += x`, where an empty `acc` becomes `x`.
-pub(crate) fn accumulate<W: Word>(
-    ev: &Evaluator<W>,
-    acc: &mut Option<Ciphertext<W>>,
-    x: Ciphertext<W>,
-) -> Result<()> {
-    *acc = Some(match acc.take() {
-        Some(y) => ev.add(&y, &x)?,
-        None => x,
-    });
-    Ok(())
 }
 
 /// Checks that `ev` has a relinearization key (when `relin`) and a Galois key for every step

@@ -1,0 +1,264 @@
+//! Linear transforms of the slots by generalized diagonals (Halevi-Shoup 2014, "Algorithms in
+//! HElib", Sec. 4.3) with baby-step giant-step and hoisted baby steps (Halevi-Shoup 2018,
+//! "Faster homomorphic linear transformations in HElib", Sec. 4.1-4.2).
+//!
+//! For an input of rotation period `L` (the ciphertext's slot count) and diagonals `diag_i`
+//! (length `L`),
+//!
+//! ```text
+//! T(v) = sum_i diag_i ⊙ rot(v, i)                                        (HS14, eq. 4.3)
+//!      = sum_a rot( sum_{b < g} rot(diag_{g a + b}, -g a) ⊙ rot(v, b), g a )
+//! ```
+//!
+//! (HS18, Sec. 4.1: `rot` commutes with `⊙`). The `g - 1` baby rotations `rot(v, b)` share one
+//! key-switching decomposition of `v` ([`Evaluator::rotate_many`]); each giant rotation acts on
+//! an inner sum. The diagonals are pre-rotated by `-g a` in the clear and encoded once at scale
+//! `q_level`, the prime the following rescale divides by, so the transform keeps the input's
+//! scale and uses one level. All-zero diagonals are skipped, with their rotations.
+//!
+//! A matrix-vector product (`diag_i[t] = M[t][(t + i) mod L]`) and the dense layers of
+//! CryptoNets are both such transforms.
+
+use super::accumulate;
+use crate::ciphertext::{Ciphertext, Plaintext};
+use crate::context::Context;
+use crate::error::{CkksError, Result};
+use crate::evaluator::Evaluator;
+use heloom_math::Word;
+use heloom_pool::Threads;
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// The giant-step groups: `(a, [(b, rot(diag_{g a + b}, -g a))])`, non-zero diagonals only.
+type Groups<W> = Vec<(usize, Vec<(usize, Plaintext<W>)>)>;
+
+/// The baby-step count for `n` consecutive diagonals: the power of two nearest `sqrt(n)` from
+/// below (`1` for `n <= 2`), which balances baby and giant rotations.
+pub fn baby_steps(n: usize) -> usize {
+    let n = n.max(1);
+    let log = usize::BITS - 1 - n.leading_zeros();
+    1usize << (log / 2)
+}
+
+/// `v` rotated left by `r` with wrap-around: `out[t] = v[(t + r) mod len]`.
+pub fn rotate_values(v: &[f64], r: i64) -> Vec<f64> {
+    let n = v.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let r = r.rem_euclid(n as i64) as usize;
+    (0..n).map(|t| v[(t + r) % n]).collect()
+}
+
+/// A linear transform encoded as its pre-rotated generalized diagonals, ready to apply to
+/// ciphertexts of `period` slots at one level (see the module docs).
+#[derive(Clone, Debug)]
+pub struct LinearTransform<W: Word> {
+    period: usize,
+    baby: usize,
+    level: usize,
+    groups: Groups<W>,
+}
+
+impl<W: Word> LinearTransform<W> {
+    /// Encodes the transform with `count` diagonals, `diagonal(i)` giving the `period` values
+    /// of diagonal `i` (all-zero ones are skipped), for inputs at `level` (at least 1: the
+    /// transform uses one), with `baby` baby steps ([`baby_steps`] of `count` balances the
+    /// rotations). The encodings are split over `threads`.
+    pub fn new(
+        ctx: &Arc<Context<W>>,
+        period: usize,
+        count: usize,
+        baby: usize,
+        level: usize,
+        diagonal: impl Fn(usize) -> Vec<f64>,
+        threads: Threads,
+    ) -> Result<Self> {
+        let slots = ctx.params().slots();
+        if period == 0 || period > slots || !period.is_power_of_two() {
+            return Err(CkksError::InvalidInput(format!(
+                "a linear transform acts on a power-of-two number of slots up to N/2 = {slots}; got {period}"
+            )));
+        }
+        if count > period {
+            return Err(CkksError::InvalidInput(format!(
+                "{count} diagonals for inputs of {period} slots; there are at most {period}"
+            )));
+        }
+        if baby == 0 {
+            return Err(CkksError::InvalidInput(
+                "the baby-step count must be at least 1".into(),
+            ));
+        }
+        if level == 0 || level > ctx.max_level() {
+            return Err(CkksError::OutOfLevels(format!(
+                "a linear transform uses one level; inputs at level {level} cannot be used (levels 1..={} can)",
+                ctx.max_level()
+            )));
+        }
+        // Diagonal g a + b, rotated by -g a for its giant step (HS18, 4.1).
+        let mut jobs: Vec<(usize, usize, Vec<f64>)> = Vec::new();
+        for i in 0..count {
+            let diag = diagonal(i);
+            if diag.len() != period {
+                return Err(CkksError::InvalidInput(format!(
+                    "diagonal {i} has {} values; inputs of {period} slots need {period}",
+                    diag.len()
+                )));
+            }
+            if let Some(x) = diag.iter().find(|x| !x.is_finite()) {
+                return Err(CkksError::InvalidInput(format!(
+                    "diagonal {i} holds {x}, not a finite number"
+                )));
+            }
+            if diag.iter().any(|&x| x != 0.0) {
+                let (a, b) = (i / baby, i % baby);
+                jobs.push((a, b, rotate_values(&diag, -((baby * a) as i64))));
+            }
+        }
+        let scale = ctx.params().moduli()[level] as f64;
+        let encoded = threads.map(jobs.len(), |k| ctx.encode_at(&jobs[k].2, level, scale));
+        let mut groups: Groups<W> = Vec::new();
+        for ((a, b, _), pt) in jobs.iter().zip(encoded) {
+            let pt = pt?;
+            match groups.last_mut() {
+                Some((last, terms)) if last == a => terms.push((*b, pt)),
+                _ => groups.push((*a, vec![(*b, pt)])),
+            }
+        }
+        Ok(Self {
+            period,
+            baby,
+            level,
+            groups,
+        })
+    }
+
+    /// The input's slot count (the rotation period).
+    pub fn period(&self) -> usize {
+        self.period
+    }
+
+    /// The level the diagonals are encoded at (inputs above it are dropped to it).
+    pub fn level(&self) -> usize {
+        self.level
+    }
+
+    /// The baby-step count `g`.
+    pub fn baby(&self) -> usize {
+        self.baby
+    }
+
+    /// Number of non-zero diagonals (plaintext multiplications per application).
+    pub fn nonzero_diagonals(&self) -> usize {
+        self.groups.iter().map(|(_, t)| t.len()).sum()
+    }
+
+    /// The rotation steps an application uses (Galois keys needed): the baby steps of the
+    /// non-zero diagonals, then the giant steps of the non-empty groups.
+    pub fn used_steps(&self) -> Vec<i64> {
+        let mut babies: Vec<usize> = self
+            .groups
+            .iter()
+            .flat_map(|(_, t)| t.iter().map(|(b, _)| *b))
+            .filter(|&b| b > 0)
+            .collect();
+        babies.sort_unstable();
+        babies.dedup();
+        babies
+            .into_iter()
+            .chain(
+                self.groups
+                    .iter()
+                    .filter(|(a, _)| *a > 0)
+                    .map(|(a, _)| a * self.baby),
+            )
+            .map(|s| s as i64)
+            .collect()
+    }
+
+    /// `T(v)` before the rescale, at the transform's level with scale `scale(v) * q_level`
+    /// (follow with [`Evaluator::rescale`], or use [`Self::apply_rescaled`]). `v` must hold
+    /// `period` slots and sit at or above the transform's level; `ev` needs the Galois keys of
+    /// [`Self::used_steps`]. The giant-step groups are dealt out to `ev`'s threads.
+    pub fn apply(&self, ev: &Evaluator<W>, v: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        if v.slots() != self.period {
+            return Err(CkksError::InvalidInput(format!(
+                "the input holds {} slots; this transform rotates with period {} (encrypt exactly {} values)",
+                v.slots(),
+                self.period,
+                self.period
+            )));
+        }
+        if v.level() < self.level {
+            return Err(CkksError::OutOfLevels(format!(
+                "the input is at level {}, below the level {} the transform was encoded at; encode it at the input's level",
+                v.level(),
+                self.level
+            )));
+        }
+        let v: Cow<'_, Ciphertext<W>> = if v.level() > self.level {
+            Cow::Owned(ev.drop_to_level(v, self.level)?)
+        } else {
+            Cow::Borrowed(v)
+        };
+        if self.groups.is_empty() {
+            // The zero transform: a zero ciphertext with the scale a product would have.
+            return ev.multiply_const(v.as_ref(), 0.0);
+        }
+        // Baby steps rot(v, b), hoisted: one decomposition of v for all of them.
+        let babies: Vec<i64> = self
+            .used_steps()
+            .into_iter()
+            .filter(|&s| (s as usize) < self.baby)
+            .collect();
+        let rotated = ev.rotate_many(v.as_ref(), &babies)?;
+        let baby = |b: usize| -> Result<&Ciphertext<W>> {
+            if b == 0 {
+                return Ok(v.as_ref());
+            }
+            babies
+                .iter()
+                .position(|&s| s as usize == b)
+                .map(|i| &rotated[i])
+                .ok_or_else(|| {
+                    CkksError::InvalidInput(format!("internal: baby step {b} not computed"))
+                })
+        };
+        // Giant steps: independent groups, dealt out to the threads, partial sums added.
+        let threads = ev.threads().effective();
+        let n = self.groups.len();
+        let parts = threads.get().min(n);
+        let partial = threads.map(parts, |c| -> Result<Option<Ciphertext<W>>> {
+            let e = ev.with_threads(threads.share(parts, c));
+            let mut acc: Option<Ciphertext<W>> = None;
+            for (a, terms) in &self.groups[c * n / parts..(c + 1) * n / parts] {
+                // Inner sum: sum_b rot(diag_{g a + b}, -g a) ⊙ rot(v, b).
+                let mut inner: Option<Ciphertext<W>> = None;
+                for (b, pt) in terms {
+                    let t = e.multiply_plain(baby(*b)?, pt)?;
+                    accumulate(&e, &mut inner, t)?;
+                }
+                let Some(mut inner) = inner else { continue };
+                if *a > 0 {
+                    inner = e.rotate(&inner, (a * self.baby) as i64)?;
+                }
+                accumulate(&e, &mut acc, inner)?;
+            }
+            Ok(acc)
+        });
+        let mut acc: Option<Ciphertext<W>> = None;
+        for p in partial {
+            if let Some(p) = p? {
+                accumulate(ev, &mut acc, p)?;
+            }
+        }
+        acc.ok_or_else(|| CkksError::InvalidInput("internal: empty linear transform".into()))
+    }
+
+    /// `T(v)`, rescaled: one level below the transform's level, with `v`'s scale.
+    pub fn apply_rescaled(&self, ev: &Evaluator<W>, v: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        let p = self.apply(ev, v)?;
+        ev.rescale(&p)
+    }
+}

@@ -1,0 +1,180 @@
+//! The operations circuits are written against ([`PolyOps`]), implemented by the CPU
+//! [`Evaluator`], the runtime's task-graph builder and the GPU evaluator, and the scale
+//! alignment rule every backend shares ([`align_with`], [`set_scale_by_rescale_with`]), so
+//! their results agree word for word.
+
+use crate::ciphertext::Ciphertext;
+use crate::error::{CkksError, Result};
+use crate::evaluator::Evaluator;
+use heloom_math::Word;
+
+/// The operations circuits are written against. [`Evaluator`] implements it on ciphertexts;
+/// a task-graph builder (heloom-runtime) implements it on symbolic values to turn the very same
+/// evaluation into a graph of HE tasks; the GPU evaluator (heloom-gpu) runs it on the device.
+pub trait PolyOps {
+    /// A ciphertext, or a handle standing for one.
+    type Ct: Clone;
+    /// The chain's primes `q_0 .. q_L`.
+    fn moduli(&self) -> &[u64];
+    /// Level of `ct`.
+    fn level_of(&self, ct: &Self::Ct) -> usize;
+    /// Scale of `ct`.
+    fn scale_of(&self, ct: &Self::Ct) -> f64;
+    /// Number of polynomials of `ct`.
+    fn size_of(&self, ct: &Self::Ct) -> usize;
+    /// `ct` relabelled with `scale` (no arithmetic).
+    fn with_scale(&self, ct: Self::Ct, scale: f64) -> Result<Self::Ct>;
+    /// `a + b` ([`Evaluator::add`]).
+    fn add(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct>;
+    /// `a - b` ([`Evaluator::sub`]).
+    fn sub(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct>;
+    /// `ct + c` ([`Evaluator::add_const`]).
+    fn add_const(&self, ct: &Self::Ct, c: f64) -> Result<Self::Ct>;
+    /// `ct * k`, small integer ([`Evaluator::multiply_int`]).
+    fn multiply_int(&self, ct: &Self::Ct, k: i64) -> Result<Self::Ct>;
+    /// `ct * k` for any integer, scale left unchanged for the caller to set.
+    fn multiply_const_exact(&self, ct: &Self::Ct, k: i128) -> Result<Self::Ct>;
+    /// `ct * c` at scale `q_l` ([`Evaluator::multiply_const`]).
+    fn multiply_const(&self, ct: &Self::Ct, c: f64) -> Result<Self::Ct>;
+    /// `a * b` ([`Evaluator::multiply`]).
+    fn multiply(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct>;
+    /// `a^2` ([`Evaluator::square`]).
+    fn square(&self, a: &Self::Ct) -> Result<Self::Ct>;
+    /// [`Evaluator::relinearize`].
+    fn relinearize(&self, a: &Self::Ct) -> Result<Self::Ct>;
+    /// [`Evaluator::rescale`].
+    fn rescale(&self, a: &Self::Ct) -> Result<Self::Ct>;
+    /// [`Evaluator::drop_to_level`].
+    fn drop_to_level(&self, a: &Self::Ct, level: usize) -> Result<Self::Ct>;
+}
+
+impl<W: Word> PolyOps for Evaluator<W> {
+    type Ct = Ciphertext<W>;
+    fn moduli(&self) -> &[u64] {
+        self.context().params().moduli()
+    }
+    fn level_of(&self, ct: &Self::Ct) -> usize {
+        ct.level()
+    }
+    fn scale_of(&self, ct: &Self::Ct) -> f64 {
+        ct.scale()
+    }
+    fn size_of(&self, ct: &Self::Ct) -> usize {
+        ct.size()
+    }
+    fn with_scale(&self, mut ct: Self::Ct, scale: f64) -> Result<Self::Ct> {
+        ct.set_scale(scale);
+        Ok(ct)
+    }
+    fn add(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
+        Evaluator::add(self, a, b)
+    }
+    fn sub(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
+        Evaluator::sub(self, a, b)
+    }
+    fn add_const(&self, ct: &Self::Ct, c: f64) -> Result<Self::Ct> {
+        Evaluator::add_const(self, ct, c)
+    }
+    fn multiply_int(&self, ct: &Self::Ct, k: i64) -> Result<Self::Ct> {
+        Evaluator::multiply_int(self, ct, k)
+    }
+    fn multiply_const_exact(&self, ct: &Self::Ct, k: i128) -> Result<Self::Ct> {
+        Evaluator::multiply_const_exact(self, ct, k)
+    }
+    fn multiply_const(&self, ct: &Self::Ct, c: f64) -> Result<Self::Ct> {
+        Evaluator::multiply_const(self, ct, c)
+    }
+    fn multiply(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
+        Evaluator::multiply(self, a, b)
+    }
+    fn square(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        Evaluator::square(self, a)
+    }
+    fn relinearize(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        Evaluator::relinearize(self, a)
+    }
+    fn rescale(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        Evaluator::rescale(self, a)
+    }
+    fn drop_to_level(&self, a: &Self::Ct, level: usize) -> Result<Self::Ct> {
+        Evaluator::drop_to_level(self, a, level)
+    }
+}
+
+/// Relative tolerance under which two scales count as equal for a chain of `moduli`: half an
+/// ulp of the smallest prime, far below the noise of any CKKS ciphertext.
+pub fn scale_tolerance(moduli: &[u64]) -> f64 {
+    1.0 / moduli.iter().copied().min().unwrap_or(2) as f64
+}
+
+/// Whether two scales are equal within [`scale_tolerance`].
+pub fn scales_match(moduli: &[u64], a: f64, b: f64) -> bool {
+    ((a - b) / a.max(b)).abs() <= scale_tolerance(moduli)
+}
+
+/// Brings two ciphertexts to one level and one scale on any backend: equal scales drop to the
+/// lower level; otherwise the one at the higher level is moved to the other's level and scale
+/// with [`set_scale_by_rescale_with`]. The CPU evaluator and accelerators share this rule, so
+/// their results agree word for word.
+pub fn align_with<O: PolyOps>(ops: &O, a: &O::Ct, b: &O::Ct) -> Result<(O::Ct, O::Ct)> {
+    let (sa, sb) = (ops.scale_of(a), ops.scale_of(b));
+    let (la, lb) = (ops.level_of(a), ops.level_of(b));
+    if scales_match(ops.moduli(), sa, sb) {
+        let l = la.min(lb);
+        return Ok((ops.drop_to_level(a, l)?, ops.drop_to_level(b, l)?));
+    }
+    let (hi, lo, swapped) = if la >= lb {
+        (a, b, false)
+    } else {
+        (b, a, true)
+    };
+    if la == lb {
+        return Err(CkksError::ScaleMismatch(format!(
+            "operands at level {la} have scales 2^{:.4} and 2^{:.4}; bring them to one scale first (rescale the larger one, or multiply by a constant and rescale)",
+            sa.log2(),
+            sb.log2()
+        )));
+    }
+    let moved = set_scale_by_rescale_with(ops, hi, ops.level_of(lo), ops.scale_of(lo))?;
+    Ok(if swapped {
+        (lo.clone(), moved)
+    } else {
+        (moved, lo.clone())
+    })
+}
+
+/// Moves `ct` to `level` (below its own) with scale `target` on any backend, by multiplying by
+/// an integer constant one level above `level` and rescaling. Errors when that constant would
+/// be too small to hit `target` within [`scale_tolerance`].
+pub fn set_scale_by_rescale_with<O: PolyOps>(
+    ops: &O,
+    ct: &O::Ct,
+    level: usize,
+    target: f64,
+) -> Result<O::Ct> {
+    if level >= ops.level_of(ct) {
+        return Err(CkksError::OutOfLevels(format!(
+            "changing the scale needs one level above the target: ciphertext at level {}, target level {level}",
+            ops.level_of(ct)
+        )));
+    }
+    let moduli = ops.moduli();
+    let c = ops.drop_to_level(ct, level + 1)?;
+    let q = *moduli
+        .get(level + 1)
+        .ok_or_else(|| CkksError::OutOfLevels(format!("level {} does not exist", level + 1)))?
+        as f64;
+    let scale = ops.scale_of(&c);
+    let k = (target * q / scale).round();
+    if k.is_nan() || k < 1.0 || k * scale_tolerance(moduli) < 0.5 || k >= 2f64.powi(62) {
+        return Err(CkksError::ScaleMismatch(format!(
+            "cannot move scale 2^{:.3} to 2^{:.3} exactly with one rescale (factor {k}); align scales explicitly",
+            scale.log2(),
+            target.log2()
+        )));
+    }
+    let c = ops.multiply_const_exact(&c, k as i128)?;
+    let c = ops.with_scale(c, scale * k)?;
+    let r = ops.rescale(&c)?;
+    ops.with_scale(r, target)
+}
