@@ -359,7 +359,7 @@ struct BudgetRun {
 /// Server look-up time per round, one line per budget: what a memory budget costs over the
 /// query (prefetch misses would show as spikes).
 fn plot_rounds(runs: &[BudgetRun], len: usize, path: &std::path::Path) -> Result<()> {
-    use crate::plot_util::{draw_legend, draw_lines, pe, Series};
+    use heloom_bench::plot::{draw_legend, draw_lines, pe, Series};
     use plotters::prelude::*;
     let colours = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
     let series: Vec<Series> = runs

@@ -1,16 +1,12 @@
 //! `heloom`: the command-line program.
 
-mod bench;
 mod demo;
 mod format;
 mod genome;
 mod mnist;
-mod offload;
-mod offload_plot;
-mod plot_util;
-mod profile;
-mod schedule;
-mod schedule_plot;
+
+use heloom_bench as bench;
+use heloom_bench::{offload, profile, schedule};
 
 use std::io::IsTerminal;
 

@@ -1,6 +1,7 @@
 //! `heloom profile`: measures this machine's cost profile (seed 000's Tables 1-5 for heloom) or
 //! shows a stored one.
 
+use crate::timing::fmt_sig;
 use anyhow::{Context, Result};
 use heloom_runtime::profile::{measure_host, MeasureConfig};
 use heloom_runtime::{ContentionClass, OpKind, Profile};
@@ -138,21 +139,6 @@ fn measure(cfg: &MeasureConfig) -> Result<Profile> {
     Ok(p)
 }
 
-/// Milliseconds with a precision that suits their size.
-fn fmt_ms(v: f64) -> String {
-    if !v.is_finite() {
-        "-".to_string()
-    } else if v >= 100.0 || (v.fract() == 0.0 && v.abs() < 1e9) {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else if v >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
 /// A right-aligned table: a header row and labelled rows.
 fn table(out: &mut String, corner: &str, header: &[String], rows: &[(String, Vec<String>)]) {
     let w0 = rows
@@ -194,7 +180,7 @@ fn op_by_threads(out: &mut String, p: &Profile, op: OpKind) {
                     format!("n_q={nq}"),
                     t.threads
                         .iter()
-                        .map(|&th| fmt_ms(p.op_ms(op, nq, th)))
+                        .map(|&th| fmt_sig(p.op_ms(op, nq, th)))
                         .collect(),
                 )
             })
@@ -214,7 +200,7 @@ pub fn render(p: &Profile) -> String {
         p.word_bits,
         p.max_nq,
         p.capacity,
-        fmt_ms(p.task_overhead_ms)
+        fmt_sig(p.task_overhead_ms)
     );
 
     // Table 1: every op on one thread, by n_q (the union of the ops' rows).
@@ -231,7 +217,7 @@ pub fn render(p: &Profile) -> String {
         .map(|&op| {
             (
                 op.name().to_string(),
-                nqs.iter().map(|&q| fmt_ms(p.op_ms(op, q, 1))).collect(),
+                nqs.iter().map(|&q| fmt_sig(p.op_ms(op, q, 1))).collect(),
             )
         })
         .collect();
@@ -257,7 +243,7 @@ pub fn render(p: &Profile) -> String {
     if busy.is_empty() {
         let _ = writeln!(out, "  (no curves: no slowdown)");
     } else {
-        let header: Vec<String> = busy.iter().map(|b| fmt_ms(*b)).collect();
+        let header: Vec<String> = busy.iter().map(|b| fmt_sig(*b)).collect();
         let rows: Vec<(String, Vec<String>)> = [
             (ContentionClass::KeySwitch, "key-switch"),
             (ContentionClass::Other, "other"),
@@ -297,14 +283,5 @@ mod tests {
         // Relin at n_q = 8 on 1 and 12 threads, rescale at n_q = 2.
         assert!(s.contains("349") && s.contains(" 46\n") && s.contains("n_q=2"));
         assert!(s.contains("key-switch") && s.contains("other"));
-    }
-
-    #[test]
-    fn formats() {
-        assert_eq!(fmt_ms(349.0), "349");
-        assert_eq!(fmt_ms(20.625), "20.6");
-        assert_eq!(fmt_ms(1.234), "1.23");
-        assert_eq!(fmt_ms(0.01234), "0.012");
-        assert_eq!(fmt_ms(f64::NAN), "-");
     }
 }

@@ -4,12 +4,13 @@
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Progress on stderr: a bar on a terminal, plain lines otherwise.
-pub(crate) struct Progress {
+pub struct Progress {
     bar: ProgressBar,
 }
 
 impl Progress {
-    pub(crate) fn new(len: u64) -> Self {
+    /// A bar of `len` steps (0: unknown length).
+    pub fn new(len: u64) -> Self {
         use std::io::IsTerminal;
         let bar = if std::io::stderr().is_terminal() {
             let pb = ProgressBar::new(len);
@@ -26,7 +27,8 @@ impl Progress {
         Self { bar }
     }
 
-    pub(crate) fn step(&self, msg: &str) {
+    /// Shows what is being done now.
+    pub fn step(&self, msg: &str) {
         if self.bar.is_hidden() {
             eprintln!("  {msg}");
         } else {
@@ -34,11 +36,13 @@ impl Progress {
         }
     }
 
-    pub(crate) fn inc(&self) {
+    /// One step done.
+    pub fn inc(&self) {
         self.bar.inc(1);
     }
 
-    pub(crate) fn println(&self, msg: &str) {
+    /// A line above the bar (or on its own without a terminal).
+    pub fn println(&self, msg: &str) {
         if self.bar.is_hidden() {
             eprintln!("{msg}");
         } else {
@@ -46,7 +50,8 @@ impl Progress {
         }
     }
 
-    pub(crate) fn finish(&self) {
+    /// Removes the bar.
+    pub fn finish(&self) {
         self.bar.finish_and_clear();
     }
 }

@@ -10,7 +10,7 @@ use plotters::prelude::*;
 
 use crate::offload::items_in_order;
 
-use crate::plot_util::{pe, Series};
+use crate::plot::{pe, Series};
 
 fn palette(i: usize) -> RGBColor {
     let c = Palette99::pick(i).to_rgba();
@@ -152,7 +152,7 @@ pub fn table2_plot(rep: &CompareReport, path: &Path, title: &str) -> Result<()> 
         })
         .draw()
         .map_err(pe)?;
-    crate::plot_util::draw_lines(&mut chart, &series)?;
+    crate::plot::draw_lines(&mut chart, &series)?;
     chart
         .draw_series(DashedLineSeries::new(
             ideal.iter().copied(),
@@ -163,7 +163,7 @@ pub fn table2_plot(rep: &CompareReport, path: &Path, title: &str) -> Result<()> 
         .map_err(pe)?
         .label("ideal 1/Σ(1/T_d)")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.stroke_width(2)));
-    crate::plot_util::draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+    crate::plot::draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     root.present().map_err(pe)?;
     Ok(())
 }
@@ -210,8 +210,8 @@ pub fn efficiency_plot(rep: &CompareReport, target: f64, path: &Path, title: &st
         .map_err(pe)?
         .label(format!("target {target:.2}"))
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], grey.stroke_width(2)));
-    crate::plot_util::draw_lines(&mut chart, &series)?;
-    crate::plot_util::draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
+    crate::plot::draw_lines(&mut chart, &series)?;
+    crate::plot::draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     root.present().map_err(pe)?;
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `heloom schedule`: streams of e^x jobs scheduled on the local cores (real ciphertexts) or
 //! simulated with a profile, one policy or every policy at every gap.
 
-use crate::schedule_plot::{compare_plot, latency_plot, utilisation_plot};
+use crate::plot::schedule::{compare_plot, latency_plot, utilisation_plot};
 use anyhow::{bail, Context, Result};
 use heloom_runtime::cost::{effective_threads, CostModel};
 use heloom_runtime::exec::execute;

@@ -15,8 +15,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::progress::Progress;
-use super::timing::load_average;
+use crate::progress::Progress;
+use crate::timing::{fmt_sig, load_average};
 use anyhow::{bail, Context as _, Result};
 use heloom_apps::matmul::{diag, jiang, max_abs_error, Matrix};
 use heloom_ckks::{
@@ -172,7 +172,7 @@ pub struct Row {
     pub max_entry: f64,
 }
 
-pub use super::target::Target;
+pub use crate::target::Target;
 
 /// The host.
 #[derive(Debug, Clone, Serialize)]
@@ -748,16 +748,6 @@ pub fn run(opts: &MatmulBenchOptions) -> Result<MatmulReport> {
     })
 }
 
-fn fmt_ms(x: f64) -> String {
-    if x >= 100.0 {
-        format!("{x:.0}")
-    } else if x >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    }
-}
-
 /// Renders the report as text.
 pub fn render(rep: &MatmulReport) -> String {
     use std::fmt::Write;
@@ -839,7 +829,7 @@ pub fn render(rep: &MatmulReport) -> String {
         let masks: Vec<String> = u
             .jiang_masks
             .iter()
-            .map(|(l, n, t)| format!("level {l}: {n} masks {}", fmt_ms(*t)))
+            .map(|(l, n, t)| format!("level {l}: {n} masks {}", fmt_sig(*t)))
             .collect();
         let _ = writeln!(
             s,
@@ -848,7 +838,7 @@ pub fn render(rep: &MatmulReport) -> String {
             u.word_bits,
             u.d,
             u.galois_keys,
-            fmt_ms(u.keygen_ms),
+            fmt_sig(u.keygen_ms),
             u.key_bytes as f64 / (1u64 << 30) as f64,
             masks.join(", ")
         );
@@ -879,12 +869,12 @@ pub fn render(rep: &MatmulReport) -> String {
             r.word_bits,
             r.threads,
             format!("{}->{}", r.input_level, r.output_level),
-            fmt_ms(r.encode_encrypt_ms),
-            fmt_ms(r.product_ms),
-            fmt_ms(r.rescale_ms),
-            fmt_ms(r.decrypt_decode_ms),
-            fmt_ms(r.total_ms),
-            fmt_ms(r.total_median_ms),
+            fmt_sig(r.encode_encrypt_ms),
+            fmt_sig(r.product_ms),
+            fmt_sig(r.rescale_ms),
+            fmt_sig(r.decrypt_decode_ms),
+            fmt_sig(r.total_ms),
+            fmt_sig(r.total_median_ms),
             r.max_error,
             r.max_entry
         );
@@ -897,27 +887,7 @@ pub fn render(rep: &MatmulReport) -> String {
          that product."
     );
     let _ = writeln!(s, "\nTargets:");
-    for t in &rep.targets {
-        let cmp = if t.unit == "x" { ">=" } else { "<=" };
-        let value = t
-            .value
-            .map(|v| {
-                if t.unit == "x" {
-                    format!(": {v:.2}x")
-                } else {
-                    format!(": {} ms", fmt_ms(v))
-                }
-            })
-            .unwrap_or_default();
-        let _ = writeln!(
-            s,
-            "  [{}] {}{value} (target {cmp} {}{})",
-            t.status,
-            t.name,
-            t.target,
-            if t.unit == "x" { "x" } else { " ms" }
-        );
-    }
+    s.push_str(&crate::target::render(&rep.targets));
     s
 }
 

@@ -7,7 +7,7 @@ use anyhow::{anyhow, Result};
 use heloom_runtime::{utilisation, RunRecord, RunSummary};
 use plotters::prelude::*;
 
-use crate::plot_util::{pe, Series};
+use crate::plot::{pe, Series};
 
 /// A fixed colour for each known policy, so every chart draws a policy the same way.
 fn policy_colour(policy: &str) -> Option<RGBColor> {
@@ -130,7 +130,7 @@ pub fn latency_plot(runs: &[&RunRecord], path: &Path, title: &str) -> Result<()>
             .label(label)
             .legend(move |(x, y)| Circle::new((x + 9, y), 4, colour.filled()));
     }
-    crate::plot_util::draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+    crate::plot::draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     root.present().map_err(pe)?;
     Ok(())
 }
@@ -199,7 +199,7 @@ pub fn utilisation_plot(runs: &[&RunRecord], path: &Path, bins: usize, title: &s
                 PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
             });
     }
-    crate::plot_util::draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+    crate::plot::draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     root.present().map_err(pe)?;
     Ok(())
 }
@@ -241,8 +241,8 @@ where
         .y_desc(y_desc)
         .draw()
         .map_err(pe)?;
-    crate::plot_util::draw_lines(&mut chart, series)?;
-    crate::plot_util::draw_legend(&mut chart, legend)?;
+    crate::plot::draw_lines(&mut chart, series)?;
+    crate::plot::draw_legend(&mut chart, legend)?;
     Ok(())
 }
 

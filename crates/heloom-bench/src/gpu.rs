@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::progress::Progress;
+use crate::progress::Progress;
+use crate::timing::fmt_sig;
 use anyhow::{anyhow, bail, Context as _, Result};
 use heloom_ckks::{
     keygen, security, Ciphertext, CkksParameters, Context, Encryptor, Evaluator, SecurityLevel,
@@ -28,7 +29,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use serde::Serialize;
 
-use crate::plot_util::{draw_legend, pe};
+use crate::plot::{draw_legend, pe};
 
 /// The operations measured, in report order.
 pub const OPS: [&str; 7] = [
@@ -284,7 +285,7 @@ pub struct Row {
     pub verified: bool,
 }
 
-pub use super::target::Target;
+pub use crate::target::Target;
 
 /// The whole report, as printed with `--json`.
 #[derive(Debug, Clone, Serialize)]
@@ -838,16 +839,6 @@ pub fn run(gpu: &Gpu, opts: &GpuBenchOptions) -> Result<GpuReport> {
     })
 }
 
-fn fmt_us(us: f64) -> String {
-    if us >= 1e5 {
-        format!("{us:.0}")
-    } else if us >= 100.0 {
-        format!("{us:.1}")
-    } else {
-        format!("{us:.2}")
-    }
-}
-
 fn fmt_x(x: Option<f64>) -> String {
     match x {
         Some(x) if x >= 100.0 => format!("{x:.0}x"),
@@ -938,7 +929,7 @@ pub fn render(rep: &GpuReport) -> String {
         let gpu = if rep.emulated {
             "emulator (not a speed)".to_string()
         } else {
-            format!("{} ({})", fmt_us(r.gpu_us), fmt_us(r.gpu_median_us))
+            format!("{} ({})", fmt_sig(r.gpu_us), fmt_sig(r.gpu_median_us))
         };
         let _ = writeln!(
             s,
@@ -948,8 +939,8 @@ pub fn render(rep: &GpuReport) -> String {
             format!("2^{}", r.n.trailing_zeros()),
             r.limbs,
             gpu,
-            fmt_us(r.cpu1_us),
-            fmt_us(r.cpu_all_us),
+            fmt_sig(r.cpu1_us),
+            fmt_sig(r.cpu_all_us),
             fmt_x(r.speedup_1),
             fmt_x(r.speedup_all),
             if rep.emulated {
@@ -968,18 +959,7 @@ pub fn render(rep: &GpuReport) -> String {
          per polynomial, global memory, emulated 64-bit products), against the same CPU rescale."
     );
     let _ = writeln!(s, "\nTargets (set for an H100 or H200; 64-bit words):");
-    for t in &rep.targets {
-        let cmp = if t.unit == "us" { "<=" } else { ">=" };
-        let value = t
-            .value
-            .map(|v| format!(": {v:.1}{}", t.unit))
-            .unwrap_or_default();
-        let _ = writeln!(
-            s,
-            "  [{}] {}{value} (target {cmp} {}{})",
-            t.status, t.name, t.target, t.unit
-        );
-    }
+    s.push_str(&crate::target::render(&rep.targets));
     s
 }
 

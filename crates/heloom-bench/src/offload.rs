@@ -20,7 +20,8 @@ use heloom_math::backend::cpu_model;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
-use crate::offload_plot::{efficiency_plot, items_plot, table2_plot};
+use crate::plot::offload::{efficiency_plot, items_plot, table2_plot};
+use crate::timing::fmt_sig;
 
 /// A combined method should reach this fraction of the ideal time at every size.
 pub const EFFICIENCY_TARGET: f64 = 0.90;
@@ -283,7 +284,7 @@ fn run_he(args: &OffloadArgs) -> Result<()> {
         .map(|r| {
             let mut v = vec![
                 r.method.clone(),
-                fmt_ms(r.ms),
+                fmt_sig(r.ms),
                 format!("{:.2}", r.jobs_per_s),
                 format!("{:.3}", r.efficiency),
             ];
@@ -298,7 +299,7 @@ fn run_he(args: &OffloadArgs) -> Result<()> {
     if let Some(r) = rows.first() {
         let mut v = vec![
             "ideal".to_string(),
-            fmt_ms(r.ideal_ms),
+            fmt_sig(r.ideal_ms),
             format!("{:.2}", r.jobs as f64 / (r.ideal_ms / 1e3)),
             "1.000".into(),
         ];
@@ -403,7 +404,7 @@ pub fn demo(out: &Path) -> Result<()> {
         println!(
             "  {:<14} {:>8} ms  efficiency {:.3}",
             r.method,
-            fmt_ms(r.ms),
+            fmt_sig(r.ms),
             r.efficiency
         );
     }
@@ -820,16 +821,6 @@ fn row<'a>(
         .find(|r| r.method == method && r.size == size)
 }
 
-fn fmt_ms(ms: f64) -> String {
-    if ms >= 100.0 {
-        format!("{ms:.1}")
-    } else if ms >= 1.0 {
-        format!("{ms:.2}")
-    } else {
-        format!("{ms:.3}")
-    }
-}
-
 fn fmt_items(n: f64) -> String {
     if (n - n.round()).abs() < 0.05 {
         format!("{n:.0}")
@@ -854,7 +845,7 @@ fn render_tables(rep: &CompareReport) -> String {
             let mut r = vec![m.clone()];
             r.extend(
                 cols.iter()
-                    .map(|&c| row(rep, m, c).map_or("-".into(), |x| fmt_ms(x.ms))),
+                    .map(|&c| row(rep, m, c).map_or("-".into(), |x| fmt_sig(x.ms))),
             );
             r
         })
@@ -863,7 +854,7 @@ fn render_tables(rep: &CompareReport) -> String {
     ideal.extend(cols.iter().map(|&c| {
         rep.rows(c)
             .next()
-            .map_or("-".into(), |x| fmt_ms(x.ideal_ms))
+            .map_or("-".into(), |x| fmt_sig(x.ideal_ms))
     }));
     body.push(ideal);
     s.push_str(&table(&header, &body));

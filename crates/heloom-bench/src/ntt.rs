@@ -10,7 +10,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use serde::Serialize;
 
-use super::timing::{estimate_ghz, median_us, stream_gbs};
+use crate::timing::{estimate_ghz, median_us, stream_gbs};
 
 /// Options of the NTT benchmark.
 #[derive(Debug, Clone)]
@@ -59,20 +59,7 @@ pub struct Measurement {
     pub gbytes_per_s: f64,
 }
 
-/// A target of the task, checked from this run's measurements.
-#[derive(Debug, Clone, Serialize)]
-pub struct TargetCheck {
-    /// What is checked.
-    pub target: String,
-    /// Measured value (a time in us or a ratio).
-    pub measured: f64,
-    /// Threshold it must reach.
-    pub threshold: f64,
-    /// "us" (lower is better) or "x" (higher is better).
-    pub unit: &'static str,
-    /// Whether the target is met.
-    pub pass: bool,
-}
+pub use crate::target::Target;
 
 /// The machine the benchmark ran on.
 #[derive(Debug, Clone, Serialize)]
@@ -101,7 +88,7 @@ pub struct NttReport {
     /// Every measurement.
     pub results: Vec<Measurement>,
     /// Targets from the task, as measured in this run.
-    pub targets: Vec<TargetCheck>,
+    pub targets: Vec<Target>,
 }
 
 /// (word bits, prime bits) configurations measured.
@@ -256,21 +243,10 @@ fn best_mbits<'a>(
 }
 
 /// Checks the task's targets on whatever this run measured.
-pub fn check_targets(r: &[Measurement]) -> Vec<TargetCheck> {
+pub fn check_targets(r: &[Measurement]) -> Vec<Target> {
     let mut t = Vec::new();
-    let mut push = |target: String, measured: f64, threshold: f64, unit: &'static str| {
-        let pass = if unit == "us" {
-            measured <= threshold
-        } else {
-            measured >= threshold
-        };
-        t.push(TargetCheck {
-            target,
-            measured,
-            threshold,
-            unit,
-            pass,
-        });
+    let mut push = |name: String, measured: f64, threshold: f64, unit: &'static str| {
+        t.push(Target::measured(name, measured, threshold, unit));
     };
     // Absolute anchors from the task (HEXL 1.2 on this machine class).
     for (log_n, ifma_max, dq_max) in [(14u32, 35.0, 80.0 / 1.5), (16, 150.0, 360.0 / 1.5)] {
@@ -416,22 +392,7 @@ pub fn render(rep: &NttReport) -> String {
     );
     if !rep.targets.is_empty() {
         let _ = writeln!(s, "\nTargets (measured in this run):");
-        for t in &rep.targets {
-            let cmp = if t.unit == "us" { "<=" } else { ">=" };
-            let _ = writeln!(
-                s,
-                "  [{}] {}: {:.2}{} (target {} {:.2}{})",
-                if t.pass { "PASS" } else { "MISS" },
-                t.target,
-                t.measured,
-                t.unit,
-                cmp,
-                t.threshold,
-                t.unit
-            );
-        }
-        let pass = rep.targets.iter().filter(|t| t.pass).count();
-        let _ = writeln!(s, "  {pass} of {} targets met", rep.targets.len());
+        s.push_str(&crate::target::render(&rep.targets));
     }
     s
 }

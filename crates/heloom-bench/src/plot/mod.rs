@@ -1,4 +1,15 @@
-//! Pieces every SVG chart of the CLI draws the same way.
+//! Every SVG chart heloom draws (plotters), and the pieces they share: one module for all
+//! plotting.
+//!
+//! - [`ntt`]: NTT throughput against N.
+//! - [`schedule`]: latency over time, core utilisation and policy comparisons of job streams.
+//! - [`offload`]: device shares, items per device and efficiency of the offload runs.
+
+pub mod ntt;
+pub mod offload;
+pub mod schedule;
+
+pub use ntt::ntt_throughput;
 
 use anyhow::{anyhow, Result};
 use plotters::coord::ranged1d::Ranged;

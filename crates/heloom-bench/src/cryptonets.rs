@@ -7,9 +7,9 @@ use heloom_apps::cryptonets::words::{compare_word_sizes, WordComparison};
 use heloom_apps::cryptonets::CryptoNet;
 use serde::Serialize;
 
-use super::progress::Progress;
-use super::target::Target;
-use super::timing::load_average;
+use crate::progress::Progress;
+use crate::target::Target;
+use crate::timing::load_average;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -150,16 +150,7 @@ pub fn render(r: &CryptonetsReport) -> String {
         let _ = writeln!(s, "load average {:.2} {:.2} {:.2}", l[0], l[1], l[2]);
     }
     let _ = writeln!(s, "targets:");
-    for t in &r.targets {
-        let _ = writeln!(
-            s,
-            "  {:<70} {:>9.3} (>= {}) {}",
-            t.name,
-            t.value.unwrap_or(f64::NAN),
-            t.target,
-            t.status
-        );
-    }
+    s.push_str(&crate::target::render(&r.targets));
     s
 }
 

@@ -30,7 +30,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::progress::Progress;
+use crate::progress::Progress;
+use crate::timing::median;
 
 /// The load-throughput target (bytes per second, one core).
 pub const LOAD_TARGET_GBPS: f64 = 1.0;
@@ -403,11 +404,6 @@ fn run_kind(s: &Subject, count: usize, seed: u64) -> KindRow {
     }
     row.seconds = t.elapsed().as_secs_f64();
     row
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn time_load(opts: &FormatsBenchOptions) -> Result<LoadRow> {

@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
-use super::ntt::NttReport;
+use crate::ntt::NttReport;
 
 /// Draws forward-NTT throughput (Gbit/s of residues) against log2(N), one line per
 /// (word size, prime size, backend).

@@ -28,7 +28,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::progress::Progress;
+use crate::progress::Progress;
 use anyhow::{bail, Result};
 use heloom_ckks::{
     keygen, security, CkksParameters, Context, Decryptor, Encryptor, Evaluator, SecurityLevel,
@@ -39,8 +39,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 
-use super::ntt::TargetCheck;
-use super::timing::{load_average, median_us};
+use crate::target::Target;
+use crate::timing::{clock_name, fmt_sig, load_average, median_cpu_us};
 
 /// The operations measured, in report order.
 pub const OPS: [&str; 9] = [
@@ -59,7 +59,7 @@ pub const OPS: [&str; 9] = [
 const WRONG: f64 = 0.25;
 
 /// The comparison script, embedded so that the binary runs it from any directory.
-const TENSEAL_SCRIPT: &str = include_str!("../../../../bench/tenseal_ckks.py");
+const TENSEAL_SCRIPT: &str = include_str!("../../../bench/tenseal_ckks.py");
 
 /// Options of the CKKS benchmark.
 #[derive(Debug, Clone)]
@@ -426,59 +426,11 @@ pub struct CkksReport {
     pub comparisons: Vec<Comparison>,
     /// The issue's targets on the apples-to-apples configs (64-bit words, primes <= 50 bits,
     /// SEAL's shape).
-    pub targets: Vec<TargetCheck>,
+    pub targets: Vec<Target>,
     /// Configs or ops that could not be measured, and why.
     pub skipped: Vec<String>,
     /// Wall time of the whole run, seconds.
     pub wall_s: f64,
-}
-
-/// This thread's CPU time in nanoseconds (the OS per-thread CPU clock, through the
-/// `cpu-time` crate), `None` where unavailable. CPU time rather than wall time keeps the
-/// timings meaningful on a shared, loaded machine.
-fn thread_cpu_ns() -> Option<u64> {
-    cpu_time::ThreadTime::try_now()
-        .ok()
-        .map(|t| t.as_duration().as_nanos() as u64)
-}
-
-/// The clock timings are read from: `"thread_cpu"` where the per-thread CPU clock exists, else
-/// `"wall"`.
-fn clock_name() -> &'static str {
-    if thread_cpu_ns().is_some() {
-        "thread_cpu"
-    } else {
-        "wall"
-    }
-}
-
-/// Median time of one call of `f` in microseconds, on this thread's CPU clock: the same batching
-/// and warm-up as [`median_us`] (which it falls back to where there is no such clock), but time
-/// the thread spends preempted by other processes is not counted, so a busy shared machine
-/// slows the numbers less. On an idle core the two clocks agree.
-fn median_cpu_us(samples: usize, min_sample_us: f64, f: &mut dyn FnMut()) -> f64 {
-    let Some(t0) = thread_cpu_ns() else {
-        return median_us(samples, min_sample_us, f);
-    };
-    let now = || thread_cpu_ns().unwrap_or(0);
-    let mut warm = 0u64;
-    while ((now() - t0) as f64) / 1e3 < min_sample_us.max(200.0) || warm < 3 {
-        f();
-        warm += 1;
-    }
-    let per_call = (now() - t0) as f64 / 1e3 / warm as f64;
-    let batch = ((min_sample_us / per_call.max(1e-3)).ceil() as u64).max(1);
-    let mut times: Vec<f64> = (0..samples.max(1))
-        .map(|_| {
-            let t = now();
-            for _ in 0..batch {
-                f();
-            }
-            (now().saturating_sub(t)) as f64 / 1e3 / batch as f64
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
 }
 
 /// A planned heloom measurement.
@@ -878,8 +830,8 @@ pub fn run(opts: &CkksBenchOptions) -> Result<CkksReport> {
     let targets = comparisons
         .iter()
         .filter(|c| primary(&configs, &c.config))
-        .map(|c| TargetCheck {
-            target: format!(
+        .map(|c| {
+            let name = format!(
                 "{} N=2^{}: SEAL / heloom ({}){}",
                 c.op,
                 c.n.trailing_zeros(),
@@ -889,11 +841,8 @@ pub fn run(opts: &CkksBenchOptions) -> Result<CkksReport> {
                 } else {
                     " (heloom ahead)"
                 }
-            ),
-            measured: c.seal_over_heloom,
-            threshold: c.target,
-            unit: "x",
-            pass: c.pass,
+            );
+            Target::measured(name, c.seal_over_heloom, c.target, "x")
         })
         .collect();
     Ok(CkksReport {
@@ -986,16 +935,6 @@ fn bits_summary(bits: &[u32]) -> String {
         i = j + 1;
     }
     parts.join(",")
-}
-
-fn fmt_us(us: f64) -> String {
-    if us >= 1e5 {
-        format!("{:.0}", us)
-    } else if us >= 100.0 {
-        format!("{:.1}", us)
-    } else {
-        format!("{:.2}", us)
-    }
 }
 
 /// Renders the report as text tables.
@@ -1133,7 +1072,7 @@ pub fn render(rep: &CkksReport) -> String {
                         let ratio = sm.us / r.us;
                         let t = target_for(op);
                         (
-                            fmt_us(sm.us),
+                            fmt_sig(sm.us),
                             format!("{ratio:.2}x"),
                             format!(">={t:.0}x"),
                             if ratio >= t { "PASS" } else { "MISS" }.to_string(),
@@ -1147,7 +1086,7 @@ pub fn render(rep: &CkksReport) -> String {
                     op,
                     format!("2^{log_n}"),
                     c.id.trim_start_matches(&format!("n{log_n}-")),
-                    fmt_us(r.us),
+                    fmt_sig(r.us),
                     sus,
                     ratio,
                     target,
@@ -1255,18 +1194,7 @@ pub fn render(rep: &CkksReport) -> String {
             "\nTargets (issue: heloom ahead of SEAL on every op; relinearize and rotate >= 4x SEAL without HEXL),\n\
              on the apples-to-apples configs (64-bit words, primes <= 50 bits, SEAL's shape):"
         );
-        for t in &rep.targets {
-            let _ = writeln!(
-                s,
-                "  [{}] {}: {:.2}x (target >= {:.0}x)",
-                if t.pass { "PASS" } else { "MISS" },
-                t.target,
-                t.measured,
-                t.threshold
-            );
-        }
-        let pass = rep.targets.iter().filter(|t| t.pass).count();
-        let _ = writeln!(s, "  {pass} of {} targets met", rep.targets.len());
+        s.push_str(&crate::target::render(&rep.targets));
     }
 
     let _ = writeln!(

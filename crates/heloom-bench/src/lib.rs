@@ -1,0 +1,31 @@
+//! # heloom-bench
+//!
+//! heloom's measurement library: everything `heloom bench`, `heloom profile`, `heloom schedule`
+//! and `heloom offload` measure, so the command-line program only parses, runs and prints (and
+//! the service's load test can reuse the same harnesses).
+//!
+//! Every harness follows one shape: options in, a serializable report out, `render` for the
+//! table and `save` for JSON, text and SVG under `bench/results/`.
+//!
+//! - [`timing`]: medians, load averages, clock and memory-bandwidth estimates.
+//! - [`target`]: the issues' targets and their pass/fail checks.
+//! - [`plot`]: every SVG chart (plotters).
+//! - [`progress`]: progress bars for long runs.
+//! - Harnesses: [`ntt`], [`ckks`] (and SEAL through TenSEAL), [`matmul`], [`cryptonets`],
+//!   [`formats`], [`gpu`], [`profile`] (the runtime's cost profile), [`schedule`] (e^x job
+//!   streams under thread policies), [`offload`] (AES and HE work shared among devices, and
+//!   openssl).
+
+pub mod ckks;
+pub mod cryptonets;
+pub mod formats;
+pub mod gpu;
+pub mod matmul;
+pub mod ntt;
+pub mod offload;
+pub mod plot;
+pub mod profile;
+pub mod progress;
+pub mod schedule;
+pub mod target;
+pub mod timing;
