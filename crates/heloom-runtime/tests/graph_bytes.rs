@@ -203,3 +203,28 @@ fn fuzz_body_on_seeds_and_mutations() {
         }
     }
 }
+
+fn fixture(i: usize) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/v2/graph-{i}.bin"))
+}
+
+/// Frozen format-version-2 graphs (`tests/data/v2`, the fuzz seed graphs): each loads to the
+/// graph the builder makes today and is written back byte for byte, so neither the format nor
+/// the graph builders drift unnoticed. A deliberate change regenerates them with
+/// `HELOOM_WRITE_FIXTURES=1 cargo test -p heloom-runtime --test graph_bytes frozen`.
+#[test]
+fn frozen_v2_graphs() {
+    let write = std::env::var("HELOOM_WRITE_FIXTURES").as_deref() == Ok("1");
+    for (i, g) in graphs().into_iter().enumerate() {
+        let path = fixture(i);
+        if write {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, g.to_bytes()).unwrap();
+        }
+        let frozen = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let back = TaskGraph::from_bytes(&frozen).unwrap();
+        same(&g, &back);
+        assert_eq!(back.to_bytes(), frozen, "{}", path.display());
+        assert_eq!(g.to_bytes(), frozen, "{}", path.display());
+    }
+}
