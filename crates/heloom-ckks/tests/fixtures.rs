@@ -10,6 +10,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+// Only the fuzz contexts are used here.
+#[allow(dead_code)]
 #[path = "../../../fuzz/src/lib.rs"]
 mod fuzz_bodies;
 
