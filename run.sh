@@ -142,6 +142,8 @@ case "$cmd" in
     .venv/bin/ruff check python tests/python examples/python bench crates/heloom-apps/train
     .venv/bin/ruff format --check python tests/python examples/python bench crates/heloom-apps/train
     .venv/bin/python -m pytest tests/python -q
+    echo "== Rust quickstart example"
+    cargo run --release -q -p heloom-ckks --example quickstart >/dev/null
     echo "== heloom demo (smoke)"
     cargo run --release -q -p heloom-cli -- demo >/dev/null
     echo "all checks passed"
