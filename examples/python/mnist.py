@@ -12,7 +12,7 @@ import heloom
 def main() -> None:
     images = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     word_bits = int(sys.argv[2]) if len(sys.argv) > 2 else 32
-    report = heloom.mnist(
+    report = heloom.apps.mnist(
         images=images,
         word_bits=word_bits,
         progress=lambda msg: print(f"  {msg}", file=sys.stderr),

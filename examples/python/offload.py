@@ -18,7 +18,7 @@ import heloom
 
 def main() -> None:
     print("devices on this machine:")
-    for d in heloom.offload_devices():
+    for d in heloom.offload.offload_devices():
         print(f"  {d['kind']:<8} {d['workload']:<3}  {d['engine'] or 'unavailable'}")
         if not d["available"]:
             print(textwrap.indent(textwrap.fill(d["error"], 90), " " * 16))
@@ -27,7 +27,7 @@ def main() -> None:
     rng = random.Random(1)
     files = [rng.randbytes(rng.choice([16, 256, 1024, 4096, 16384])) for _ in range(2000)]
     key = os.urandom(32)
-    enc = heloom.aes_encrypt(files, key, cipher="aes-256-gcm", devices="cpu,soft")
+    enc = heloom.offload.aes_encrypt(files, key, cipher="aes-256-gcm", devices="cpu,soft")
     r = enc.report
     print(
         f"\nencrypted {r['items']} files ({r['bytes'] / 1e6:.1f} MB) with {r['cipher']} "
@@ -41,7 +41,7 @@ def main() -> None:
             f"{r['finish_ms_per_device'][name]:6.1f} ms  ({d['engine']})"
         )
 
-    dec = heloom.aes_decrypt(enc.outputs, key, ivs=enc.ivs, devices="cpu,soft")
+    dec = heloom.offload.aes_decrypt(enc.outputs, key, ivs=enc.ivs, devices="cpu,soft")
     assert dec.outputs == files
     print(f"decrypted them back in {dec.report['ms']:.1f} ms: every file matches")
 
@@ -49,12 +49,14 @@ def main() -> None:
     tampered = enc.outputs
     tampered[7] = bytes([tampered[7][0] ^ 1]) + tampered[7][1:]
     try:
-        heloom.aes_decrypt(tampered, key, ivs=enc.ivs)
-    except heloom.CryptoError as e:
+        heloom.offload.aes_decrypt(tampered, key, ivs=enc.ivs)
+    except heloom.offload.CryptoError as e:
         print(f"tampered file refused: {e}")
 
     # Every device alone, then every balancer, on the same items (small settings).
-    report = heloom.offload_compare(devices="cpu,soft", sizes=(64, 1024, 8192), items=1000, reps=2)
+    report = heloom.offload.offload_compare(
+        devices="cpu,soft", sizes=(64, 1024, 8192), items=1000, reps=2
+    )
     print(f"\n{report['cipher']} {report['direction']}, {report['items']} items per size:")
     print(f"  {'size':>6}  {'method':<12} {'ms':>8} {'efficiency':>10}  items per device")
     for run in report["runs"]:

@@ -21,9 +21,9 @@ def main() -> None:
     params = heloom.CkksParameters(poly_degree=2**14, levels=7, scale_bits=40)
     ctx = heloom.Context(params)
     keys = ctx.keygen()
-    threads = min(2, heloom.cores())
+    threads = min(2, heloom.runtime.cores())
     ev = heloom.Evaluator(ctx, keys.evaluation_keys, threads=threads)
-    print(f"{ev} on a machine with {heloom.cores()} cores")
+    print(f"{ev} on a machine with {heloom.runtime.cores()} cores")
 
     rng = np.random.default_rng(0)
     x = rng.uniform(-1.0, 1.0, params.slots)
@@ -36,7 +36,7 @@ def main() -> None:
 
     # A custom graph: (x*y relinearized and rescaled) * 0.5 rescaled, plus x^2, plus 1. Levels
     # and scales are tracked while recording: mistakes raise here, before any ciphertext.
-    b = heloom.GraphBuilder(ctx, name="custom")
+    b = heloom.runtime.GraphBuilder(ctx, name="custom")
     vx, vy = b.input_like(cx), b.input_like(cy)
     prod = b.mul_relin_rescale(vx, vy)  # task kind: mul-relin-rescale
     half = b.mul_plain_rescale(prod, 0.5)  # fused with the product unless it ends its task
@@ -55,7 +55,7 @@ def main() -> None:
     # The built-in e^x job (degree-6 Maclaurin polynomial) in its three shapes.
     want = sum(x**k / math.factorial(k) for k in range(7))
     for variant in ("paper-fig3", "bsgs", "horner"):
-        g = heloom.exp_graph(ctx, variant)
+        g = heloom.runtime.exp_graph(ctx, variant)
         t = time.perf_counter()
         (out,) = g.run(ev, [cx])
         ms = 1e3 * (time.perf_counter() - t)
@@ -67,9 +67,9 @@ def main() -> None:
 
     # The scheduler's discrete-event simulation: 2,300 e^x jobs at a mean gap of 60 ms on the
     # Xeon Phi 7230F cost profile (seed 000's Tables 1-5), under each thread policy.
-    print(f"\nsimulated on {heloom.profile_names()[0]}, gap 60 ms, 2300 jobs:")
-    for policy in heloom.POLICIES:
-        r = heloom.simulate(policy, gap_ms=60.0, jobs=2300)
+    print(f"\nsimulated on {heloom.runtime.profile_names()[0]}, gap 60 ms, 2300 jobs:")
+    for policy in heloom.runtime.POLICIES:
+        r = heloom.runtime.simulate(policy, gap_ms=60.0, jobs=2300)
         print(
             f"  {policy:<14} makespan {r['makespan_ms'] / 1e3:7.1f} s  "
             f"p50 {r['p50_ms']:8.1f} ms  p99 {r['p99_ms']:8.1f} ms  "

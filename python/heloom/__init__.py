@@ -17,32 +17,21 @@ here. Exceptions: ``HeloomError`` is the base of ``ParameterError``, ``FormatErr
 ``ScaleError``, ``LevelError``, ``MissingKeyError``, ``GraphError``, ``DeviceUnavailableError``,
 ``CryptoError`` and ``InputError`` (also a ``ValueError``).
 
-Threads and task graphs: ``Evaluator(ctx, keys, threads=4)`` (or ``ev.with_threads(4)``) runs
-every heavy operation on a budget of threads, with bit-identical results. ``GraphBuilder``
-records operations on symbolic ``Value`` objects into a ``TaskGraph`` of the paper's fused
-task kinds; ``exp_graph`` and ``polynomial_graph`` build the runtime's graphs;
-``TaskGraph.run`` executes one, ``TaskGraph.work_ms`` prices it, and ``simulate`` runs the
-scheduler's discrete-event simulation of a stream of e^x jobs under a thread policy
-(``POLICIES``) and a cost profile (``profile_names()``).
+Threads: ``Evaluator(ctx, keys, threads=4)`` (or ``ev.with_threads(4)``) runs every heavy
+operation on a budget of threads, with bit-identical results.
 
-Devices: ``aes_encrypt`` and ``aes_decrypt`` run bulk AES (CBC or GCM) of many items over
-several devices (``"cpu,soft"``: AES-NI and constant-time software AES; ``kernel``: the Linux
-kernel crypto API) pulling from one queue under a balancer, and return an ``AesResult``
-(outputs, IVs, report)::
+Submodules, one per layer above the scheme:
 
-    key = os.urandom(32)
-    enc = heloom.aes_encrypt(files, key)               # aes-256-gcm, random IVs
-    dec = heloom.aes_decrypt(enc.outputs, key, ivs=enc.ivs)
-    assert dec.outputs == files
+- ``heloom.runtime``: task graphs (``GraphBuilder``, ``TaskGraph``, ``exp_graph``,
+  ``polynomial_graph``) and the scheduler's simulation (``simulate``, ``POLICIES``).
+- ``heloom.offload``: bulk AES and HE jobs over devices pulling from one queue
+  (``aes_encrypt``, ``aes_decrypt``, ``offload_compare``, ``he_offload_compare``).
+- ``heloom.apps``: applications (``mnist``).
 
-``offload_devices()`` says which devices this machine has; ``offload_compare`` times every
-device and balancer on AES items (seed 001's tables) and ``he_offload_compare`` on a stream of
-HE jobs.
-
-Applications: ``mnist(images=2000, word_bits=32)`` classifies encrypted held-out MNIST images
-with CryptoNets and reports accuracy, agreement with the network in f64 and images per second.
+Their names are also importable from ``heloom`` itself, as before.
 """
 
+from heloom import apps, offload, runtime
 from heloom._heloom import (
     POLICIES,
     AesResult,
@@ -83,19 +72,14 @@ from heloom._heloom import (
     upgrade_v1,
 )
 
+# The CKKS API; the runtime, offload and application names stay importable from here too.
 __all__ = [
-    "POLICIES",
-    "AesResult",
     "Ciphertext",
     "CkksParameters",
     "Context",
-    "CryptoError",
-    "DeviceUnavailableError",
     "EvaluationKeys",
     "Evaluator",
     "FormatError",
-    "GraphBuilder",
-    "GraphError",
     "HeloomError",
     "InputError",
     "KeySet",
@@ -106,19 +90,9 @@ __all__ = [
     "PublicKey",
     "ScaleError",
     "SecretKey",
-    "TaskGraph",
-    "Value",
     "__version__",
-    "aes_decrypt",
-    "aes_encrypt",
-    "cores",
-    "exp_graph",
-    "he_offload_compare",
-    "mnist",
-    "offload_compare",
-    "offload_devices",
-    "polynomial_graph",
-    "profile_names",
-    "simulate",
+    "apps",
+    "offload",
+    "runtime",
     "upgrade_v1",
 ]
