@@ -34,7 +34,10 @@ fn main() -> Result<()> {
     );
 
     // Server: x * x + x, rotated left by one slot, then e^x ~ 1 + x + x^2/2 + x^3/6.
-    let ev = Evaluator::new(&ctx, Arc::new(EvaluationKeys::from_bytes(&ctx, &keys_wire)?))?;
+    let ev = Evaluator::new(
+        &ctx,
+        Arc::new(EvaluationKeys::from_bytes(&ctx, &keys_wire)?),
+    )?;
     let ct = Ciphertext::from_bytes(&ctx, &wire)?;
     let sq = ev.multiply_relin_rescale(&ct, &ct)?;
     let sum = ev.add(&sq, &ct)?; // levels and scales aligned automatically

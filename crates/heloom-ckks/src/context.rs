@@ -22,12 +22,12 @@ pub struct Context<W: Word> {
     q: Vec<RnsBasis<W>>,
     qp: Vec<RnsBasis<W>>,
     encoder: Encoder,
-    modup: Vec<Vec<BasisConverter<W>>>,
+    pub(crate) modup: Vec<Vec<BasisConverter<W>>>,
     /// Mod-down from `Q_l P` to `Q_l`, per level `l`.
-    moddown: Vec<ModDown<W>>,
+    pub(crate) moddown: Vec<ModDown<W>>,
     p_mod_q: Vec<u64>,
     /// Division by `q_l`, per level `l >= 1` (at index `l - 1`).
-    rescalers: Vec<Rescaler<W>>,
+    pub(crate) rescalers: Vec<Rescaler<W>>,
     perms: RwLock<HashMap<u64, Arc<NttPermutation>>>,
 }
 
@@ -168,55 +168,6 @@ impl<W: Word> Context<W> {
             .ok_or_else(|| self.level_error(level))
     }
 
-    // ----- constants for accelerator backends (the GPU crate), bounds-checked -----
-
-    /// The mod-up converter of key-switching digit `digit` at `level`: from the digit's primes
-    /// to every other prime of `Q_level P`, in basis order (for accelerator backends that must
-    /// reproduce the CPU's key switching bit for bit).
-    pub fn modup_converter(&self, level: usize, digit: usize) -> Result<&BasisConverter<W>> {
-        self.modup
-            .get(level)
-            .ok_or_else(|| self.level_error(level))?
-            .get(digit)
-            .ok_or_else(|| {
-                CkksError::InvalidInput(format!(
-                    "key-switching digit {digit} does not exist at level {level}"
-                ))
-            })
-    }
-
-    /// The mod-down converter at `level`: from the special primes `P` to `q_0 .. q_level`.
-    pub fn moddown_converter(&self, level: usize) -> Result<&BasisConverter<W>> {
-        self.moddown(level).map(ModDown::converter)
-    }
-
-    /// `P^-1 mod q_i` (the mod-down scale) for `i` in `0..=max_level`.
-    pub fn p_inv_mod(&self, i: usize) -> Result<u64> {
-        self.moddown
-            .last()
-            .and_then(|m| m.p_inv().get(i))
-            .copied()
-            .ok_or_else(|| self.level_error(i))
-    }
-
-    /// `q_level^-1 mod q_i` (the rescale scale) for `i < level`.
-    pub fn rescale_inv_mod(&self, level: usize, i: usize) -> Result<u64> {
-        self.rescalers
-            .get(level.wrapping_sub(1))
-            .and_then(|r| r.inv_last().get(i))
-            .copied()
-            .ok_or_else(|| {
-                CkksError::InvalidInput(format!(
-                    "no rescale constant for prime {i} at level {level}"
-                ))
-            })
-    }
-
-    /// Primes `lo..hi` of `q_0 .. q_level` that make up key-switching digit `j`.
-    pub fn digit_primes(&self, level: usize, j: usize) -> (usize, usize) {
-        self.digit_range(level, j)
-    }
-
     /// Builds a ciphertext at `level` from polynomials computed elsewhere (an accelerator),
     /// checking that they are NTT-form polynomials over `q_0 .. q_level` of these parameters.
     pub fn ciphertext_from_polys(
@@ -257,7 +208,7 @@ impl<W: Word> Context<W> {
         })
     }
 
-    fn level_error(&self, level: usize) -> CkksError {
+    pub(crate) fn level_error(&self, level: usize) -> CkksError {
         CkksError::OutOfLevels(format!(
             "level {level} does not exist; these parameters have levels 0..={}",
             self.max_level()

@@ -12,6 +12,7 @@
 //! - [`polyops`]: the operations circuits are written against ([`PolyOps`]), shared by the CPU
 //!   evaluator, the runtime's graph builder and the GPU; the scale-alignment rule.
 //! - [`circuits`]: polynomial evaluation and linear transforms (baby-step giant-step).
+//! - [`accel`]: constants accelerator backends need to match the CPU bit for bit.
 //! - [`serialize`]: a versioned, checked binary format (bit-packed limbs, seeded halves) for
 //!   parameters, keys (not the secret key), ciphertexts and plaintexts.
 //!
@@ -30,6 +31,7 @@
 //! # Ok::<(), CkksError>(())
 //! ```
 
+pub mod accel;
 pub mod ciphertext;
 pub mod circuits;
 pub mod context;

@@ -275,20 +275,30 @@ impl<W: GpuWord> GpuContext<W> {
             let mut ext = Vec::new();
             let mut per = Vec::with_capacity(digits);
             for j in 0..digits {
-                let (lo, hi) = ctx.digit_primes(l, j);
+                let (lo, hi) = ctx.accel().digit_primes(l, j);
                 let to: Vec<u32> = qp
                     .iter()
                     .copied()
                     .filter(|&x| (x as usize) < lo || (x as usize) >= hi)
                     .collect();
                 let from: Vec<u32> = (lo as u32..hi as u32).collect();
-                per.push(Self::conv(gpu, ctx.modup_converter(l, j)?, &from, &to)?);
+                per.push(Self::conv(
+                    gpu,
+                    ctx.accel().modup_converter(l, j)?,
+                    &from,
+                    &to,
+                )?);
                 ext.extend(to);
             }
             modup.push(per);
-            moddown.push(Self::conv(gpu, ctx.moddown_converter(l)?, &p_idx, &q)?);
+            moddown.push(Self::conv(
+                gpu,
+                ctx.accel().moddown_converter(l)?,
+                &p_idx,
+                &q,
+            )?);
             let inv = (0..l)
-                .map(|i| ctx.rescale_inv_mod(l, i))
+                .map(|i| ctx.accel().rescale_inv_mod(l, i))
                 .collect::<std::result::Result<Vec<u64>, _>>()?;
             let scal = scal_pairs(&mods[..l], inv.into_iter());
             let scal = if l == 0 { vec![W::ZERO; 2] } else { scal };
@@ -299,7 +309,7 @@ impl<W: GpuWord> GpuContext<W> {
             single_layout.push(gpu.upload(&[l as u32])?);
         }
         let pinv: Vec<u64> = (0..num_q)
-            .map(|i| ctx.p_inv_mod(i))
+            .map(|i| ctx.accel().p_inv_mod(i))
             .collect::<std::result::Result<_, _>>()?;
         let pinv_scal = scal_pairs(&mods[..num_q], pinv.into_iter());
         Ok(Arc::new(Self {
@@ -1109,7 +1119,7 @@ impl<W: GpuWord> GpuContext<W> {
         let ext = self.gpu.alloc::<W>(ext_limbs * n)?;
         let mut off = 0;
         for j in 0..ndig {
-            let (lo, _) = self.ctx.digit_primes(level, j);
+            let (lo, _) = self.ctx.accel().digit_primes(level, j);
             let c = &self.modup[level][j];
             self.convert(c, span(&coeff, lo * n, 0), span(&ext, off * n, 0), 1)?;
             off += c.m;
