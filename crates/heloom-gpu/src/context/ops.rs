@@ -1,0 +1,694 @@
+//! CKKS operations on device-resident ciphertexts (the same rules as the CPU evaluator, word
+//! for word), and [`GpuEvaluator`] with the evaluation keys.
+
+use super::*;
+
+impl<W: GpuWord> GpuContext<W> {
+    pub(super) fn check_ct(&self, ct: &GpuCiphertext<W>) -> Result<()> {
+        if ct.fingerprint != self.ctx.fingerprint() {
+            return Err(GpuError::Mismatch(
+                "ciphertext of other parameters than this GPU context".into(),
+            ));
+        }
+        if !ct.data.gpu().same_device(&self.gpu) {
+            return Err(GpuError::Mismatch("ciphertext lives on another GPU".into()));
+        }
+        self.check_level(ct.level)
+    }
+
+    pub(super) fn scales_match(&self, a: f64, b: f64) -> bool {
+        heloom_ckks::polyops::scales_match(self.ctx.params().moduli(), a, b)
+    }
+
+    pub(super) fn combine(
+        &self,
+        a: &GpuCiphertext<W>,
+        b: &GpuCiphertext<W>,
+        sub: bool,
+    ) -> Result<GpuCiphertext<W>> {
+        self.check_ct(a)?;
+        self.check_ct(b)?;
+        let (a, b) = if a.level == b.level && self.scales_match(a.scale, b.scale) {
+            (a.clone(), b.clone())
+        } else {
+            self.align(a, b)?
+        };
+        let nl = a.level + 1;
+        let pw = nl * self.n;
+        let common = a.size.min(b.size);
+        let size = a.size.max(b.size);
+        let mut out = self.gpu.alloc::<W>(size * pw)?;
+        self.elt(
+            if sub { "hk_sub" } else { "hk_add" },
+            out.addr(0),
+            a.data.addr(0),
+            b.data.addr(0),
+            common * nl,
+            nl,
+            self.q_layout[a.level].addr(0),
+        )?;
+        // Polynomials only one operand has: copied (negated when subtracted).
+        for p in common..size {
+            if a.size > p {
+                self.gpu.copy(&mut out, p * pw, &a.data, p * pw, pw)?;
+            } else if sub {
+                let pack = self.limb_pack(a.level, |m| (m.value() - 1) as i128)?;
+                self.scalar_mul_raw(out.addr(p * pw), b.data.addr(p * pw), nl, a.level, &pack)?;
+            } else {
+                self.gpu.copy(&mut out, p * pw, &b.data, p * pw, pw)?;
+            }
+        }
+        Ok(GpuCiphertext {
+            data: Arc::new(out),
+            size,
+            level: a.level,
+            scale: a.scale,
+            slots: a.slots.max(b.slots),
+            fingerprint: a.fingerprint,
+        })
+    }
+
+    /// Brings two ciphertexts to one level and one scale by the CPU evaluator's rule
+    /// ([`heloom_ckks::polyops::align_with`]), so results agree word for word.
+    pub fn align(
+        &self,
+        a: &GpuCiphertext<W>,
+        b: &GpuCiphertext<W>,
+    ) -> Result<(GpuCiphertext<W>, GpuCiphertext<W>)> {
+        self.check_ct(a)?;
+        self.check_ct(b)?;
+        Ok(heloom_ckks::polyops::align_with(self, a, b)?)
+    }
+
+    /// Moves `ct` to `level` (below its own) with scale `target`: an integer multiple one level
+    /// above, then a rescale ([`heloom_ckks::polyops::set_scale_by_rescale_with`]).
+    pub fn set_scale_by_rescale(
+        &self,
+        ct: &GpuCiphertext<W>,
+        level: usize,
+        target: f64,
+    ) -> Result<GpuCiphertext<W>> {
+        Ok(heloom_ckks::polyops::set_scale_by_rescale_with(
+            self, ct, level, target,
+        )?)
+    }
+
+    /// Per-limb constants at `level`: `f(q_i)` reduced modulo `q_i`, with Shoup companions.
+    pub(super) fn limb_pack(
+        &self,
+        level: usize,
+        f: impl Fn(&Modulus<W>) -> i128,
+    ) -> Result<ScalarPack> {
+        let mods = self.ctx.q_basis(level)?.moduli();
+        if mods.len() > MAX_SCALAR_LIMBS {
+            return Err(GpuError::Invalid(format!(
+                "{} limbs; the GPU's constant kernels take at most {MAX_SCALAR_LIMBS}",
+                mods.len()
+            )));
+        }
+        let mut pack = ScalarPack { v: [0; 128] };
+        for (i, m) in mods.iter().enumerate() {
+            let r = f(m).rem_euclid(m.value() as i128) as u64;
+            let w = W::from_u64(r);
+            pack.v[2 * i] = r;
+            pack.v[2 * i + 1] = m.shoup(w).to_u64();
+        }
+        Ok(pack)
+    }
+
+    pub(super) fn scalar_mul_raw(
+        &self,
+        out: u64,
+        input: u64,
+        limbs: usize,
+        level: usize,
+        pack: &ScalarPack,
+    ) -> Result<()> {
+        let count = (limbs as u64) << self.log_n;
+        let block = self.gpu.block(256);
+        let args = [
+            out,
+            input,
+            limbs as u64,
+            (level + 1) as u64,
+            self.q_layout[level].addr(0),
+            self.pt.addr(0),
+            self.log_n as u64,
+        ];
+        self.flat("hk_scalar_mul", count, block, &args, Some(pack))
+    }
+
+    /// `ct * k` for any integer `k` (reduced modulo each prime); the scale is unchanged (the
+    /// caller relabels it).
+    pub fn multiply_const_exact(&self, ct: &GpuCiphertext<W>, k: i128) -> Result<GpuCiphertext<W>> {
+        self.check_ct(ct)?;
+        let pack = self.limb_pack(ct.level, |_| k)?;
+        let out = self.gpu.alloc::<W>(ct.data.len())?;
+        self.scalar_mul_raw(
+            out.addr(0),
+            ct.data.addr(0),
+            ct.size * (ct.level + 1),
+            ct.level,
+            &pack,
+        )?;
+        Ok(GpuCiphertext {
+            data: Arc::new(out),
+            ..ct.clone()
+        })
+    }
+
+    /// `ct * k` for a small integer: exact, no level used, scale unchanged.
+    pub fn multiply_int(&self, ct: &GpuCiphertext<W>, k: i64) -> Result<GpuCiphertext<W>> {
+        self.multiply_const_exact(ct, k as i128)
+    }
+
+    /// `ct * c` for a real constant encoded at scale `q_level` (so that a rescale restores the
+    /// scale exactly), as the CPU evaluator's `multiply_const`.
+    pub fn multiply_const(&self, ct: &GpuCiphertext<W>, c: f64) -> Result<GpuCiphertext<W>> {
+        self.check_ct(ct)?;
+        if ct.level == 0 {
+            return Err(GpuError::Ckks(heloom_ckks::CkksError::OutOfLevels(
+                "multiplying by a non-integer constant needs a level to rescale; the ciphertext is at level 0".into(),
+            )));
+        }
+        let s = self.ctx.params().moduli()[ct.level] as f64;
+        let k = scaled_int(c, s)?;
+        let mut out = self.multiply_const_exact(ct, k)?;
+        out.scale = ct.scale * s;
+        Ok(out)
+    }
+
+    /// `ct + c` in every slot (a real constant at the ciphertext's scale).
+    pub fn add_const(&self, ct: &GpuCiphertext<W>, c: f64) -> Result<GpuCiphertext<W>> {
+        self.check_ct(ct)?;
+        let k = scaled_int(c, ct.scale)?;
+        let pack = self.limb_pack(ct.level, |_| k)?;
+        let nl = ct.level + 1;
+        let out = self.gpu.alloc::<W>(ct.data.len())?;
+        let count = ((ct.size * nl) as u64) << self.log_n;
+        let block = self.gpu.block(256);
+        let args = [
+            out.addr(0),
+            ct.data.addr(0),
+            (ct.size * nl) as u64,
+            nl as u64,
+            nl as u64,
+            self.q_layout[ct.level].addr(0),
+            self.pt.addr(0),
+            self.log_n as u64,
+        ];
+        self.flat("hk_scalar_add", count, block, &args, Some(&pack))?;
+        Ok(GpuCiphertext {
+            data: Arc::new(out),
+            ..ct.clone()
+        })
+    }
+
+    /// `-ct`.
+    pub fn negate(&self, ct: &GpuCiphertext<W>) -> Result<GpuCiphertext<W>> {
+        self.multiply_const_exact(ct, -1)
+    }
+
+    /// `a^2` (three polynomials): the tensor product of `a` with itself, equal word for word
+    /// to the CPU's squaring (`2 a0 a1 = a0 a1 + a1 a0` modulo each prime).
+    pub fn square(&self, a: &GpuCiphertext<W>) -> Result<GpuCiphertext<W>> {
+        self.multiply(a, a)
+    }
+
+    /// The same ciphertext with its scale relabelled (no arithmetic; shares the buffer).
+    pub fn with_scale(&self, ct: &GpuCiphertext<W>, scale: f64) -> Result<GpuCiphertext<W>> {
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(GpuError::Invalid(format!("invalid scale {scale}")));
+        }
+        Ok(GpuCiphertext {
+            scale,
+            ..ct.clone()
+        })
+    }
+
+    /// `a + b`; levels and scales are aligned as the CPU evaluator aligns them.
+    pub fn add(&self, a: &GpuCiphertext<W>, b: &GpuCiphertext<W>) -> Result<GpuCiphertext<W>> {
+        self.combine(a, b, false)
+    }
+
+    /// `a - b`; levels and scales are aligned as the CPU evaluator aligns them.
+    pub fn sub(&self, a: &GpuCiphertext<W>, b: &GpuCiphertext<W>) -> Result<GpuCiphertext<W>> {
+        self.combine(a, b, true)
+    }
+
+    /// Drops `ct` to `level` (exact: the top limbs are discarded).
+    pub fn drop_to_level(&self, ct: &GpuCiphertext<W>, level: usize) -> Result<GpuCiphertext<W>> {
+        self.check_ct(ct)?;
+        if level > ct.level {
+            return Err(GpuError::Invalid(format!(
+                "cannot raise a ciphertext from level {} to {level}",
+                ct.level
+            )));
+        }
+        if level == ct.level {
+            return Ok(ct.clone());
+        }
+        let (src_w, dst_w) = ((ct.level + 1) * self.n, (level + 1) * self.n);
+        let mut out = self.gpu.alloc::<W>(ct.size * dst_w)?;
+        for p in 0..ct.size {
+            self.gpu
+                .copy(&mut out, p * dst_w, &ct.data, p * src_w, dst_w)?;
+        }
+        Ok(GpuCiphertext {
+            data: Arc::new(out),
+            size: ct.size,
+            level,
+            scale: ct.scale,
+            slots: ct.slots,
+            fingerprint: ct.fingerprint,
+        })
+    }
+
+    /// `a * b` without relinearization: three polynomials (tensor product in one kernel).
+    /// Levels are aligned by dropping, as on the CPU; the scales multiply.
+    pub fn multiply(&self, a: &GpuCiphertext<W>, b: &GpuCiphertext<W>) -> Result<GpuCiphertext<W>> {
+        self.check_ct(a)?;
+        self.check_ct(b)?;
+        if a.size != 2 || b.size != 2 {
+            return Err(GpuError::Invalid(
+                "multiply takes two-polynomial ciphertexts; relinearize first".into(),
+            ));
+        }
+        let level = a.level.min(b.level);
+        let (a, b) = (self.drop_to_level(a, level)?, self.drop_to_level(b, level)?);
+        let (a, b) = (&a, &b);
+        let nl = a.level + 1;
+        let out = self.gpu.alloc::<W>(3 * nl * self.n)?;
+        let count = (nl as u64) << self.log_n;
+        let block = self.gpu.block(256);
+        let args = [
+            out.addr(0),
+            a.data.addr(0),
+            b.data.addr(0),
+            nl as u64,
+            self.q_layout[a.level].addr(0),
+            self.pt.addr(0),
+            self.log_n as u64,
+        ];
+        self.flat("hk_tensor", count, block, &args, None)?;
+        Ok(GpuCiphertext {
+            data: Arc::new(out),
+            size: 3,
+            level: a.level,
+            scale: a.scale * b.scale,
+            slots: a.slots.max(b.slots),
+            fingerprint: a.fingerprint,
+        })
+    }
+
+    /// Rescale (fused): the inverse NTT of the last limbs, then one forward NTT whose first
+    /// phase spreads the centered last limb to every other prime on load and whose last phase
+    /// subtracts and scales by `q_l^-1` on store. Bit-exact with `Evaluator::rescale`.
+    pub fn rescale(&self, ct: &GpuCiphertext<W>) -> Result<GpuCiphertext<W>> {
+        self.check_ct(ct)?;
+        let l = ct.level;
+        if l == 0 {
+            return Err(GpuError::Invalid(
+                "cannot rescale at level 0: no prime left to divide by".into(),
+            ));
+        }
+        let (n, np) = (self.n, ct.size);
+        let in_stride = (l + 1) * n;
+        // The last limbs in coefficient form, one per polynomial.
+        let mut last = self.gpu.alloc::<W>(np * n)?;
+        for p in 0..np {
+            self.gpu
+                .copy(&mut last, p * n, &ct.data, p * in_stride + l * n, n)?;
+        }
+        let ls = span(&last, 0, n);
+        self.inverse(ls, ls, np as u32, 1, 0, self.single_layout[l].addr(0))?;
+        let out = self.gpu.alloc::<W>(np * l * n)?;
+        let phases_n = self.plan((np * l) as u32).len();
+        let work = if phases_n > 1 {
+            Some(self.gpu.alloc::<W>(np * l * n)?)
+        } else {
+            None
+        };
+        let dst = span(&out, 0, l * n);
+        self.forward(&Fwd {
+            src: ls,
+            work: work.as_ref().map(|w| span(w, 0, l * n)).unwrap_or(dst),
+            dst,
+            npoly: np as u32,
+            nl: l as u32,
+            limb0: 0,
+            lp: self.q_layout[l].addr(0),
+            spread: Some(l as u32),
+            subscale: Some(SubScale {
+                orig: span(&ct.data, 0, in_stride),
+                scal: self.rescale_scal[l].addr(0),
+                addend: Span { addr: 0, stride: 0 },
+                addend_np: 0,
+            }),
+        })?;
+        drop(work);
+        Ok(self.derived(
+            ct,
+            out,
+            np,
+            l - 1,
+            ct.scale / self.ctx.params().moduli()[l] as f64,
+        ))
+    }
+
+    /// Key switching of `d` (one polynomial, NTT form, `level + 1` limbs, at word offset
+    /// `d_off` of `d_buf`) under `key`: returns the two polynomials `(c0, c1)` (one buffer),
+    /// with `addend`'s first `addend_np` polynomials added to them. Mod-up of all digits,
+    /// one NTT over every raised limb, one inner-product pass over all digits, and a mod-down
+    /// whose forward NTT subtracts, scales by `P^-1` and adds on store.
+    pub(super) fn key_switch_raw(
+        &self,
+        d_buf: &GpuBuffer<W>,
+        d_off: usize,
+        level: usize,
+        key: &GpuSwitchingKey<W>,
+        addend: Option<(&GpuBuffer<W>, usize)>,
+    ) -> Result<GpuBuffer<W>> {
+        if key.fingerprint != self.ctx.fingerprint() {
+            return Err(GpuError::Mismatch(
+                "switching key of other parameters than this GPU context".into(),
+            ));
+        }
+        let n = self.n;
+        let nq = level + 1;
+        let nqp = nq + self.alpha;
+        let ndig = nq.div_ceil(self.alpha);
+        // 1. The input in coefficient form (every digit's own limbs).
+        let coeff = self.gpu.alloc::<W>(nq * n)?;
+        let qlp = self.q_layout[level].addr(0);
+        self.inverse(
+            span(d_buf, d_off, nq * n),
+            span(&coeff, 0, nq * n),
+            1,
+            nq as u32,
+            0,
+            qlp,
+        )?;
+        // 2. Mod-up: each digit raised to the other primes of Q_l P, stored compactly.
+        let ext_limbs = ndig * nqp - nq;
+        let ext = self.gpu.alloc::<W>(ext_limbs * n)?;
+        let mut off = 0;
+        for j in 0..ndig {
+            let (lo, _) = self.ctx.accel().digit_primes(level, j);
+            let c = &self.modup[level][j];
+            self.convert(c, span(&coeff, lo * n, 0), span(&ext, off * n, 0), 1)?;
+            off += c.m;
+        }
+        drop(coeff);
+        // 3. One forward NTT over every raised limb.
+        let es = span(&ext, 0, ext_limbs * n);
+        self.forward(&Fwd {
+            src: es,
+            work: es,
+            dst: es,
+            npoly: 1,
+            nl: ext_limbs as u32,
+            limb0: 0,
+            lp: self.ext_layout[level].addr(0),
+            spread: None,
+            subscale: None,
+        })?;
+        // 4. Inner product with the key, all digits per coefficient.
+        let mut acc = self.gpu.alloc::<W>(2 * nqp * n)?;
+        let count = (nqp as u64) << self.log_n;
+        let block = self.gpu.block(256);
+        let args = [
+            d_buf.addr(d_off),
+            ext.addr(0),
+            key.data.addr(0),
+            acc.addr(0),
+            nqp as u64,
+            nq as u64,
+            self.alpha as u64,
+            ndig as u64,
+            (self.num_q + self.alpha) as u64,
+            self.num_q as u64,
+            self.qp_layout[level].addr(0),
+            self.pt.addr(0),
+            self.log_n as u64,
+        ];
+        self.flat("hk_key_inner", count, block, &args, None)?;
+        drop(ext);
+        // 5. Mod-down of both halves.
+        self.mod_down(&mut acc, level, addend)
+    }
+
+    /// `(x - [x]_P) / P` for two polynomials over `Q_l P` (NTT form) in `acc`; returns them over
+    /// `Q_l`, plus `addend`'s first polynomials.
+    pub(super) fn mod_down(
+        &self,
+        acc: &mut GpuBuffer<W>,
+        level: usize,
+        addend: Option<(&GpuBuffer<W>, usize)>,
+    ) -> Result<GpuBuffer<W>> {
+        let n = self.n;
+        let nq = level + 1;
+        let nqp = nq + self.alpha;
+        let qplp = self.qp_layout[level].addr(0);
+        let accs = span(acc, 0, nqp * n);
+        // The P limbs to coefficient form, in place.
+        self.inverse(accs, accs, 2, self.alpha as u32, nq as u32, qplp)?;
+        let conv = self.gpu.alloc::<W>(2 * nq * n)?;
+        let cs = span(&conv, 0, nq * n);
+        self.convert(&self.moddown[level], span(acc, nq * n, nqp * n), cs, 2)?;
+        let out = self.gpu.alloc::<W>(2 * nq * n)?;
+        let (add_span, add_np) = match addend {
+            Some((b, np)) => (span(b, 0, nq * n), np as u32),
+            None => (Span { addr: 0, stride: 0 }, 0),
+        };
+        self.forward(&Fwd {
+            src: cs,
+            work: cs,
+            dst: span(&out, 0, nq * n),
+            npoly: 2,
+            nl: nq as u32,
+            limb0: 0,
+            lp: self.q_layout[level].addr(0),
+            spread: None,
+            subscale: Some(SubScale {
+                orig: accs,
+                scal: self.pinv_scal.addr(0),
+                addend: add_span,
+                addend_np: add_np,
+            }),
+        })?;
+        Ok(out)
+    }
+
+    /// Key switching of one polynomial (for tests against `Context::key_switch`): `d` holds one
+    /// NTT-form polynomial at `level`; returns `(c0, c1)` as one buffer of two polynomials.
+    pub fn key_switch(
+        &self,
+        d: &GpuBuffer<W>,
+        level: usize,
+        key: &GpuSwitchingKey<W>,
+    ) -> Result<GpuBuffer<W>> {
+        let np = self.check_polys(d, level)?;
+        if np != 1 {
+            return Err(GpuError::Mismatch(
+                "key switching takes one polynomial".into(),
+            ));
+        }
+        self.key_switch_raw(d, 0, level, key, None)
+    }
+
+    /// Relinearizes a three-polynomial ciphertext with the relinearization key.
+    pub fn relinearize(
+        &self,
+        ct: &GpuCiphertext<W>,
+        key: &GpuSwitchingKey<W>,
+    ) -> Result<GpuCiphertext<W>> {
+        self.check_ct(ct)?;
+        if ct.size != 3 {
+            return Err(GpuError::Invalid(format!(
+                "relinearize takes a three-polynomial ciphertext, got {}",
+                ct.size
+            )));
+        }
+        let nl = (ct.level + 1) * self.n;
+        let out = self.key_switch_raw(&ct.data, 2 * nl, ct.level, key, Some((&ct.data, 2)))?;
+        Ok(self.derived(ct, out, 2, ct.level, ct.scale))
+    }
+
+    /// Applies `X -> X^g` with the Galois key for `g`: permute both polynomials (NTT form),
+    /// switch the permuted `c1`, add the permuted `c0` on the mod-down's store.
+    pub fn apply_galois(
+        &self,
+        ct: &GpuCiphertext<W>,
+        g: u64,
+        key: &GpuSwitchingKey<W>,
+    ) -> Result<GpuCiphertext<W>> {
+        self.check_ct(ct)?;
+        if ct.size != 2 {
+            return Err(GpuError::Invalid(
+                "rotations take a two-polynomial ciphertext; relinearize first".into(),
+            ));
+        }
+        let perm = self.permutation(g)?;
+        let nl = ct.level + 1;
+        let permuted = self.gpu.alloc::<W>(2 * nl * self.n)?;
+        let count = ((2 * nl) as u64) << self.log_n;
+        let block = self.gpu.block(256);
+        let args = [
+            permuted.addr(0),
+            ct.data.addr(0),
+            perm.addr(0),
+            (2 * nl) as u64,
+            self.log_n as u64,
+        ];
+        self.flat("hk_permute", count, block, &args, None)?;
+        let out =
+            self.key_switch_raw(&permuted, nl * self.n, ct.level, key, Some((&permuted, 1)))?;
+        Ok(self.derived(ct, out, 2, ct.level, ct.scale))
+    }
+
+    /// The seed-003 baseline: rescale with one thread block per polynomial, NTTs in global
+    /// memory, emulated 64-bit products (64-bit words only).
+    pub fn rescale_naive(&self, ct: &GpuCiphertext<W>) -> Result<GpuCiphertext<W>> {
+        self.check_ct(ct)?;
+        if W::BITS != 64 {
+            return Err(GpuError::Invalid(
+                "the naive baseline exists for 64-bit words only".into(),
+            ));
+        }
+        let l = ct.level;
+        if l == 0 {
+            return Err(GpuError::Invalid("cannot rescale at level 0".into()));
+        }
+        let n = self.n;
+        let out = self.gpu.alloc::<W>(ct.size * l * n)?;
+        let scratch = self.gpu.alloc::<W>(ct.size * 2 * n)?;
+        let args = [
+            ct.data.addr(0),
+            out.addr(0),
+            scratch.addr(0),
+            (l + 1) as u64,
+            self.q_layout[l].addr(0),
+            self.roots.addr(0),
+            self.iroots.addr(0),
+            self.pt.addr(0),
+            self.log_n as u64,
+            self.rescale_scal[l].addr(0),
+        ];
+        self.gpu.launch(
+            "hk_naive_rescale_u64",
+            (ct.size as u32, 1),
+            self.gpu.block(1024),
+            0,
+            &args,
+            None,
+        )?;
+        drop(scratch);
+        Ok(self.derived(
+            ct,
+            out,
+            ct.size,
+            l - 1,
+            ct.scale / self.ctx.params().moduli()[l] as f64,
+        ))
+    }
+}
+
+/// Evaluation keys on the GPU, with the operations that need them.
+pub struct GpuEvaluator<W: GpuWord> {
+    ctx: Arc<GpuContext<W>>,
+    relin: Option<GpuSwitchingKey<W>>,
+    galois: HashMap<u64, GpuSwitchingKey<W>>,
+}
+
+impl<W: GpuWord> std::fmt::Debug for GpuEvaluator<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuEvaluator")
+            .field("relin", &self.relin.is_some())
+            .field("galois", &self.galois.len())
+            .finish()
+    }
+}
+
+impl<W: GpuWord> GpuEvaluator<W> {
+    /// Uploads the relinearization key and every Galois key of `keys`.
+    pub fn new(ctx: &Arc<GpuContext<W>>, keys: &EvaluationKeys<W>) -> Result<Self> {
+        let relin = if keys.has_relin() {
+            Some(ctx.upload_key(keys.relin_key()?)?)
+        } else {
+            None
+        };
+        let mut galois = HashMap::new();
+        for g in keys.galois_elements() {
+            if let Some(k) = keys.galois_key(g) {
+                galois.insert(g, ctx.upload_key(k)?);
+            }
+        }
+        Ok(Self {
+            ctx: Arc::clone(ctx),
+            relin,
+            galois,
+        })
+    }
+
+    /// The GPU context.
+    pub fn context(&self) -> &Arc<GpuContext<W>> {
+        &self.ctx
+    }
+
+    /// Bytes of keys on the device.
+    pub fn key_bytes(&self) -> usize {
+        self.relin.as_ref().map_or(0, |k| k.device_bytes())
+            + self
+                .galois
+                .values()
+                .map(|k| k.device_bytes())
+                .sum::<usize>()
+    }
+
+    pub(super) fn relin_key(&self) -> Result<&GpuSwitchingKey<W>> {
+        self.relin.as_ref().ok_or_else(|| {
+            GpuError::Invalid("no relinearization key; generate the key set with one".into())
+        })
+    }
+
+    /// Relinearizes a three-polynomial ciphertext.
+    pub fn relinearize(&self, ct: &GpuCiphertext<W>) -> Result<GpuCiphertext<W>> {
+        self.ctx.relinearize(ct, self.relin_key()?)
+    }
+
+    /// `a * b`, relinearized.
+    pub fn multiply_relin(
+        &self,
+        a: &GpuCiphertext<W>,
+        b: &GpuCiphertext<W>,
+    ) -> Result<GpuCiphertext<W>> {
+        let key = self.relin_key()?;
+        let m = self.ctx.multiply(a, b)?;
+        self.ctx.relinearize(&m, key)
+    }
+
+    /// `a * b`, relinearized and rescaled.
+    pub fn multiply_relin_rescale(
+        &self,
+        a: &GpuCiphertext<W>,
+        b: &GpuCiphertext<W>,
+    ) -> Result<GpuCiphertext<W>> {
+        let r = self.multiply_relin(a, b)?;
+        self.ctx.rescale(&r)
+    }
+
+    /// Rotates the slots left by `step` (right when negative).
+    pub fn rotate(&self, ct: &GpuCiphertext<W>, step: i64) -> Result<GpuCiphertext<W>> {
+        let g = galois_element_for_step(self.ctx.n(), step);
+        if g == 1 {
+            return self.ctx.drop_to_level(ct, ct.level);
+        }
+        let key = self.galois.get(&g).ok_or_else(|| {
+            GpuError::Invalid(format!(
+                "no Galois key for rotation step {step} (element {g}); generate keys with it"
+            ))
+        })?;
+        self.ctx.apply_galois(ct, g, key)
+    }
+}
