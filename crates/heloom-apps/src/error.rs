@@ -4,6 +4,7 @@ use thiserror::Error;
 
 /// What an application can refuse or fail with.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum AppError {
     /// A data file is missing or unreadable; the message names it and says where data is looked for.
     #[error("data: {0}")]

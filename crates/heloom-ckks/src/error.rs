@@ -8,6 +8,7 @@ pub type Result<T> = std::result::Result<T, CkksError>;
 
 /// What can go wrong in the CKKS layer.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum CkksError {
     /// Parameters that cannot work (sizes, prime counts, word size).
     #[error("invalid CKKS parameters: {0}")]
@@ -41,8 +42,13 @@ pub enum CkksError {
     OutOfLevels(String),
 
     /// A key needed by the operation was not generated.
-    #[error("missing key: {0}")]
-    MissingKey(String),
+    #[error("missing key: {hint}")]
+    MissingKey {
+        /// Which key.
+        key: MissingKeyKind,
+        /// What was asked and how to get the key.
+        hint: String,
+    },
 
     /// An input value or argument that cannot be used (NaN, too many slots, too large).
     #[error("invalid input: {0}")]
@@ -60,4 +66,19 @@ pub enum CkksError {
     /// An error from the arithmetic layer.
     #[error(transparent)]
     Math(#[from] MathError),
+}
+
+/// The key an operation needed ([`CkksError::MissingKey`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MissingKeyKind {
+    /// No evaluation keys at all (an evaluator built without keys).
+    EvaluationKeys,
+    /// The relinearization key.
+    Relinearization,
+    /// The Galois key of this element (a rotation step or the conjugation).
+    Galois {
+        /// The Galois element `g` (`5^step mod 2N`, or `2N - 1` for the conjugation).
+        element: u64,
+    },
 }

@@ -5,7 +5,7 @@
 //! symmetric ciphertexts are stored and sent as (b, seed): half the size.
 
 use crate::context::Context;
-use crate::error::{CkksError, Result};
+use crate::error::{CkksError, MissingKeyKind, Result};
 use crate::params::SecretDistribution;
 use heloom_math::automorphism::{galois_element_conjugate, galois_element_for_step};
 use heloom_math::sampler::{self, Seed};
@@ -146,11 +146,10 @@ impl<W: Word> EvaluationKeys<W> {
     }
     /// The relinearization key.
     pub fn relin_key(&self) -> Result<&SwitchingKey<W>> {
-        self.relin.as_ref().ok_or_else(|| {
-            CkksError::MissingKey(
-                "no relinearization key; generate evaluation keys with relinearization enabled"
-                    .into(),
-            )
+        self.relin.as_ref().ok_or_else(|| CkksError::MissingKey {
+            key: MissingKeyKind::Relinearization,
+            hint: "no relinearization key; generate evaluation keys with relinearization enabled"
+                .into(),
         })
     }
     /// The Galois key for element `g`, if present.

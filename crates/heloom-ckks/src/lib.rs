@@ -52,7 +52,7 @@ pub use circuits::{evaluate_polynomial_with, LinearTransform, PolyBasis};
 pub use context::Context;
 pub use encoder::Encoder;
 pub use encrypt::{Decryptor, Encryptor};
-pub use error::{CkksError, Result};
+pub use error::{CkksError, MissingKeyKind, Result};
 pub use evaluator::Evaluator;
 pub use heloom_pool::Threads;
 pub use keys::{

@@ -261,7 +261,16 @@ fn rotations<W: Word>(s: &Setup<W>) {
     check(s, &rs, &want, 64.0 * s.bound, "rotate and sum");
     // a step without a key is a clear error
     match s.ev.rotate(&a, 5) {
-        Err(CkksError::MissingKey(msg)) => assert!(msg.contains("rotation step 5"), "{msg}"),
+        Err(CkksError::MissingKey {
+            key: MissingKeyKind::Galois { element },
+            hint,
+        }) => {
+            assert_eq!(
+                element,
+                heloom_math::automorphism::galois_element_for_step(s.ctx.n(), 5)
+            );
+            assert!(hint.contains("rotation step 5"), "{hint}")
+        }
         other => panic!("expected MissingKey, got {other:?}"),
     }
 }
@@ -383,7 +392,7 @@ fn bad_inputs<W: Word>(s: &Setup<W>) {
     let m = bare.multiply(&a, &a).unwrap();
     assert!(matches!(
         bare.relinearize(&m),
-        Err(CkksError::MissingKey(_))
+        Err(CkksError::MissingKey { .. })
     ));
     // multiply of an unrelinearized ciphertext
     assert!(s.ev.multiply(&m, &a).is_err());

@@ -4,6 +4,7 @@ use thiserror::Error;
 
 /// Everything the device layer can refuse or detect.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum DeviceError {
     /// The device cannot be used on this machine (no kernel support, no GPU, no AES-NI, ...).
     #[error("device `{device}` is not available here: {reason}. {hint}")]

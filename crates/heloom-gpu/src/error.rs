@@ -4,6 +4,7 @@ use thiserror::Error;
 
 /// Everything the GPU backend can refuse or fail with.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum GpuError {
     /// No usable CUDA driver or device: the message says what is missing and what to do.
     #[error("no GPU available: {0}")]

@@ -62,9 +62,10 @@ impl<W: GpuWord> PolyOps for GpuContext<W> {
         if a.size() == 2 {
             return Ok(a.clone());
         }
-        Err(CkksError::MissingKey(
-            "relinearization on the GPU needs the keys: use a GpuEvaluator".into(),
-        ))
+        Err(CkksError::MissingKey {
+            key: heloom_ckks::MissingKeyKind::Relinearization,
+            hint: "relinearization on the GPU needs the keys: use a GpuEvaluator".into(),
+        })
     }
     fn rescale(&self, a: &Self::Ct) -> Result<Self::Ct> {
         GpuContext::rescale(self, a).map_err(to_ckks)

@@ -6,6 +6,7 @@ use crate::backend::Backend;
 ///
 /// Each message names the problem and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MathError {
     /// The ring degree is not a power of two in the supported range.
     #[error("ring degree N = {n} is not supported: N must be a power of two from 2^{min_log} to 2^{max_log}")]

@@ -120,7 +120,7 @@ pub fn to_py(e: CkksError) -> PyErr {
         | CkksError::ParameterMismatch(_) => ParameterError::new_err(msg),
         CkksError::ScaleMismatch(_) => ScaleError::new_err(msg),
         CkksError::OutOfLevels(_) => LevelError::new_err(msg),
-        CkksError::MissingKey(_) => MissingKeyError::new_err(msg),
+        CkksError::MissingKey { .. } => MissingKeyError::new_err(msg),
         CkksError::InvalidInput(_) => input_error(msg),
         CkksError::Format(_) => FormatError::new_err(msg),
         // The arithmetic layer's errors, and any kind added to heloom-ckks later.

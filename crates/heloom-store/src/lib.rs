@@ -223,6 +223,7 @@ pub struct StoreStats {
 
 /// Errors of a [`Store`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The key is not in the store.
     #[error("key {0:#x} is not in the store")]

@@ -13,7 +13,7 @@
 
 use crate::ciphertext::{Ciphertext, Plaintext};
 use crate::context::Context;
-use crate::error::{CkksError, Result};
+use crate::error::{CkksError, MissingKeyKind, Result};
 use crate::keys::{EvaluationKeys, SwitchingKey};
 use crate::keyswitch::Finish;
 use heloom_math::automorphism::{
@@ -161,11 +161,11 @@ impl<W: Word> Evaluator<W> {
     }
 
     fn keys(&self) -> Result<&EvaluationKeys<W>> {
-        self.keys.as_deref().ok_or_else(|| {
-            CkksError::MissingKey(
+        self.keys.as_deref().ok_or_else(|| CkksError::MissingKey {
+            key: MissingKeyKind::EvaluationKeys,
+            hint:
                 "this evaluator has no evaluation keys; build it with the key set's evaluation_keys"
                     .into(),
-            )
         })
     }
 

@@ -6,9 +6,12 @@ use super::*;
 impl<W: Word> Evaluator<W> {
     pub(super) fn galois_key(&self, g: u64, what: &str) -> Result<&SwitchingKey<W>> {
         self.keys()?.galois_key(g).ok_or_else(|| {
-            CkksError::MissingKey(format!(
-                "no Galois key for {what} (element {g}); generate keys with it (e.g. keygen(rotations=[...]) or conjugate=True)"
-            ))
+            CkksError::MissingKey {
+                key: MissingKeyKind::Galois { element: g },
+                hint: format!(
+                    "no Galois key for {what} (element {g}); generate keys with it (e.g. keygen(rotations=[...]) or conjugate=True)"
+                ),
+            }
         })
     }
 

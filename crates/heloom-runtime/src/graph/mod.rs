@@ -197,6 +197,7 @@ pub struct Task {
 
 /// Errors from building or running a graph.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GraphError {
     /// The CKKS layer refused an operation (levels, scales, keys, ...).
     #[error(transparent)]

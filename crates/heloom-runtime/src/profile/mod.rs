@@ -62,6 +62,7 @@ const BUILTIN_NAMES: &[&str] = &[XEON_PHI];
 
 /// What can go wrong loading, saving or measuring a profile.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ProfileError {
     /// `load` got a name that is neither a built-in profile nor an existing file.
     #[error("unknown profile `{name}`: not a built-in profile (built-ins: {builtins}) and no file at that path")]
