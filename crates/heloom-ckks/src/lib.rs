@@ -16,6 +16,10 @@
 //! - [`serialize`]: a versioned, checked binary format (bit-packed limbs, seeded halves) for
 //!   parameters, keys (not the secret key), ciphertexts and plaintexts.
 //!
+//! Naming: a `_with` suffix always means "with a thread budget" (`key_switch_with`,
+//! `mod_down_with`); a function generic over a [`PolyOps`] backend ends in `_on`
+//! (`evaluate_polynomial_on`, `polyops::align_on`).
+//!
 //! ```
 //! use heloom_ckks::*;
 //! let params = CkksParameters::new(1 << 13, 2, 40, 64)?;
@@ -48,7 +52,7 @@ pub mod serialize;
 pub mod spill;
 
 pub use ciphertext::{Ciphertext, Plaintext};
-pub use circuits::{evaluate_polynomial_with, LinearTransform, PolyBasis};
+pub use circuits::{evaluate_polynomial_on, LinearTransform, PolyBasis};
 pub use context::Context;
 pub use encoder::Encoder;
 pub use encrypt::{Decryptor, Encryptor};

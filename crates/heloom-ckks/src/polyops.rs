@@ -1,6 +1,6 @@
 //! The operations circuits are written against ([`PolyOps`]), implemented by the CPU
 //! [`Evaluator`], the runtime's task-graph builder and the GPU evaluator, and the scale
-//! alignment rule every backend shares ([`align_with`], [`set_scale_by_rescale_with`]), so
+//! alignment rule every backend shares ([`align_on`], [`set_scale_by_rescale_on`]), so
 //! their results agree word for word.
 
 use crate::ciphertext::Ciphertext;
@@ -114,9 +114,9 @@ pub fn scales_match(moduli: &[u64], a: f64, b: f64) -> bool {
 
 /// Brings two ciphertexts to one level and one scale on any backend: equal scales drop to the
 /// lower level; otherwise the one at the higher level is moved to the other's level and scale
-/// with [`set_scale_by_rescale_with`]. The CPU evaluator and accelerators share this rule, so
+/// with [`set_scale_by_rescale_on`]. The CPU evaluator and accelerators share this rule, so
 /// their results agree word for word.
-pub fn align_with<O: PolyOps>(ops: &O, a: &O::Ct, b: &O::Ct) -> Result<(O::Ct, O::Ct)> {
+pub fn align_on<O: PolyOps>(ops: &O, a: &O::Ct, b: &O::Ct) -> Result<(O::Ct, O::Ct)> {
     let (sa, sb) = (ops.scale_of(a), ops.scale_of(b));
     let (la, lb) = (ops.level_of(a), ops.level_of(b));
     if scales_match(ops.moduli(), sa, sb) {
@@ -135,7 +135,7 @@ pub fn align_with<O: PolyOps>(ops: &O, a: &O::Ct, b: &O::Ct) -> Result<(O::Ct, O
             sb.log2()
         )));
     }
-    let moved = set_scale_by_rescale_with(ops, hi, ops.level_of(lo), ops.scale_of(lo))?;
+    let moved = set_scale_by_rescale_on(ops, hi, ops.level_of(lo), ops.scale_of(lo))?;
     Ok(if swapped {
         (lo.clone(), moved)
     } else {
@@ -146,7 +146,7 @@ pub fn align_with<O: PolyOps>(ops: &O, a: &O::Ct, b: &O::Ct) -> Result<(O::Ct, O
 /// Moves `ct` to `level` (below its own) with scale `target` on any backend, by multiplying by
 /// an integer constant one level above `level` and rescaling. Errors when that constant would
 /// be too small to hit `target` within [`scale_tolerance`].
-pub fn set_scale_by_rescale_with<O: PolyOps>(
+pub fn set_scale_by_rescale_on<O: PolyOps>(
     ops: &O,
     ct: &O::Ct,
     level: usize,

@@ -10,7 +10,7 @@ pub mod lintrans;
 pub mod polynomial;
 
 pub use lintrans::LinearTransform;
-pub use polynomial::{evaluate_polynomial_with, PolyBasis};
+pub use polynomial::{evaluate_polynomial_on, PolyBasis};
 
 use crate::ciphertext::Ciphertext;
 use crate::error::Result;

@@ -97,13 +97,13 @@ impl<W: Word> Evaluator<W> {
         coeffs: &[f64],
         basis: PolyBasis,
     ) -> Result<Ciphertext<W>> {
-        evaluate_polynomial_with(self, ct, coeffs, basis)
+        evaluate_polynomial_on(self, ct, coeffs, basis)
     }
 }
 
 /// [`Evaluator::evaluate_polynomial`] on any [`PolyOps`]: with an evaluator it computes, with
 /// a graph builder it records the same operations.
-pub fn evaluate_polynomial_with<E: PolyOps>(
+pub fn evaluate_polynomial_on<E: PolyOps>(
     e: &E,
     ct: &E::Ct,
     coeffs: &[f64],

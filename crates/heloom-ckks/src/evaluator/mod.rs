@@ -255,7 +255,7 @@ impl<W: Word> Evaluator<W> {
     }
 
     /// Brings two ciphertexts to one level and one scale (see the module docs and
-    /// [`crate::polyops::align_with`]).
+    /// [`crate::polyops::align_on`]).
     pub fn align(
         &self,
         a: &Ciphertext<W>,
@@ -263,19 +263,19 @@ impl<W: Word> Evaluator<W> {
     ) -> Result<(Ciphertext<W>, Ciphertext<W>)> {
         self.check(a)?;
         self.check(b)?;
-        crate::polyops::align_with(self, a, b)
+        crate::polyops::align_on(self, a, b)
     }
 
     /// Moves `ct` to `level` (below its own) with scale `target`, by multiplying by an integer
     /// constant one level above `level` and rescaling (see
-    /// [`crate::polyops::set_scale_by_rescale_with`]).
+    /// [`crate::polyops::set_scale_by_rescale_on`]).
     pub fn set_scale_by_rescale(
         &self,
         ct: &Ciphertext<W>,
         level: usize,
         target: f64,
     ) -> Result<Ciphertext<W>> {
-        crate::polyops::set_scale_by_rescale_with(self, ct, level, target)
+        crate::polyops::set_scale_by_rescale_on(self, ct, level, target)
     }
 
     // ----- additive -----

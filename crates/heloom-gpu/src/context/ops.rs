@@ -69,7 +69,7 @@ impl<W: GpuWord> GpuContext<W> {
     }
 
     /// Brings two ciphertexts to one level and one scale by the CPU evaluator's rule
-    /// ([`heloom_ckks::polyops::align_with`]), so results agree word for word.
+    /// ([`heloom_ckks::polyops::align_on`]), so results agree word for word.
     pub fn align(
         &self,
         a: &GpuCiphertext<W>,
@@ -77,18 +77,18 @@ impl<W: GpuWord> GpuContext<W> {
     ) -> Result<(GpuCiphertext<W>, GpuCiphertext<W>)> {
         self.check_ct(a)?;
         self.check_ct(b)?;
-        Ok(heloom_ckks::polyops::align_with(self, a, b)?)
+        Ok(heloom_ckks::polyops::align_on(self, a, b)?)
     }
 
     /// Moves `ct` to `level` (below its own) with scale `target`: an integer multiple one level
-    /// above, then a rescale ([`heloom_ckks::polyops::set_scale_by_rescale_with`]).
+    /// above, then a rescale ([`heloom_ckks::polyops::set_scale_by_rescale_on`]).
     pub fn set_scale_by_rescale(
         &self,
         ct: &GpuCiphertext<W>,
         level: usize,
         target: f64,
     ) -> Result<GpuCiphertext<W>> {
-        Ok(heloom_ckks::polyops::set_scale_by_rescale_with(
+        Ok(heloom_ckks::polyops::set_scale_by_rescale_on(
             self, ct, level, target,
         )?)
     }

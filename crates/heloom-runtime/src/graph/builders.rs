@@ -16,7 +16,7 @@ pub fn polynomial_graph(
 ) -> Result<TaskGraph> {
     let b = GraphBuilder::new(name, moduli);
     let x = b.input(level, scale)?;
-    let y = evaluate_polynomial_with(&b, &x, coeffs, basis)?;
+    let y = evaluate_polynomial_on(&b, &x, coeffs, basis)?;
     b.finish(&[y])
 }
 

@@ -20,7 +20,7 @@
 
 use crate::cost::{CostModel, SplitCost};
 use crate::ops::OpKind;
-use heloom_ckks::{evaluate_polynomial_with, CkksError, PolyBasis, PolyOps};
+use heloom_ckks::{evaluate_polynomial_on, CkksError, PolyBasis, PolyOps};
 use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
