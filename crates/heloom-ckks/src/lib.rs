@@ -4,11 +4,12 @@
 //! Song 2018) on heloom's arithmetic layer, for 64-bit words and bit-reduced 32-bit words.
 //!
 //! - [`params`]: parameter sets, checked against the HE standard's [`security`] table.
-//! - [`context`]: everything precomputed from the parameters; encoding at any level and scale.
-//! - [`keys`]: secret, public, relinearization and Galois keys (seeded, compressible).
-//! - [`encrypt`]: public- and secret-key encryption, decryption.
-//! - [`evaluator`]: arithmetic, rescaling, rotations (hoisted), conjugation.
-//! - [`keyswitch`]: hybrid key switching behind relinearization and rotations.
+//! - [`Context`]: everything precomputed from the parameters; encoding at any level and scale.
+//! - [`keygen`] / [`KeyGenerator`]: secret, public, relinearization and Galois keys (seeded,
+//!   compressible).
+//! - [`Encryptor`] / [`Decryptor`]: public- and secret-key encryption, decryption.
+//! - [`Evaluator`]: arithmetic, rescaling, rotations (hoisted), conjugation; hybrid key
+//!   switching behind relinearization and rotations ([`Context::key_switch`]).
 //! - [`polyops`]: the operations circuits are written against ([`PolyOps`]), shared by the CPU
 //!   evaluator, the runtime's graph builder and the GPU; the scale-alignment rule.
 //! - [`circuits`]: polynomial evaluation and linear transforms (baby-step giant-step).
@@ -36,20 +37,20 @@
 //! ```
 
 pub mod accel;
-pub mod ciphertext;
+mod ciphertext;
 pub mod circuits;
-pub mod context;
-pub mod encoder;
-pub mod encrypt;
-pub mod error;
-pub mod evaluator;
-pub mod keys;
-pub mod keyswitch;
+mod context;
+mod encoder;
+mod encrypt;
+mod error;
+mod evaluator;
+mod keys;
+mod keyswitch;
 pub mod params;
 pub mod polyops;
 pub mod security;
 pub mod serialize;
-pub mod spill;
+mod spill;
 
 pub use ciphertext::{Ciphertext, Plaintext};
 pub use circuits::{evaluate_polynomial_on, LinearTransform, PolyBasis};
@@ -59,6 +60,7 @@ pub use encrypt::{Decryptor, Encryptor};
 pub use error::{CkksError, MissingKeyKind, Result};
 pub use evaluator::Evaluator;
 pub use heloom_pool::Threads;
+pub use keyswitch::Decomposed;
 pub use keys::{
     keygen, EvaluationKeys, KeyGenerator, KeyRole, KeySet, PublicKey, SecretKey, SwitchingKey,
 };

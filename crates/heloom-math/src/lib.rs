@@ -3,14 +3,16 @@
 //! The arithmetic layer of heloom: everything above it (CKKS, the scheduler, the GPU backend)
 //! spends most of its time here.
 //!
-//! - [`modulus`]: Barrett, Shoup and Montgomery modular arithmetic behind one [`Word`] trait,
+//! - [`Modulus`]: Barrett, Shoup and Montgomery modular arithmetic behind one [`Word`] trait,
 //!   for 64-bit words (primes up to 61 bits) and bit-reduced 32-bit words (primes up to 31 bits).
 //! - [`primes`]: NTT-friendly primes and primitive roots.
 //! - [`ntt`]: negacyclic NTT and inverse, N = 2^4 .. 2^17.
 //! - [`eltwise`]: element-wise kernels on slices.
-//! - [`poly`]: RNS polynomials (limbs x N, 64-byte aligned) and the basis that operates on them.
+//! - [`RnsPoly`], [`RnsBasis`]: RNS polynomials (limbs x N, 64-byte aligned) and the basis that
+//!   operates on them.
 //! - [`backend`]: scalar, AVX2, AVX-512 and AVX-512 IFMA backends chosen at run time.
 //! - [`rns`]: fast (approximate) RNS base conversion for hybrid key switching.
+//! - [`scaling`]: exact RNS scaling: rescale (divide-and-round by the last prime) and mod-down.
 //! - [`sampler`]: ternary, sparse ternary and discrete Gaussian samplers, and uniform
 //!   polynomials expanded from a seed with ChaCha20.
 //! - [`automorphism`]: Galois automorphisms `X -> X^g` in coefficient and NTT form.
@@ -31,16 +33,16 @@
 pub mod automorphism;
 pub mod backend;
 pub mod eltwise;
-pub mod error;
+mod error;
 pub mod kernels;
-pub mod modulus;
+mod modulus;
 pub mod ntt;
-pub mod poly;
+mod poly;
 pub mod primes;
 pub mod rns;
 pub mod sampler;
 pub mod scaling;
-pub mod word;
+mod word;
 
 pub use automorphism::NttPermutation;
 pub use backend::{Backend, BackendChoice};
