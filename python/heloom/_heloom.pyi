@@ -199,7 +199,9 @@ class CkksParameters:
         """Standard deviation of the error distribution."""
     @property
     def backend(self) -> str:
-        """SIMD backend the kernels run on."""
+        """The SIMD backend a ``Context`` picks for these parameters on this CPU (the fastest that
+        runs their primes); ``Context(params, backend=...)`` chooses another and
+        ``Context.backend`` says which one runs."""
     @property
     def fingerprint(self) -> int:
         """Fingerprint of (N, word size, primes, dnum): objects made for different
@@ -221,9 +223,14 @@ class Context:
     decrypts, encodes, decodes, generates keys and makes evaluators. Objects of contexts with
     equal parameters can be mixed; objects of different parameters raise ParameterError."""
 
-    def __new__(cls, params: CkksParameters) -> Context:
+    def __new__(cls, params: CkksParameters, backend: str | None = None) -> Context:
         """Precomputes everything for ``params`` (NTT tables, RNS bases, key-switching
-        converters, the encoder)."""
+        converters, the encoder) on the fastest SIMD backend of this CPU, or on ``backend``
+        (``"scalar"``, ``"avx2"``, ``"avx512"``, ``"avx512-ifma"``): an execution choice, so
+        objects move freely between contexts of equal parameters on different backends."""
+    @property
+    def backend(self) -> str:
+        """The SIMD backend the kernels of this context run on."""
     @property
     def params(self) -> CkksParameters:
         """The parameters."""

@@ -33,6 +33,19 @@ def test_defaults_64() -> None:
     assert p.sigma == pytest.approx(3.2, abs=0.1)
     assert isinstance(p.backend, str)
     assert p.backend
+    # The backend is the context's choice: the default one, or scalar on request; objects move
+    # between them (same parameters, same fingerprint) and decrypt the same.
+    fast = heloom.Context(p)
+    assert fast.backend == p.backend
+    slow = heloom.Context(p, backend="scalar")
+    assert slow.backend == "scalar"
+    keys = fast.keygen()
+    ct = fast.encrypt([0.5, -0.25], keys.public_key)
+    moved = heloom.Ciphertext.from_bytes(slow, ct.to_bytes())
+    got = slow.decrypt(moved, keys.secret_key, real=True)[:2]
+    assert got == pytest.approx([0.5, -0.25], abs=1e-6)
+    with pytest.raises(heloom.HeloomError, match="backend"):
+        heloom.Context(p, backend="neon")
     assert isinstance(p.fingerprint, int)
 
 

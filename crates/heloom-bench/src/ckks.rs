@@ -470,7 +470,7 @@ fn config_info(fam: &Family, log_n: u32, shape: &str, p: &CkksParameters, vs: bo
         max_log_qp: security::max_log_qp(n, SecurityLevel::Bits128),
         dnum: p.dnum(),
         alpha: p.alpha(),
-        backend: p.backend().name().to_string(),
+        backend: p.auto_backend().name().to_string(),
         scale_bits: p.scale().log2(),
         seal_set: vs.then(|| format!("n{log_n}-{}", fam.seal_family)),
         same_as: None,

@@ -284,7 +284,7 @@ fn set_info(p: &CkksParameters) -> SetInfo {
         dnum: p.dnum(),
         alpha: p.alpha(),
         scale_bits: SCALE_BITS,
-        backend: p.backend().name(),
+        backend: p.auto_backend().name(),
     }
 }
 

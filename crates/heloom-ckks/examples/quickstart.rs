@@ -16,7 +16,9 @@ fn main() -> Result<()> {
         .scale_bits(40)
         .build()?;
     println!("{params}");
+    // The SIMD backend is the context's choice: the fastest this CPU runs (or Context::with_backend).
     let ctx = Context::<u64>::new(params)?;
+    println!("backend: {}", ctx.backend());
 
     // Client: keys (Galois keys for a rotation by 1), encryption.
     let keys = keygen(&ctx, &[1], true)?;

@@ -8,7 +8,7 @@ use crate::params::CkksParameters;
 use heloom_math::automorphism::NttPermutation;
 use heloom_math::rns::BasisConverter;
 use heloom_math::scaling::{ModDown, Rescaler};
-use heloom_math::{BackendChoice, Form, Modulus, RnsBasis, RnsPoly, Word};
+use heloom_math::{Backend, BackendChoice, Form, Modulus, RnsBasis, RnsPoly, Word};
 use num_complex::Complex64;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -32,8 +32,16 @@ pub struct Context<W: Word> {
 }
 
 impl<W: Word> Context<W> {
-    /// Precomputes everything for `params`. Errors when `params.word_bits()` differs from `W`.
+    /// Precomputes everything for `params` on the fastest SIMD backend this CPU has for their
+    /// primes. Errors when `params.word_bits()` differs from `W`.
     pub fn new(params: CkksParameters) -> Result<Arc<Self>> {
+        Self::with_backend(params, BackendChoice::Auto)
+    }
+
+    /// [`Self::new`] on a chosen SIMD backend: an execution choice, not part of the parameters
+    /// (objects move freely between contexts of equal parameters on different backends).
+    /// Errors when the backend cannot run here or cannot run these primes.
+    pub fn with_backend(params: CkksParameters, backend: BackendChoice) -> Result<Arc<Self>> {
         if params.word_bits() != W::BITS {
             return Err(CkksError::InvalidParameters(format!(
                 "parameters are for {}-bit words but the context was built for {}-bit words",
@@ -50,7 +58,7 @@ impl<W: Word> Context<W> {
             .chain(params.special_moduli())
             .copied()
             .collect();
-        let full = RnsBasis::<W>::with_backend(n, &all, BackendChoice::Force(params.backend()))?;
+        let full = RnsBasis::<W>::with_backend(n, &all, backend)?;
         let num_q = big_l + 1;
         let special_idx: Vec<usize> = (num_q..num_q + alpha).collect();
         let mut q = Vec::with_capacity(num_q);
@@ -116,6 +124,10 @@ impl<W: Word> Context<W> {
     /// The parameters.
     pub fn params(&self) -> &CkksParameters {
         &self.params
+    }
+    /// The SIMD backend the kernels run on.
+    pub fn backend(&self) -> Backend {
+        self.full.backend()
     }
     /// Ring degree N.
     pub fn n(&self) -> usize {

@@ -60,10 +60,10 @@ pub use encrypt::{Decryptor, Encryptor};
 pub use error::{CkksError, MissingKeyKind, Result};
 pub use evaluator::Evaluator;
 pub use heloom_pool::Threads;
-pub use keyswitch::Decomposed;
 pub use keys::{
     keygen, EvaluationKeys, KeyGenerator, KeyRole, KeySet, PublicKey, SecretKey, SwitchingKey,
 };
+pub use keyswitch::Decomposed;
 pub use num_complex::Complex64;
 pub use params::{CkksParameters, ParametersBuilder, SecretDistribution};
 pub use polyops::PolyOps;

@@ -4,7 +4,7 @@
 use crate::error::{CkksError, Result};
 use crate::security::{self, SecurityLevel};
 use heloom_math::primes;
-use heloom_math::{Backend, BackendChoice};
+use heloom_math::BackendChoice;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -35,7 +35,6 @@ pub struct CkksParameters {
     security: SecurityLevel,
     secret: SecretDistribution,
     sigma: f64,
-    backend: Backend,
     fingerprint: u64,
 }
 
@@ -53,7 +52,6 @@ pub struct ParametersBuilder {
     word_bits: u32,
     security: SecurityLevel,
     secret: SecretDistribution,
-    backend: BackendChoice,
 }
 
 impl ParametersBuilder {
@@ -110,11 +108,6 @@ impl ParametersBuilder {
     /// Secret-key distribution. Default uniform ternary.
     pub fn secret(mut self, secret: SecretDistribution) -> Self {
         self.secret = secret;
-        self
-    }
-    /// Forces a SIMD backend (default: the fastest one this CPU has for the chosen primes).
-    pub fn backend(mut self, backend: BackendChoice) -> Self {
-        self.backend = backend;
         self
     }
 
@@ -277,7 +270,6 @@ impl CkksParameters {
             word_bits: 64,
             security: SecurityLevel::Bits128,
             secret: SecretDistribution::Ternary,
-            backend: BackendChoice::Auto,
         }
     }
 
@@ -437,7 +429,6 @@ impl CkksParameters {
             2f64.powi(b.scale_bits as i32),
             b.security,
             b.secret,
-            b.backend,
         )
     }
 
@@ -498,21 +489,11 @@ impl CkksParameters {
                 )));
             }
         }
-        Self::assemble(
-            n,
-            word_bits,
-            moduli,
-            special,
-            dnum,
-            scale,
-            security,
-            secret,
-            BackendChoice::Auto,
-        )
+        Self::assemble(n, word_bits, moduli, special, dnum, scale, security, secret)
     }
 
     /// The last step of both constructors: the exact security check on the generated primes,
-    /// the backend, the fingerprint.
+    /// that the primes fit the word size, the fingerprint.
     #[allow(clippy::too_many_arguments)]
     fn assemble(
         n: usize,
@@ -523,7 +504,6 @@ impl CkksParameters {
         scale: f64,
         security: SecurityLevel,
         secret: SecretDistribution,
-        backend: BackendChoice,
     ) -> Result<Self> {
         let log_qp: f64 = moduli
             .iter()
@@ -546,7 +526,8 @@ impl CkksParameters {
             .map(|q| 64 - q.leading_zeros())
             .max()
             .unwrap_or(max_prime_bits(word_bits));
-        let backend = backend.resolve(word_bits, all_bits)?;
+        // Some backend of this build runs these primes (the one used is chosen per context).
+        BackendChoice::Auto.resolve(word_bits, all_bits)?;
         let mut p = CkksParameters {
             n,
             word_bits,
@@ -557,7 +538,6 @@ impl CkksParameters {
             security,
             secret,
             sigma: heloom_math::sampler::DEFAULT_SIGMA,
-            backend,
             fingerprint: 0,
         };
         p.fingerprint = p.compute_fingerprint();
@@ -643,10 +623,6 @@ impl CkksParameters {
     pub fn sigma(&self) -> f64 {
         self.sigma
     }
-    /// SIMD backend the kernels run on.
-    pub fn backend(&self) -> Backend {
-        self.backend
-    }
     /// log2 of the ciphertext modulus at the top level.
     pub fn log_q(&self) -> f64 {
         self.moduli.iter().map(|&q| (q as f64).log2()).sum()
@@ -655,6 +631,22 @@ impl CkksParameters {
     pub fn log_qp(&self) -> f64 {
         self.log_q() + self.special.iter().map(|&q| (q as f64).log2()).sum::<f64>()
     }
+    /// The SIMD backend [`crate::Context::new`] picks for these parameters on this CPU (the
+    /// fastest one that runs their primes); [`crate::Context::with_backend`] chooses another.
+    pub fn auto_backend(&self) -> heloom_math::Backend {
+        let bits = self
+            .moduli
+            .iter()
+            .chain(&self.special)
+            .map(|q| 64 - q.leading_zeros())
+            .max()
+            .unwrap_or(max_prime_bits(self.word_bits));
+        // Checked when the parameters were built: some backend runs these primes.
+        BackendChoice::Auto
+            .resolve(self.word_bits, bits)
+            .unwrap_or(heloom_math::Backend::Scalar)
+    }
+
     /// Fingerprint of (N, word size, primes, dnum): every key, ciphertext and plaintext carries
     /// it, so objects of different parameter sets are never mixed.
     pub fn fingerprint(&self) -> u64 {
@@ -713,11 +705,7 @@ impl fmt::Display for CkksParameters {
             f,
             "  security           {sec} (HE standard, ternary secret)"
         )?;
-        writeln!(
-            f,
-            "  word size          {}-bit ({} backend)",
-            self.word_bits, self.backend
-        )
+        writeln!(f, "  word size          {}-bit", self.word_bits)
     }
 }
 

@@ -587,3 +587,43 @@ fn short_vectors_are_zero_padded() {
     want[0] = 2.0 * x[0];
     check(&s, &m, &want, s.bound, "multiply short");
 }
+
+/// The backend is a context's choice: contexts of the same parameters on every backend this
+/// CPU runs compute the same ciphertexts, word for word (modular arithmetic is exact), and
+/// objects move between them.
+#[test]
+fn every_backend_computes_the_same_ciphertexts() {
+    let p = CkksParameters::builder(1 << 12)
+        .levels(2)
+        .scale_bits(30)
+        .security(SecurityLevel::None)
+        .build()
+        .unwrap();
+    let base = Context::<u64>::with_backend(
+        p.clone(),
+        heloom_math::BackendChoice::Force(heloom_math::Backend::Scalar),
+    )
+    .unwrap();
+    assert_eq!(base.backend(), heloom_math::Backend::Scalar);
+    assert_eq!(
+        Context::<u64>::new(p.clone()).unwrap().backend(),
+        p.auto_backend()
+    );
+    let keys = keygen(&base, &[1], true).unwrap();
+    let ek = Arc::new(keys.evaluation_keys.clone());
+    let x = rand_vec(21, 2048);
+    let ct = Encryptor::new(&base).encrypt(&x, &keys.public_key).unwrap();
+    let run = |ctx: &Arc<Context<u64>>| {
+        let ev = Evaluator::new(ctx, Arc::clone(&ek)).unwrap();
+        let ct = Ciphertext::from_bytes(ctx, &ct.to_bytes()).unwrap();
+        let m = ev.multiply_relin_rescale(&ct, &ct).unwrap();
+        ev.rotate(&m, 1).unwrap().to_bytes()
+    };
+    let want = run(&base);
+    for b in heloom_math::Backend::available() {
+        let ctx =
+            Context::<u64>::with_backend(p.clone(), heloom_math::BackendChoice::Force(b)).unwrap();
+        assert_eq!(ctx.backend(), b);
+        assert_eq!(run(&ctx), want, "backend {b}");
+    }
+}

@@ -11,6 +11,7 @@ use heloom_ckks::{
     Evaluator, Plaintext, PublicKey, SecretKey,
 };
 use heloom_math::automorphism::{galois_element_conjugate, galois_element_for_step};
+use heloom_math::{Backend, BackendChoice};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -120,20 +121,39 @@ fn make_ciphertext(shared: &Arc<Shared>, ct: CtW, ev: Option<EvW>) -> PyCipherte
 #[pymethods]
 impl PyContext {
     /// Precomputes everything for ``params`` (NTT tables, RNS bases, key-switching
-    /// converters, the encoder).
+    /// converters, the encoder) on the fastest SIMD backend of this CPU, or on ``backend``
+    /// (``"scalar"``, ``"avx2"``, ``"avx512"``, ``"avx512-ifma"``): an execution choice, so
+    /// objects move freely between contexts of equal parameters on different backends.
     #[new]
-    fn new(py: Python<'_>, params: &PyCkksParameters) -> PyResult<Self> {
+    #[pyo3(signature = (params, backend=None))]
+    fn new(py: Python<'_>, params: &PyCkksParameters, backend: Option<&str>) -> PyResult<Self> {
         let p = params.p.clone();
+        let choice = match backend {
+            None => BackendChoice::Auto,
+            Some(name) => BackendChoice::Force(
+                name.parse::<Backend>()
+                    .map_err(|e| to_py(heloom_ckks::CkksError::from(e)))?,
+            ),
+        };
         let ctx = nogil(py, move || {
             Ok(if p.word_bits() == 32 {
-                Words::W32(Context::<u32>::new(p)?)
+                Words::W32(Context::<u32>::with_backend(p, choice)?)
             } else {
-                Words::W64(Context::<u64>::new(p)?)
+                Words::W64(Context::<u64>::with_backend(p, choice)?)
             })
         })?;
         Ok(Self {
             shared: Arc::new(Shared::new(ctx)),
         })
+    }
+
+    /// The SIMD backend the kernels of this context run on.
+    #[getter]
+    fn backend(&self) -> String {
+        match &self.shared.ctx {
+            Words::W32(c) => c.backend().to_string(),
+            Words::W64(c) => c.backend().to_string(),
+        }
     }
 
     /// The parameters.

@@ -220,10 +220,12 @@ impl PyCkksParameters {
         self.p.sigma()
     }
 
-    /// SIMD backend the kernels run on.
+    /// The SIMD backend a ``Context`` picks for these parameters on this CPU (the fastest that
+    /// runs their primes); ``Context(params, backend=...)`` chooses another and
+    /// ``Context.backend`` says which one runs.
     #[getter]
     fn backend(&self) -> String {
-        self.p.backend().to_string()
+        self.p.auto_backend().to_string()
     }
 
     /// Fingerprint of (N, word size, primes, dnum): objects made for different fingerprints are

@@ -422,7 +422,7 @@ pub(super) fn measure<W: Word>(
             params.special_moduli().len(),
             bits.join(","),
             params.dnum(),
-            params.backend(),
+            params.auto_backend(),
             cfg.reps
         ),
     );
