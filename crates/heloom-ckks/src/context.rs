@@ -171,9 +171,12 @@ impl<W: Word> Context<W> {
     /// Division by `q_level` (for `level >= 1`).
     pub(crate) fn rescaler(&self, level: usize) -> Result<&Rescaler<W>> {
         if level == 0 {
-            return Err(CkksError::OutOfLevels(
-                "cannot rescale at level 0: no prime left to divide by; use more levels".into(),
-            ));
+            return Err(CkksError::OutOfLevels {
+                level: 0,
+                needed: 1,
+                hint: "cannot rescale at level 0: no prime left to divide by; use more levels"
+                    .into(),
+            });
         }
         self.rescalers
             .get(level - 1)
@@ -221,10 +224,14 @@ impl<W: Word> Context<W> {
     }
 
     pub(crate) fn level_error(&self, level: usize) -> CkksError {
-        CkksError::OutOfLevels(format!(
-            "level {level} does not exist; these parameters have levels 0..={}",
-            self.max_level()
-        ))
+        CkksError::OutOfLevels {
+            level: self.max_level(),
+            needed: level,
+            hint: format!(
+                "level {level} does not exist; these parameters have levels 0..={}",
+                self.max_level()
+            ),
+        }
     }
 
     /// The NTT-form permutation of the automorphism `X -> X^g` (cached).

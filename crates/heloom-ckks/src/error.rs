@@ -38,8 +38,16 @@ pub enum CkksError {
     ScaleMismatch(String),
 
     /// The operation needs more levels than the ciphertext has left.
-    #[error("out of levels: {0}")]
-    OutOfLevels(String),
+    #[error("out of levels: {hint}")]
+    OutOfLevels {
+        /// The level there is (of the ciphertext or plaintext, or the highest of the
+        /// parameters when a level that does not exist was asked for).
+        level: usize,
+        /// The level the operation needs.
+        needed: usize,
+        /// What was asked and what to do.
+        hint: String,
+    },
 
     /// A key needed by the operation was not generated.
     #[error("missing key: {hint}")]

@@ -153,17 +153,24 @@ pub fn set_scale_by_rescale_on<O: PolyOps>(
     target: f64,
 ) -> Result<O::Ct> {
     if level >= ops.level_of(ct) {
-        return Err(CkksError::OutOfLevels(format!(
-            "changing the scale needs one level above the target: ciphertext at level {}, target level {level}",
-            ops.level_of(ct)
-        )));
+        return Err(CkksError::OutOfLevels {
+            level: ops.level_of(ct),
+            needed: level + 1,
+            hint: format!(
+                "changing the scale needs one level above the target: ciphertext at level {}, target level {level}",
+                ops.level_of(ct)
+            ),
+        });
     }
     let moduli = ops.moduli();
     let c = ops.drop_to_level(ct, level + 1)?;
     let q = *moduli
         .get(level + 1)
-        .ok_or_else(|| CkksError::OutOfLevels(format!("level {} does not exist", level + 1)))?
-        as f64;
+        .ok_or_else(|| CkksError::OutOfLevels {
+            level: moduli.len().saturating_sub(1),
+            needed: level + 1,
+            hint: format!("level {} does not exist", level + 1),
+        })? as f64;
     let scale = ops.scale_of(&c);
     let k = (target * q / scale).round();
     if k.is_nan() || k < 1.0 || k * scale_tolerance(moduli) < 0.5 || k >= 2f64.powi(62) {

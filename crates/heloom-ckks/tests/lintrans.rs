@@ -260,7 +260,7 @@ fn zero_transform_and_bad_inputs() {
     let high = LinearTransform::new(&ctx, 16, 16, 4, 2, ok, Threads::single()).expect("t");
     assert!(matches!(
         high.apply(&ev, &low),
-        Err(CkksError::OutOfLevels(_))
+        Err(CkksError::OutOfLevels { .. })
     ));
     assert!(t.apply(&ev, &ct).is_err(), "no Galois keys: must fail");
     // The values helper rotates left.

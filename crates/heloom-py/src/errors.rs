@@ -119,7 +119,7 @@ pub fn to_py(e: CkksError) -> PyErr {
         | CkksError::Insecure { .. }
         | CkksError::ParameterMismatch(_) => ParameterError::new_err(msg),
         CkksError::ScaleMismatch(_) => ScaleError::new_err(msg),
-        CkksError::OutOfLevels(_) => LevelError::new_err(msg),
+        CkksError::OutOfLevels { .. } => LevelError::new_err(msg),
         CkksError::MissingKey { .. } => MissingKeyError::new_err(msg),
         CkksError::InvalidInput(_) => input_error(msg),
         CkksError::Format(_) => FormatError::new_err(msg),

@@ -91,10 +91,14 @@ impl<W: Word> LinearTransform<W> {
             ));
         }
         if level == 0 || level > ctx.max_level() {
-            return Err(CkksError::OutOfLevels(format!(
-                "a linear transform uses one level; inputs at level {level} cannot be used (levels 1..={} can)",
-                ctx.max_level()
-            )));
+            return Err(CkksError::OutOfLevels {
+                level,
+                needed: 1,
+                hint: format!(
+                    "a linear transform uses one level; inputs at level {level} cannot be used (levels 1..={} can)",
+                    ctx.max_level()
+                ),
+            });
         }
         // Diagonal g a + b, rotated by -g a for its giant step (HS18, 4.1).
         let mut jobs: Vec<(usize, usize, Vec<f64>)> = Vec::new();
@@ -191,11 +195,15 @@ impl<W: Word> LinearTransform<W> {
             )));
         }
         if v.level() < self.level {
-            return Err(CkksError::OutOfLevels(format!(
-                "the input is at level {}, below the level {} the transform was encoded at; encode it at the input's level",
-                v.level(),
-                self.level
-            )));
+            return Err(CkksError::OutOfLevels {
+                level: v.level(),
+                needed: self.level,
+                hint: format!(
+                    "the input is at level {}, below the level {} the transform was encoded at; encode it at the input's level",
+                    v.level(),
+                    self.level
+                ),
+            });
         }
         let v: Cow<'_, Ciphertext<W>> = if v.level() > self.level {
             Cow::Owned(ev.drop_to_level(v, self.level)?)

@@ -129,9 +129,13 @@ pub fn evaluate_polynomial_on<E: PolyOps>(
     let depth = Evaluator::<u64>::polynomial_depth(degree, basis);
     let level = e.level_of(ct);
     if depth > level {
-        return Err(CkksError::OutOfLevels(format!(
-            "a degree-{degree} polynomial needs {depth} levels but the ciphertext is at level {level}; use more levels or a lower degree"
-        )));
+        return Err(CkksError::OutOfLevels {
+            level,
+            needed: depth,
+            hint: format!(
+                "a degree-{degree} polynomial needs {depth} levels but the ciphertext is at level {level}; use more levels or a lower degree"
+            ),
+        });
     }
     let scale = e.scale_of(ct);
     if degree == 0 {
@@ -258,10 +262,12 @@ fn max_target<E: PolyOps>(e: &E, p: &Powers<E::Ct>, degree: usize, baby: usize) 
     }
     let t = rec(e, p, degree, baby)?;
     if t < 0 {
-        return Err(CkksError::OutOfLevels(format!(
-            "not enough levels for a degree-{degree} polynomial from level {}",
-            e.level_of(p.get(1)?)
-        )));
+        let level = e.level_of(p.get(1)?);
+        return Err(CkksError::OutOfLevels {
+            level,
+            needed: level + t.unsigned_abs() as usize,
+            hint: format!("not enough levels for a degree-{degree} polynomial from level {level}"),
+        });
     }
     Ok(t as usize)
 }

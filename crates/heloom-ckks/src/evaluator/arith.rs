@@ -74,10 +74,14 @@ impl<W: Word> Evaluator<W> {
     pub(super) fn plain_at(&self, pt: &Plaintext<W>, level: usize) -> Result<RnsPoly<W>> {
         self.ctx.check_fingerprint(pt.fingerprint, "plaintext")?;
         if pt.level < level {
-            return Err(CkksError::OutOfLevels(format!(
-                "plaintext at level {} is below the ciphertext's level {level}",
-                pt.level
-            )));
+            return Err(CkksError::OutOfLevels {
+                level: pt.level,
+                needed: level,
+                hint: format!(
+                    "plaintext at level {} is below the ciphertext's level {level}",
+                    pt.level
+                ),
+            });
         }
         Ok(self.ctx.q_basis(level)?.truncate(pt.poly.clone())?)
     }

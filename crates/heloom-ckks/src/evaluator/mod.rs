@@ -205,10 +205,14 @@ impl<W: Word> Evaluator<W> {
     pub fn drop_to_level(&self, ct: &Ciphertext<W>, level: usize) -> Result<Ciphertext<W>> {
         self.check(ct)?;
         if level > ct.level {
-            return Err(CkksError::OutOfLevels(format!(
-                "cannot raise a ciphertext from level {} to {level}; levels only go down",
-                ct.level
-            )));
+            return Err(CkksError::OutOfLevels {
+                level: ct.level,
+                needed: level,
+                hint: format!(
+                    "cannot raise a ciphertext from level {} to {level}; levels only go down",
+                    ct.level
+                ),
+            });
         }
         let basis = self.ctx.q_basis(level)?;
         let polys = ct
@@ -229,9 +233,11 @@ impl<W: Word> Evaluator<W> {
     /// Drops one level.
     pub fn drop_level(&self, ct: &Ciphertext<W>) -> Result<Ciphertext<W>> {
         if ct.level == 0 {
-            return Err(CkksError::OutOfLevels(
-                "ciphertext is already at level 0".into(),
-            ));
+            return Err(CkksError::OutOfLevels {
+                level: 0,
+                needed: 1,
+                hint: "ciphertext is already at level 0".into(),
+            });
         }
         self.drop_to_level(ct, ct.level - 1)
     }

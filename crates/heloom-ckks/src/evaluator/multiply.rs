@@ -85,9 +85,11 @@ impl<W: Word> Evaluator<W> {
     /// ciphertext's scale exactly.
     pub(super) fn mult_scale(&self, level: usize) -> Result<f64> {
         if level == 0 {
-            return Err(CkksError::OutOfLevels(
-                "multiplying by a non-integer constant or vector needs a level to rescale; the ciphertext is at level 0 (use multiply_int for integers)".into(),
-            ));
+            return Err(CkksError::OutOfLevels {
+                level: 0,
+                needed: 1,
+                hint: "multiplying by a non-integer constant or vector needs a level to rescale; the ciphertext is at level 0 (use multiply_int for integers)".into(),
+            });
         }
         Ok(self.ctx.params().moduli()[level] as f64)
     }

@@ -167,9 +167,11 @@ impl<W: GpuWord> GpuContext<W> {
     pub fn multiply_const(&self, ct: &GpuCiphertext<W>, c: f64) -> Result<GpuCiphertext<W>> {
         self.check_ct(ct)?;
         if ct.level == 0 {
-            return Err(GpuError::Ckks(heloom_ckks::CkksError::OutOfLevels(
-                "multiplying by a non-integer constant needs a level to rescale; the ciphertext is at level 0".into(),
-            )));
+            return Err(GpuError::Ckks(heloom_ckks::CkksError::OutOfLevels {
+                level: 0,
+                needed: 1,
+                hint: "multiplying by a non-integer constant needs a level to rescale; the ciphertext is at level 0".into(),
+            }));
         }
         let s = self.ctx.params().moduli()[ct.level] as f64;
         let k = scaled_int(c, s)?;

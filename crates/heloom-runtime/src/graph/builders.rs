@@ -77,11 +77,15 @@ pub fn exp_graph(
 ) -> Result<TaskGraph> {
     let c = exp_coefficients(6);
     if level < variant.depth() {
-        return Err(GraphError::Ckks(CkksError::OutOfLevels(format!(
-            "the e^x job ({}) needs {} levels; the input is at level {level}",
-            variant.name(),
-            variant.depth()
-        ))));
+        return Err(GraphError::Ckks(CkksError::OutOfLevels {
+            level,
+            needed: variant.depth(),
+            hint: format!(
+                "the e^x job ({}) needs {} levels; the input is at level {level}",
+                variant.name(),
+                variant.depth()
+            ),
+        }));
     }
     if variant == ExpVariant::Bsgs {
         return polynomial_graph(variant.name(), moduli, level, scale, &c, PolyBasis::Power);

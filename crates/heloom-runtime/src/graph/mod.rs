@@ -392,8 +392,11 @@ impl GraphBuilder {
         let q = *self
             .moduli
             .get(level + 1)
-            .ok_or_else(|| CkksError::OutOfLevels(format!("no level above {level}")))?
-            as f64;
+            .ok_or_else(|| CkksError::OutOfLevels {
+                level,
+                needed: level + 1,
+                hint: format!("no level above {level}"),
+            })? as f64;
         let big = scale * q;
         let mut acc: Option<Value> = None;
         for (k, &c) in coeffs.iter().enumerate().skip(1) {
@@ -637,9 +640,11 @@ impl PolyOps for GraphBuilder {
     }
     fn multiply_const(&self, ct: &Value, c: f64) -> heloom_ckks::Result<Value> {
         if ct.level == 0 {
-            return Err(CkksError::OutOfLevels(
-                "multiplying by a non-integer constant needs a level to rescale".into(),
-            ));
+            return Err(CkksError::OutOfLevels {
+                level: 0,
+                needed: 1,
+                hint: "multiplying by a non-integer constant needs a level to rescale".into(),
+            });
         }
         let s = self.moduli[ct.level] as f64;
         Ok(self.push(
@@ -671,17 +676,25 @@ impl PolyOps for GraphBuilder {
     }
     fn rescale(&self, a: &Value) -> heloom_ckks::Result<Value> {
         if a.level == 0 {
-            return Err(CkksError::OutOfLevels("cannot rescale at level 0".into()));
+            return Err(CkksError::OutOfLevels {
+                level: 0,
+                needed: 1,
+                hint: "cannot rescale at level 0".into(),
+            });
         }
         let q = self.moduli[a.level] as f64;
         Ok(self.push(NodeOp::Rescale(a.node), a.level - 1, a.scale / q, a.size))
     }
     fn drop_to_level(&self, a: &Value, level: usize) -> heloom_ckks::Result<Value> {
         if level > a.level {
-            return Err(CkksError::OutOfLevels(format!(
-                "cannot raise a ciphertext from level {} to {level}",
-                a.level
-            )));
+            return Err(CkksError::OutOfLevels {
+                level: a.level,
+                needed: level,
+                hint: format!(
+                    "cannot raise a ciphertext from level {} to {level}",
+                    a.level
+                ),
+            });
         }
         if level == a.level {
             return Ok(*a);
