@@ -33,14 +33,13 @@ use anyhow::{bail, Result};
 use heloom_ckks::{
     keygen, security, CkksParameters, Context, Decryptor, Encryptor, Evaluator, SecurityLevel,
 };
-use heloom_math::backend::{cpu_model, Backend};
 use heloom_math::Word;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::target::Target;
-use crate::timing::{clock_name, fmt_sig, load_average, median_cpu_us};
+use crate::timing::{clock_name, fmt_sig, median_cpu_us};
 
 /// The operations measured, in report order.
 pub const OPS: [&str; 9] = [
@@ -383,20 +382,7 @@ pub struct Comparison {
     pub pass: bool,
 }
 
-/// The machine the benchmark ran on.
-#[derive(Debug, Clone, Serialize)]
-pub struct MachineInfo {
-    /// CPU model string.
-    pub cpu: String,
-    /// Logical cores.
-    pub cores: usize,
-    /// Backends the CPU supports.
-    pub backends: Vec<&'static str>,
-    /// 1/5/15-minute load averages when the run started (Linux), to judge contention.
-    pub load_average_start: Option<[f64; 3]>,
-    /// The same when it ended.
-    pub load_average_end: Option<[f64; 3]>,
-}
+pub use crate::timing::Machine;
 
 /// The whole report, as printed with `--json`.
 #[derive(Debug, Clone, Serialize)]
@@ -404,7 +390,7 @@ pub struct CkksReport {
     /// Benchmark name.
     pub benchmark: &'static str,
     /// The machine.
-    pub machine: MachineInfo,
+    pub machine: Machine,
     /// Threads every measurement ran on.
     pub threads: usize,
     /// Clock of every timing (heloom and SEAL): `thread_cpu` (CPU time of the measuring
@@ -753,7 +739,7 @@ fn target_for(op: &str) -> f64 {
 /// Runs the benchmark.
 pub fn run(opts: &CkksBenchOptions) -> Result<CkksReport> {
     let started = Instant::now();
-    let load_start = load_average();
+    let machine = crate::timing::Machine::now();
     let mut skipped = Vec::new();
     let plans = plan(opts, &mut skipped);
     let sets = if opts.vs_tenseal.is_some() {
@@ -847,15 +833,7 @@ pub fn run(opts: &CkksBenchOptions) -> Result<CkksReport> {
         .collect();
     Ok(CkksReport {
         benchmark: "ckks",
-        machine: MachineInfo {
-            cpu: cpu_model(),
-            cores: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
-            backends: Backend::available().into_iter().map(|b| b.name()).collect(),
-            load_average_start: load_start,
-            load_average_end: load_average(),
-        },
+        machine: machine.finish(),
         threads: 1,
         clock: clock_name(),
         samples: opts.samples,
@@ -950,7 +928,7 @@ pub fn render(rep: &CkksReport) -> String {
         s,
         "heloom bench ckks — {} ({} cores; backends: {}), one thread, median of {} samples ({} clock)\n\
          load average {} at start, {} at end; {:.0} s in all",
-        m.cpu,
+        m.model,
         m.cores,
         m.backends.join(", "),
         rep.samples,

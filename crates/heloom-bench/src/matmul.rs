@@ -16,14 +16,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::progress::Progress;
-use crate::timing::{fmt_sig, load_average};
+use crate::timing::fmt_sig;
 use anyhow::{bail, Context as _, Result};
 use heloom_apps::matmul::{diag, jiang, max_abs_error, Matrix};
 use heloom_ckks::{
     keygen, security, Ciphertext, CkksParameters, Context, Decryptor, Encryptor, Evaluator, KeySet,
     PublicKey, SecurityLevel, Threads,
 };
-use heloom_math::backend::{cpu_model, Backend};
 use heloom_math::Word;
 use serde::Serialize;
 
@@ -174,23 +173,7 @@ pub struct Row {
 
 pub use crate::target::Target;
 
-/// The host.
-#[derive(Debug, Clone, Serialize)]
-pub struct CpuInfo {
-    /// CPU model string.
-    pub model: String,
-    /// `family F model M` from `/proc/cpuinfo` (the model string alone can be vague, e.g.
-    /// "AMD EPYC"; family 25 model 17 is Zen 4).
-    pub family_model: Option<String>,
-    /// Cores (the all-cores thread budget).
-    pub cores: usize,
-    /// SIMD backends the CPU supports.
-    pub backends: Vec<&'static str>,
-    /// `/proc/loadavg` when the run started (other work on the machine skews the times).
-    pub load_average_start: Option<[f64; 3]>,
-    /// The same when it ended.
-    pub load_average_end: Option<[f64; 3]>,
-}
+pub use crate::timing::Machine;
 
 /// The whole report, as printed with `--json`.
 #[derive(Debug, Clone, Serialize)]
@@ -200,7 +183,7 @@ pub struct MatmulReport {
     /// Whether `--quick` was given.
     pub quick: bool,
     /// The host.
-    pub cpu: CpuInfo,
+    pub cpu: Machine,
     /// How the times were taken.
     pub method: String,
     /// What each stage covers.
@@ -217,21 +200,6 @@ pub struct MatmulReport {
     pub targets: Vec<Target>,
     /// Wall time of the whole run, seconds.
     pub wall_s: f64,
-}
-
-fn family_model() -> Option<String> {
-    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    let field = |name: &str| {
-        info.lines()
-            .find(|l| l.split(':').next().map(str::trim) == Some(name))
-            .and_then(|l| l.split(':').nth(1))
-            .map(|v| v.trim().to_string())
-    };
-    Some(format!(
-        "family {} model {}",
-        field("cpu family")?,
-        field("model")?
-    ))
 }
 
 /// The parameter set for `word_bits`: q_0 of 30 bits, fourteen 25-bit scaling primes, two
@@ -670,7 +638,7 @@ fn check_targets(rows: &[Row], cores: usize, top: usize, quick: bool) -> Vec<Tar
 /// Runs the benchmark.
 pub fn run(opts: &MatmulBenchOptions) -> Result<MatmulReport> {
     let start = Instant::now();
-    let load_start = load_average();
+    let machine = Machine::now();
     let cores = heloom_pool::cores();
     let per_dim = 2 * 2 * if cores > 1 { 2 } else { 1 };
     let prog = Progress::new((opts.word_bits.len() * opts.dims.len() * per_dim) as u64);
@@ -729,13 +697,9 @@ pub fn run(opts: &MatmulBenchOptions) -> Result<MatmulReport> {
     Ok(MatmulReport {
         benchmark: "matmul",
         quick: opts.quick,
-        cpu: CpuInfo {
-            model: cpu_model(),
-            family_model: family_model(),
+        cpu: Machine {
             cores,
-            backends: Backend::available().into_iter().map(|b| b.name()).collect(),
-            load_average_start: load_start,
-            load_average_end: load_average(),
+            ..machine.finish()
         },
         method,
         stages: STAGES.to_vec(),
@@ -966,7 +930,7 @@ mod tests {
         let rep = MatmulReport {
             benchmark: "matmul",
             quick: false,
-            cpu: CpuInfo {
+            cpu: Machine {
                 model: "test".into(),
                 family_model: None,
                 cores: 2,

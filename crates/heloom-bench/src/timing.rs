@@ -1,6 +1,8 @@
 //! Timing helpers: robust medians, a CPU clock estimate and a memory-bandwidth probe, so results
 //! can be put against the machine's limits.
 
+use heloom_math::backend::{cpu_model, Backend};
+use serde::Serialize;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -132,6 +134,62 @@ pub fn load_average() -> Option<[f64; 3]> {
     let s = std::fs::read_to_string("/proc/loadavg").ok()?;
     let mut it = s.split_whitespace().map(|x| x.parse::<f64>().ok());
     Some([it.next()??, it.next()??, it.next()??])
+}
+
+/// The machine a benchmark ran on, as every report records it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    /// CPU model string.
+    pub model: String,
+    /// `family F model M` from `/proc/cpuinfo` (the model string alone can be vague, e.g.
+    /// "AMD EPYC"; family 25 model 17 is Zen 4).
+    pub family_model: Option<String>,
+    /// Logical cores (the all-cores thread budget).
+    pub cores: usize,
+    /// SIMD backends the CPU supports.
+    pub backends: Vec<&'static str>,
+    /// `/proc/loadavg` when the run started (other work on the machine skews the times).
+    pub load_average_start: Option<[f64; 3]>,
+    /// The same when it ended ([`Machine::finish`]).
+    pub load_average_end: Option<[f64; 3]>,
+}
+
+impl Machine {
+    /// This machine, now (call at the start of a run).
+    pub fn now() -> Self {
+        Self {
+            model: cpu_model(),
+            family_model: family_model(),
+            cores: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            backends: Backend::available().into_iter().map(|b| b.name()).collect(),
+            load_average_start: load_average(),
+            load_average_end: None,
+        }
+    }
+
+    /// Records the load average at the end of the run.
+    pub fn finish(mut self) -> Self {
+        self.load_average_end = load_average();
+        self
+    }
+}
+
+/// `family F model M` from `/proc/cpuinfo`, where there is one.
+pub fn family_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let field = |name: &str| {
+        info.lines()
+            .find(|l| l.split(':').next().map(str::trim) == Some(name))
+            .and_then(|l| l.split(':').nth(1))
+            .map(|v| v.trim().to_string())
+    };
+    Some(format!(
+        "family {} model {}",
+        field("cpu family")?,
+        field("model")?
+    ))
 }
 
 #[cfg(test)]

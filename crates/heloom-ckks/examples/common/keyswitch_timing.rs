@@ -35,7 +35,9 @@ pub fn run(allocator: &str) -> Result<()> {
     let ctx = Context::<u64>::new(p)?;
     let keys = keygen(&ctx, &[1, 2, 3, 4], true)?;
     let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys))?;
-    let x: Vec<f64> = (0..ctx.params().slots()).map(|i| (i % 7) as f64 / 7.0).collect();
+    let x: Vec<f64> = (0..ctx.params().slots())
+        .map(|i| (i % 7) as f64 / 7.0)
+        .collect();
     let a = Encryptor::new(&ctx).encrypt(&x, &keys.public_key)?;
     let prod = ev.multiply(&a, &a)?;
     let mut sink = 0u64;
