@@ -8,7 +8,7 @@ use crate::params::CkksParameters;
 use heloom_math::automorphism::NttPermutation;
 use heloom_math::rns::BasisConverter;
 use heloom_math::scaling::{ModDown, Rescaler};
-use heloom_math::{Backend, BackendChoice, Form, Modulus, RnsBasis, RnsPoly, Word};
+use heloom_math::{Backend, BackendChoice, BufferPool, Form, Modulus, RnsBasis, RnsPoly, Word};
 use num_complex::Complex64;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -29,6 +29,8 @@ pub struct Context<W: Word> {
     /// Division by `q_l`, per level `l >= 1` (at index `l - 1`).
     pub(crate) rescalers: Vec<Rescaler<W>>,
     perms: RwLock<HashMap<u64, Arc<NttPermutation>>>,
+    /// Recycled scratch polynomials of key switching (raised digits, inner-product sums).
+    pool: BufferPool<W>,
 }
 
 impl<W: Word> Context<W> {
@@ -118,6 +120,7 @@ impl<W: Word> Context<W> {
             p_mod_q,
             rescalers,
             perms: RwLock::new(HashMap::new()),
+            pool: BufferPool::new(),
         }))
     }
 
@@ -152,6 +155,10 @@ impl<W: Word> Context<W> {
     /// The basis `q_0 .. q_level, p_0 .. p_{alpha-1}`.
     pub fn qp_basis(&self, level: usize) -> Result<&RnsBasis<W>> {
         self.qp.get(level).ok_or_else(|| self.level_error(level))
+    }
+    /// The pool key switching takes its scratch polynomials from.
+    pub(crate) fn pool(&self) -> &BufferPool<W> {
+        &self.pool
     }
     /// The encoder.
     pub fn encoder(&self) -> &Encoder {

@@ -134,7 +134,7 @@ impl<W: Word> Context<W> {
         let digits = threads.map(num, |j| -> Result<RnsPoly<W>> {
             let t = threads.share(num, j);
             let (lo, hi) = self.digit_range(level, j);
-            let mut ext = qp.zero(Form::Ntt);
+            let mut ext = self.pool().zero(qp, Form::Ntt);
             self.raise_digit(d, &mut ext, level, j, t)?;
             t.try_for_each_chunk_mut(ext.as_mut_slice(), self.n(), |k, limb| -> Result<()> {
                 if k >= lo && k < hi {
@@ -183,15 +183,12 @@ impl<W: Word> Context<W> {
         let n = self.n();
         let elt = qp.eltwise();
         let moduli = qp.moduli();
-        let mut acc0 = qp.zero(Form::Ntt);
-        let mut acc1 = qp.zero(Form::Ntt);
+        let mut acc0 = self.pool().zero(qp, Form::Ntt);
+        let mut acc1 = self.pool().zero(qp, Form::Ntt);
         let mut limbs: Vec<(&mut [W], &mut [W])> = acc0.limbs_mut().zip(acc1.limbs_mut()).collect();
         threads.try_for_each_init(
             &mut limbs,
-            || match perm {
-                Some(_) => vec![W::ZERO; n],
-                None => Vec::new(),
-            },
+            || self.pool().scratch(if perm.is_some() { n } else { 0 }),
             |tmp, k, (o0, o1)| -> Result<()> {
                 let kk = self.key_limb(level, k);
                 for ((dj, bj), aj) in dec.digits.iter().zip(&key.b).zip(&key.a) {
@@ -347,10 +344,11 @@ impl<W: Word> Context<W> {
         let qp = self.qp_basis(level)?;
         let digits = (level + 1).div_ceil(self.params().alpha());
         let groups = threads.chunks_for(digits);
+        let pool = self.pool();
         let new_acc = || DigitAcc {
-            ext: qp.zero(Form::Ntt),
-            acc0: qp.zero(Form::Ntt),
-            acc1: qp.zero(Form::Ntt),
+            ext: pool.zero(qp, Form::Ntt),
+            acc0: pool.zero(qp, Form::Ntt),
+            acc1: pool.zero(qp, Form::Ntt),
         };
         // Whole rounds: group g takes digits g * per .. (g + 1) * per, with working memory
         // allocated (and zeroed) on the group's own thread.
@@ -376,7 +374,13 @@ impl<W: Word> Context<W> {
                 self.switch_digit(d, level, j, key, main, threads)?;
             }
         }
-        let (sums0, sums1): (Vec<_>, Vec<_>) = accs.into_iter().map(|a| (a.acc0, a.acc1)).unzip();
+        let (sums0, sums1): (Vec<_>, Vec<_>) = accs
+            .into_iter()
+            .map(|a| {
+                pool.recycle(a.ext);
+                (a.acc0, a.acc1)
+            })
+            .unzip();
         // Each half: the groups' sums added up, then mod-down, then the caller's finish.
         let half = |sums: Vec<RnsPoly<W>>, finish: Finish<'_, W>, t: Threads| {
             let mut sums = sums.into_iter();
@@ -385,6 +389,7 @@ impl<W: Word> Context<W> {
             })?;
             for y in sums {
                 qp.add_assign_with(&mut x, &y, t)?;
+                pool.recycle(y);
             }
             finish(self.mod_down_with(x, level, t)?, t)
         };

@@ -41,6 +41,11 @@ pub struct RnsPoly<W: Word> {
 }
 
 impl<W: Word> RnsPoly<W> {
+    /// The polynomial's buffer (for [`crate::BufferPool::recycle`]).
+    pub(crate) fn into_buffer(self) -> AlignedVec<W> {
+        self.data
+    }
+
     /// Ring degree N.
     pub fn n(&self) -> usize {
         self.n
@@ -315,6 +320,19 @@ impl<W: Word> RnsBasis<W> {
     /// Whether `p` belongs to this basis (same ring degree, limb count and primes).
     pub fn owns(&self, p: &RnsPoly<W>) -> bool {
         p.fingerprint == self.fingerprint && p.n == self.n && p.limbs == self.moduli.len()
+    }
+
+    /// A polynomial of this basis in `data` (exactly `N x len()` words, as
+    /// [`crate::BufferPool::take`] gives them).
+    pub(crate) fn poly_in(&self, data: AlignedVec<W>, form: Form) -> RnsPoly<W> {
+        debug_assert_eq!(data.len(), self.n * self.moduli.len());
+        RnsPoly {
+            n: self.n,
+            limbs: self.moduli.len(),
+            form,
+            fingerprint: self.fingerprint,
+            data,
+        }
     }
 
     /// The zero polynomial in the given form.

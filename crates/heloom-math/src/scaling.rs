@@ -32,6 +32,7 @@
 use crate::error::{MathError, Result};
 use crate::modulus::Modulus;
 use crate::poly::{Form, RnsBasis, RnsPoly};
+use crate::pool::BufferPool;
 use crate::rns::BasisConverter;
 use crate::word::Word;
 use heloom_pool::Threads;
@@ -75,6 +76,8 @@ pub struct Rescaler<W: Word> {
     to: RnsBasis<W>,
     /// `q_l^-1 mod q_i` for `i < l`.
     inv_last: Vec<u64>,
+    /// Scratch limbs, recycled.
+    pool: BufferPool<W>,
 }
 
 impl<W: Word> Rescaler<W> {
@@ -99,6 +102,7 @@ impl<W: Word> Rescaler<W> {
             from: from.clone(),
             to,
             inv_last,
+            pool: BufferPool::new(),
         })
     }
 
@@ -167,7 +171,7 @@ impl<W: Word> Rescaler<W> {
                     let (low, last) = poly.as_mut_slice().split_at_mut(l * n);
                     let last: &[W] = last;
                     if t.get() == 1 {
-                        let mut tmp = vec![W::ZERO; n];
+                        let mut tmp = self.pool.scratch(n);
                         for (i, x) in low.chunks_exact_mut(n).enumerate() {
                             limb(&mut tmp, i, x, last)?;
                         }
@@ -175,7 +179,7 @@ impl<W: Word> Rescaler<W> {
                         let mut items: Vec<&mut [W]> = low.chunks_exact_mut(n).collect();
                         t.try_for_each_init(
                             &mut items,
-                            || vec![W::ZERO; n],
+                            || self.pool.scratch(n),
                             |tmp, i, x| limb(tmp, i, x, last),
                         )?;
                     }
@@ -197,7 +201,7 @@ impl<W: Word> Rescaler<W> {
             }
             threads.try_for_each_init(
                 &mut items,
-                || vec![W::ZERO; n],
+                || self.pool.scratch(n),
                 |tmp, k, x| limb(tmp, k % l, x, lasts[k / l]),
             )?;
             drop(items);
@@ -217,6 +221,8 @@ pub struct ModDown<W: Word> {
     conv: BasisConverter<W>,
     /// `P^-1 mod q_i`.
     p_inv: Vec<u64>,
+    /// Scratch (the `P` limbs, the converted limbs), recycled.
+    pool: BufferPool<W>,
 }
 
 impl<W: Word> ModDown<W> {
@@ -246,6 +252,7 @@ impl<W: Word> ModDown<W> {
             to,
             conv,
             p_inv,
+            pool: BufferPool::new(),
         })
     }
 
@@ -278,9 +285,10 @@ impl<W: Word> ModDown<W> {
         let k = self.to.len();
         let tables = self.from.ntt_tables();
         // The P limbs in coefficient form.
-        let mut pc = x.as_slice()[k * n..].to_vec();
+        let mut pc = self.pool.scratch(x.as_slice().len() - k * n);
+        pc.copy_from_slice(&x.as_slice()[k * n..]);
         threads.try_for_each_chunk_mut(&mut pc, n, |i, v| tables[k + i].inverse(v))?;
-        let mut conv = vec![W::ZERO; n * k];
+        let mut conv = self.pool.scratch(n * k);
         {
             let inputs: Vec<&[W]> = pc.chunks_exact(n).collect();
             let mut outs: Vec<&mut [W]> = conv.chunks_exact_mut(n).collect();

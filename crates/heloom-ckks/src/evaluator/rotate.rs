@@ -64,8 +64,10 @@ impl<W: Word> Evaluator<W> {
         let perm = self.ctx.permutation(g)?;
         let hk = self.hoisted_key(g, key)?;
         let (s0, s1) = self.ctx.key_inner_product_with(dec, &hk, None, threads)?;
-        // sigma_g of both sums, limb by limb.
-        let (mut a0, mut a1) = (s0.clone(), s1.clone());
+        // sigma_g of both sums, limb by limb (every word of a0, a1 is written).
+        let qp = self.ctx.qp_basis(ct.level)?;
+        let pool = self.ctx.pool();
+        let (mut a0, mut a1) = (pool.zero(qp, Form::Ntt), pool.zero(qp, Form::Ntt));
         {
             let mut limbs: Vec<(&mut [W], &[W])> = a0
                 .limbs_mut()
@@ -76,7 +78,8 @@ impl<W: Word> Evaluator<W> {
                 Ok(perm.apply(a, o)?)
             })?;
         }
-        drop((s0, s1));
+        pool.recycle(s0);
+        pool.recycle(s1);
         let basis = self.ctx.q_basis(ct.level)?;
         let (c0, c1) = threads.join(
             |t| -> Result<RnsPoly<W>> {
@@ -109,7 +112,10 @@ impl<W: Word> Evaluator<W> {
     ) -> Result<Ciphertext<W>> {
         let perm = self.ctx.permutation(g)?;
         let basis = self.ctx.q_basis(ct.level)?;
-        let mut p = (0..2).map(|_| basis.zero(Form::Ntt)).collect::<Vec<_>>();
+        let pool = self.ctx.pool();
+        let mut p = (0..2)
+            .map(|_| pool.zero(basis, Form::Ntt))
+            .collect::<Vec<_>>();
         for_each_limb(self.threads, &mut p, |j, i, o| {
             Ok(perm.apply(ct.polys[j].limb(i), o)?)
         })?;
@@ -126,6 +132,9 @@ impl<W: Word> Evaluator<W> {
             }),
             Box::new(|k1, _| Ok(k1)),
         )?;
+        for q in p {
+            pool.recycle(q);
+        }
         Ok(ct.with_polys(vec![c0, c1]))
     }
 
@@ -184,6 +193,11 @@ impl<W: Word> Evaluator<W> {
         let par = if c > 1 { keys.len() / c * c } else { 0 };
         let mut out = threads.map(par, |i| one(i, Threads::single()));
         out.extend((par..keys.len()).map(|i| one(i, threads)));
+        if let Some(d) = dec {
+            for p in d.digits {
+                self.ctx.pool().recycle(p);
+            }
+        }
         out.into_iter().collect()
     }
 
