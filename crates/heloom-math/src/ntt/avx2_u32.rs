@@ -15,6 +15,7 @@
 
 use core::arch::x86_64::*;
 
+use super::skeleton::Kernel;
 use super::NttCore;
 
 /// Words per register.
@@ -36,31 +37,33 @@ impl Tables {
 }
 
 /// Forward NTT in place.
-pub(crate) fn forward(core: &NttCore<u32>, _t: &Tables, a: &mut [u32]) {
+pub(crate) fn forward(core: &NttCore<u32>, t: &Tables, a: &mut [u32]) {
     assert_eq!(a.len(), core.n, "NTT length");
     // SAFETY: this backend is only selected after checking avx2 on this CPU
     // (Backend::check at table construction); a.len() == N was asserted above.
     unsafe {
         if core.lazy4 {
-            forward_impl::<true>(core, a)
+            forward_impl::<true>(core, t, a)
         } else {
-            forward_impl::<false>(core, a)
+            forward_impl::<false>(core, t, a)
         }
     }
 }
 
 /// Inverse NTT in place.
-pub(crate) fn inverse(core: &NttCore<u32>, _t: &Tables, a: &mut [u32]) {
+pub(crate) fn inverse(core: &NttCore<u32>, t: &Tables, a: &mut [u32]) {
     assert_eq!(a.len(), core.n, "NTT length");
     // SAFETY: as in `forward`: the CPU features were checked when the table was built.
     unsafe {
         if core.lazy4 {
-            inverse_impl::<true>(core, a)
+            inverse_impl::<true>(core, t, a)
         } else {
-            inverse_impl::<false>(core, a)
+            inverse_impl::<false>(core, t, a)
         }
     }
 }
+
+super::shoup32::kernel!("avx2", __m256i, zero = _mm256_setzero_si256);
 
 // ---------------------------------------------------------------------------------------------
 // Vector arithmetic.
@@ -277,209 +280,6 @@ unsafe fn lane_tw<const K: u32>(w: *const u32, ws: *const u32, n: usize, s: usiz
 // Forward transform.
 // ---------------------------------------------------------------------------------------------
 
-/// Splits `count` layers into memory passes of at most three (radix 8), preferring 3 + 2 + 2 over
-/// 3 + 3 + 1.
-fn pass_sizes(count: u32) -> impl Iterator<Item = u32> {
-    let mut left = count;
-    core::iter::from_fn(move || {
-        if left == 0 {
-            return None;
-        }
-        let k = match left {
-            4 => 2,
-            1..=3 => left,
-            _ => 3,
-        };
-        left -= k;
-        Some(k)
-    })
-}
-
-/// Full forward transform.
-#[target_feature(enable = "avx2")]
-fn forward_impl<const L4: bool>(core: &NttCore<u32>, a: &mut [u32]) {
-    let c = Consts::new::<L4>(core);
-    let log_n = core.log_n;
-    let n = core.n;
-    let block_log = log_n.min(BLOCK_LOG);
-    // Breadth-first over the whole array for the layers whose groups exceed one block.
-    fwd_layers::<L4>(core, a, 0, n, log_n - 1, block_log, &c);
-    // Depth first: every remaining layer of one L1-resident block, then the next block.
-    let block = 1usize << block_log;
-    for base in (0..n).step_by(block) {
-        fwd_layers::<L4>(core, a, base, block, block_log - 1, TAIL_LOG, &c);
-        fwd_tail::<L4>(core, a, base, block, &c);
-    }
-}
-
-/// Forward layers `k_hi` down to `k_lo` (gap `2^k`) on `a[base..base+len]` in radix-8/4/2 passes.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn fwd_layers<const L4: bool>(
-    core: &NttCore<u32>,
-    a: &mut [u32],
-    base: usize,
-    len: usize,
-    k_hi: u32,
-    k_lo: u32,
-    c: &Consts,
-) {
-    if k_hi < k_lo {
-        return;
-    }
-    let mut k = k_hi;
-    for kk in pass_sizes(k_hi + 1 - k_lo) {
-        match (kk, k + 1 == core.log_n) {
-            (3, false) => fwd_pass::<L4, 3, false>(core, a, base, len, k, c),
-            (2, false) => fwd_pass::<L4, 2, false>(core, a, base, len, k, c),
-            (1, false) => fwd_pass::<L4, 1, false>(core, a, base, len, k, c),
-            (3, true) => fwd_pass::<L4, 3, true>(core, a, base, len, k, c),
-            (2, true) => fwd_pass::<L4, 2, true>(core, a, base, len, k, c),
-            _ => fwd_pass::<L4, 1, true>(core, a, base, len, k, c),
-        }
-        k = k.wrapping_sub(kk);
-    }
-}
-
-/// One radix-2^K forward pass: layers `k_hi, ..., k_hi - K + 1` on `a[base..base+len]`, where
-/// `base` and `len` are multiples of `2^(k_hi+1)` and the smallest gap is at least 8 words.
-/// `FIRST`: `k_hi` is the transform's first layer (inputs reduced).
-#[inline]
-#[target_feature(enable = "avx2")]
-fn fwd_pass<const L4: bool, const K: usize, const FIRST: bool>(
-    core: &NttCore<u32>,
-    a: &mut [u32],
-    base: usize,
-    len: usize,
-    k_hi: u32,
-    c: &Consts,
-) {
-    let n = core.n;
-    let k_lo = k_hi + 1 - K as u32;
-    let gap = 1usize << k_lo;
-    let span = gap << K;
-    debug_assert!(
-        gap >= LANES
-            && base.is_multiple_of(span)
-            && len.is_multiple_of(span)
-            && base + len <= a.len()
-    );
-    let ptr = a.as_mut_ptr();
-    for s in (base..base + len).step_by(span) {
-        // Twiddles of the 2^K - 1 groups this span touches: layer d uses entries 2^d-1..2^(d+1)-1.
-        let mut tw = [Tw::splat(0, 0); 7];
-        for d in 0..K {
-            let k = k_hi - d as u32;
-            for t in 0..(1usize << d) {
-                let idx = (n >> (k + 1)) + (s >> (k + 1)) + t;
-                tw[(1 << d) - 1 + t] = Tw::splat(core.roots[idx], core.roots_shoup[idx]);
-            }
-        }
-        for j in (s..s + gap).step_by(LANES) {
-            let mut x = [_mm256_setzero_si256(); 8];
-            for (i, xi) in x.iter_mut().enumerate().take(1 << K) {
-                // SAFETY: j + i*gap + 16 <= s + span <= base + len <= a.len().
-                *xi = unsafe { load(ptr.add(j + i * gap)) };
-            }
-            fwd_network::<L4, K, FIRST>(&mut x, &tw, c);
-            for (i, xi) in x.iter().enumerate().take(1 << K) {
-                // SAFETY: as for the loads.
-                unsafe { store(ptr.add(j + i * gap), *xi) };
-            }
-        }
-    }
-}
-
-/// The butterflies of one radix-2^K forward pass on registers `x[0..2^K]` (written out so that
-/// everything stays in registers): layer `d` pairs registers `2^(K-1-d)` apart and uses
-/// `tw[2^d - 1 + group]`.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn fwd_network<const L4: bool, const K: usize, const FIRST: bool>(
-    x: &mut [__m256i; 8],
-    tw: &[Tw; 7],
-    c: &Consts,
-) {
-    let [x0, x1, x2, x3, x4, x5, x6, x7] = x;
-    // The pass's first layer: its inputs need no reduction if it is the transform's first.
-    let first = |x: &mut __m256i, y: &mut __m256i| {
-        if FIRST {
-            fwd_bf_r::<L4, false>(x, y, &tw[0], c)
-        } else {
-            fwd_bf::<L4>(x, y, &tw[0], c)
-        }
-    };
-    match K {
-        1 => first(x0, x1),
-        2 => {
-            first(x0, x2);
-            first(x1, x3);
-            fwd_bf::<L4>(x0, x1, &tw[1], c);
-            fwd_bf::<L4>(x2, x3, &tw[2], c);
-        }
-        _ => {
-            first(x0, x4);
-            first(x1, x5);
-            first(x2, x6);
-            first(x3, x7);
-            fwd_bf::<L4>(x0, x2, &tw[1], c);
-            fwd_bf::<L4>(x1, x3, &tw[1], c);
-            fwd_bf::<L4>(x4, x6, &tw[2], c);
-            fwd_bf::<L4>(x5, x7, &tw[2], c);
-            fwd_bf::<L4>(x0, x1, &tw[3], c);
-            fwd_bf::<L4>(x2, x3, &tw[4], c);
-            fwd_bf::<L4>(x4, x5, &tw[5], c);
-            fwd_bf::<L4>(x6, x7, &tw[6], c);
-        }
-    }
-}
-
-/// The butterflies of one radix-2^K inverse pass on `x[0..2^K]`: layer `d` pairs registers
-/// `2^d` apart; twiddles are stored layer after layer (`2^(K-1-d)` per layer). `TOP`: the last
-/// layer is the final one of the transform (`N^-1` folded in).
-#[inline]
-#[target_feature(enable = "avx2")]
-fn inv_network<const L4: bool, const K: usize, const TOP: bool>(
-    x: &mut [__m256i; 8],
-    tw: &[Tw; 7],
-    ni: &Tw,
-    nw: &Tw,
-    c: &Consts,
-) {
-    let [x0, x1, x2, x3, x4, x5, x6, x7] = x;
-    // The last layer of the pass: ordinary or the transform's final layer.
-    let last = |x: &mut __m256i, y: &mut __m256i, t: &Tw| {
-        if TOP {
-            inv_top_bf::<L4>(x, y, ni, nw, c)
-        } else {
-            inv_bf::<L4>(x, y, t, c)
-        }
-    };
-    match K {
-        1 => last(x0, x1, &tw[0]),
-        2 => {
-            inv_bf::<L4>(x0, x1, &tw[0], c);
-            inv_bf::<L4>(x2, x3, &tw[1], c);
-            last(x0, x2, &tw[2]);
-            last(x1, x3, &tw[2]);
-        }
-        _ => {
-            inv_bf::<L4>(x0, x1, &tw[0], c);
-            inv_bf::<L4>(x2, x3, &tw[1], c);
-            inv_bf::<L4>(x4, x5, &tw[2], c);
-            inv_bf::<L4>(x6, x7, &tw[3], c);
-            inv_bf::<L4>(x0, x2, &tw[4], c);
-            inv_bf::<L4>(x1, x3, &tw[4], c);
-            inv_bf::<L4>(x4, x6, &tw[5], c);
-            inv_bf::<L4>(x5, x7, &tw[5], c);
-            last(x0, x4, &tw[6]);
-            last(x1, x5, &tw[6]);
-            last(x2, x6, &tw[6]);
-            last(x3, x7, &tw[6]);
-        }
-    }
-}
-
 /// Chunks interleaved by the tail: one chunk is a serial chain of butterflies and shuffles, so
 /// independent chunks side by side hide the multiply latencies.
 const TAIL_CHUNKS: usize = 2;
@@ -532,6 +332,7 @@ fn regroup<const C: usize>(
 #[target_feature(enable = "avx2")]
 fn fwd_tail<const L4: bool>(
     core: &NttCore<u32>,
+    _t: &Tables,
     a: &mut [u32],
     base: usize,
     len: usize,
@@ -621,103 +422,6 @@ fn fwd_tail_c<const L4: bool, const C: usize>(
 // Inverse transform.
 // ---------------------------------------------------------------------------------------------
 
-/// Full inverse transform.
-#[target_feature(enable = "avx2")]
-fn inverse_impl<const L4: bool>(core: &NttCore<u32>, a: &mut [u32]) {
-    let c = Consts::new::<L4>(core);
-    let log_n = core.log_n;
-    let n = core.n;
-    let block_log = log_n.min(BLOCK_LOG);
-    let block = 1usize << block_log;
-    for base in (0..n).step_by(block) {
-        inv_tail::<L4>(core, a, base, block, &c);
-        inv_layers::<L4>(core, a, base, block, TAIL_LOG, block_log, &c);
-    }
-    inv_layers::<L4>(core, a, 0, n, block_log, log_n, &c);
-}
-
-/// Inverse layers `k_lo` up to `k_end - 1` on `a[base..base+len]` in radix-8/4/2 passes; the
-/// layer `log_n - 1` (if included) gets `N^-1` folded in.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn inv_layers<const L4: bool>(
-    core: &NttCore<u32>,
-    a: &mut [u32],
-    base: usize,
-    len: usize,
-    k_lo: u32,
-    k_end: u32,
-    c: &Consts,
-) {
-    if k_end <= k_lo {
-        return;
-    }
-    let mut k = k_lo;
-    for kk in pass_sizes(k_end - k_lo) {
-        let top = k + kk == core.log_n;
-        match (kk, top) {
-            (3, false) => inv_pass::<L4, 3, false>(core, a, base, len, k, c),
-            (2, false) => inv_pass::<L4, 2, false>(core, a, base, len, k, c),
-            (1, false) => inv_pass::<L4, 1, false>(core, a, base, len, k, c),
-            (3, true) => inv_pass::<L4, 3, true>(core, a, base, len, k, c),
-            (2, true) => inv_pass::<L4, 2, true>(core, a, base, len, k, c),
-            _ => inv_pass::<L4, 1, true>(core, a, base, len, k, c),
-        }
-        k += kk;
-    }
-}
-
-/// One radix-2^K inverse pass: layers `k_lo, ..., k_lo + K - 1` on `a[base..base+len]`; `TOP`:
-/// the last of them is the final layer (`N^-1` folded in, outputs reduced).
-#[inline]
-#[target_feature(enable = "avx2")]
-fn inv_pass<const L4: bool, const K: usize, const TOP: bool>(
-    core: &NttCore<u32>,
-    a: &mut [u32],
-    base: usize,
-    len: usize,
-    k_lo: u32,
-    c: &Consts,
-) {
-    let n = core.n;
-    let gap = 1usize << k_lo;
-    let span = gap << K;
-    debug_assert!(
-        gap >= LANES
-            && base.is_multiple_of(span)
-            && len.is_multiple_of(span)
-            && base + len <= a.len()
-    );
-    let ptr = a.as_mut_ptr();
-    let ni = Tw::splat(core.n_inv.0, core.n_inv.1);
-    let nw = Tw::splat(core.n_inv_w.0, core.n_inv_w.1);
-    for s in (base..base + len).step_by(span) {
-        // Layer d (gap 2^(k_lo+d)) touches 2^(K-1-d) groups: entries 2^K - 2^(K-d) ...
-        let mut tw = [Tw::splat(0, 0); 7];
-        let mut at = 0;
-        for d in 0..K {
-            let k = k_lo + d as u32;
-            for t in 0..(1usize << (K - 1 - d)) {
-                let idx = (n >> (k + 1)) + (s >> (k + 1)) + t;
-                tw[at] = Tw::splat(core.inv_roots[idx], core.inv_roots_shoup[idx]);
-                at += 1;
-            }
-        }
-        for j in (s..s + gap).step_by(LANES) {
-            let mut x = [_mm256_setzero_si256(); 8];
-            for (i, xi) in x.iter_mut().enumerate().take(1 << K) {
-                // SAFETY: j + i*gap + 16 <= s + span <= base + len <= a.len().
-                *xi = unsafe { load(ptr.add(j + i * gap)) };
-            }
-            inv_network::<L4, K, TOP>(&mut x, &tw, &ni, &nw, c);
-            for (i, xi) in x.iter().enumerate().take(1 << K) {
-                // SAFETY: as for the loads.
-                unsafe { store(ptr.add(j + i * gap), *xi) };
-            }
-        }
-    }
-}
-
 /// `vshufps` taking the even (`0x88`) or odd (`0xdd`) words of each 128-bit half pair.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -737,6 +441,7 @@ fn shuf_even_odd(x: __m256i, y: __m256i) -> (__m256i, __m256i) {
 #[target_feature(enable = "avx2")]
 fn inv_tail<const L4: bool>(
     core: &NttCore<u32>,
+    _t: &Tables,
     a: &mut [u32],
     base: usize,
     len: usize,

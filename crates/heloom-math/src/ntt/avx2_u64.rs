@@ -11,45 +11,31 @@
 //!   unmultiplied input reduced to `[0, 4q)` and the product left in `[0, 4q)`; inverse values
 //!   in `[0, 4q)`. One conditional subtraction per butterfly, a sign-bit blend (AVX2 has no
 //!   unsigned 64-bit compare; `4q < 2^63` makes the sign decide);
-//! - layers are fused in pairs (radix-4 passes over two vector columns, eight vectors in
-//!   registers), breadth-first while a group is larger than an L1-sized block, then depth-first
-//!   per block; independent butterflies advance step by step in lockstep (each one alone is a
-//!   long dependency chain that would leave the out-of-order core idle);
+//! - the passes, blocking and pass planning are the shared skeleton's ([`super::skeleton`]):
+//!   layers fused in pairs (radix-4 passes over two vector columns, eight vectors in registers:
+//!   a twiddle takes four); the butterflies a layer hands over advance step by step in lockstep
+//!   (each one alone is a long dependency chain that would leave the out-of-order core idle);
 //! - the two layers with distances 2 and 1 run in registers on 8-element blocks, with
 //!   permutes between layers and per-lane twiddle vectors; the forward output is reduced there,
 //!   the inverse's `N^-1` is folded into its last layer.
 
 use std::arch::x86_64::*;
 
+use super::skeleton::Kernel;
 use super::NttCore;
 
-/// Elements per depth-first block: 16 KiB of data, half of Zen 4's / Intel's 32-48 KiB L1D.
-const BLOCK: usize = 2048;
-
-/// Backend-specific tables: none beyond the core's; the kernels read the roots and their
-/// 2^64-scaled Shoup companions directly (see [`mul_lazy`]).
-#[derive(Debug)]
-pub struct Tables {}
-
-impl Tables {
-    /// Builds the tables from the core precomputation.
-    pub(crate) fn new(_core: &NttCore<u64>) -> Self {
-        Self {}
-    }
-}
-
-/// Forward NTT in place.
-pub(crate) fn forward(core: &NttCore<u64>, _t: &Tables, a: &mut [u64]) {
-    // SAFETY: the table was built for the Avx512 backend, which is only selected after the CPU
-    // was checked for avx512f/dq/bw/vl; `a.len() == core.n()` is checked by the caller.
-    unsafe { forward_impl(core, a) }
-}
-
-/// Inverse NTT in place.
-pub(crate) fn inverse(core: &NttCore<u64>, _t: &Tables, a: &mut [u64]) {
-    // SAFETY: as in `forward`: the CPU has avx2 and `a.len() == core.n()`.
-    unsafe { inverse_impl(core, a) }
-}
+super::shoup64::kernel!(
+    "avx2",
+    __m256i,
+    lanes = 4,
+    tail_log = 2,
+    max_pass = 2,
+    tail = fwd_last2,
+    head = inv_first2,
+    zero = _mm256_setzero_si256,
+    add = _mm256_add_epi64,
+    sub = _mm256_sub_epi64
+);
 
 /// A twiddle factor in every lane: `w`, `w` with its 32-bit halves swapped, its Shoup
 /// companion `s` and `s >> 32`.
@@ -282,98 +268,6 @@ unsafe fn st(p: *mut u64, v: __m256i) {
     unsafe { _mm256_storeu_si256(p.cast(), v) }
 }
 
-/// Forward layer `l` (`2^l` groups, distance `n >> (l+1) >= 4`) on `a[off..off+len]`.
-///
-/// # Safety
-/// avx512f/dq available; `off + len <= n = a.len()`, both multiples of the group size.
-#[target_feature(enable = "avx2")]
-unsafe fn fwd_radix2(core: &NttCore<u64>, a: *mut u64, l: usize, off: usize, len: usize) {
-    let c = consts(core);
-    let fs = &core.roots_shoup[..];
-    let n = core.n;
-    let m = 1usize << l;
-    let g = n >> (l + 1);
-    for grp in off / (2 * g)..(off + len) / (2 * g) {
-        let tw = tw_bcast(core.roots[m + grp], fs[m + grp]);
-        let base = grp * 2 * g;
-        for j in (0..g).step_by(4) {
-            // SAFETY: base + j + g + 4 <= (grp + 1) * 2g <= off + len <= n words of `a`.
-            unsafe {
-                let px = a.add(base + j);
-                let py = a.add(base + j + g);
-                let [[x, y]] = fwd_bf([ld(px)], [ld(py)], [tw], c);
-                st(px, x);
-                st(py, y);
-            }
-        }
-    }
-}
-
-/// Forward layers `l` and `l+1` fused (radix 4) on `a[off..off+len]`; distance of layer `l+1`
-/// at least 4.
-///
-/// # Safety
-/// As [`fwd_radix2`].
-#[target_feature(enable = "avx2")]
-unsafe fn fwd_radix4(core: &NttCore<u64>, a: *mut u64, l: usize, off: usize, len: usize) {
-    let c = consts(core);
-    let fs = &core.roots_shoup[..];
-    let n = core.n;
-    let m = 1usize << l;
-    let g = n >> (l + 1);
-    let h = g / 2;
-    for grp in off / (2 * g)..(off + len) / (2 * g) {
-        let tw1 = tw_bcast(core.roots[m + grp], fs[m + grp]);
-        let k2 = 2 * m + 2 * grp;
-        let tw2a = tw_bcast(core.roots[k2], fs[k2]);
-        let tw2b = tw_bcast(core.roots[k2 + 1], fs[k2 + 1]);
-        let base = grp * 2 * g;
-        if h >= 8 {
-            // Two vector columns at once: four independent butterflies per step.
-            for j in (0..h).step_by(8) {
-                // SAFETY: base + j + 3h + 8 <= base + 2g <= off + len <= n words of `a`.
-                unsafe {
-                    let p = a.add(base + j);
-                    let q = p.add(4);
-                    let (h2, h3) = (2 * h, 3 * h);
-                    let [[a0, a2], [a1, a3], [b0, b2], [b1, b3]] = fwd_bf(
-                        [ld(p), ld(p.add(h)), ld(q), ld(q.add(h))],
-                        [ld(p.add(h2)), ld(p.add(h3)), ld(q.add(h2)), ld(q.add(h3))],
-                        [tw1; 4],
-                        c,
-                    );
-                    let [[a0, a1], [a2, a3], [b0, b1], [b2, b3]] = fwd_bf(
-                        [a0, a2, b0, b2],
-                        [a1, a3, b1, b3],
-                        [tw2a, tw2b, tw2a, tw2b],
-                        c,
-                    );
-                    for (k, (va, vb)) in [(a0, b0), (a1, b1), (a2, b2), (a3, b3)]
-                        .into_iter()
-                        .enumerate()
-                    {
-                        st(p.add(k * h), va);
-                        st(q.add(k * h), vb);
-                    }
-                }
-            }
-        } else {
-            // SAFETY: h == 4: base + 3h + 4 == base + 2g <= off + len <= n words of `a`.
-            unsafe {
-                let p0 = a.add(base);
-                let (p1, p2, p3) = (p0.add(h), p0.add(2 * h), p0.add(3 * h));
-                let [[x0, x2], [x1, x3]] =
-                    fwd_bf([ld(p0), ld(p1)], [ld(p2), ld(p3)], [tw1, tw1], c);
-                let [[x0, x1], [x2, x3]] = fwd_bf([x0, x2], [x1, x3], [tw2a, tw2b], c);
-                st(p0, x0);
-                st(p1, x1);
-                st(p2, x2);
-                st(p3, x3);
-            }
-        }
-    }
-}
-
 /// Twiddles for 2 groups of 2 lanes from `roots[k], roots[k+1]`.
 ///
 /// # Safety
@@ -470,50 +364,6 @@ unsafe fn fwd_last2(core: &NttCore<u64>, a: *mut u64, off: usize, len: usize) {
     }
 }
 
-/// Forward transform.
-///
-/// # Safety
-/// avx512f/dq available; `a.len() == core.n`.
-#[target_feature(enable = "avx2")]
-unsafe fn forward_impl(core: &NttCore<u64>, a: &mut [u64]) {
-    let n = core.n;
-    debug_assert_eq!(a.len(), n);
-    let p = a.as_mut_ptr();
-    // Layers with distance >= 4 are vector-against-vector; the last 2 are in registers.
-    let vec_layers = core.log_n as usize - 2;
-    let mut l = 0;
-    // SAFETY (all calls below): the CPU has avx512f/dq (caller), and every range lies in `a`
-    // with offsets and lengths that are multiples of the current group size.
-    while l < vec_layers && (n >> l) > BLOCK {
-        if l + 1 < vec_layers {
-            // SAFETY: see above.
-            unsafe { fwd_radix4(core, p, l, 0, n) };
-            l += 2;
-        } else {
-            // SAFETY: see above.
-            unsafe { fwd_radix2(core, p, l, 0, n) };
-            l += 1;
-        }
-    }
-    let bs = n.min(BLOCK);
-    for off in (0..n).step_by(bs) {
-        let mut k = l;
-        while k < vec_layers {
-            if k + 1 < vec_layers {
-                // SAFETY: see above.
-                unsafe { fwd_radix4(core, p, k, off, bs) };
-                k += 2;
-            } else {
-                // SAFETY: see above.
-                unsafe { fwd_radix2(core, p, k, off, bs) };
-                k += 1;
-            }
-        }
-        // SAFETY: see above.
-        unsafe { fwd_last2(core, p, off, bs) };
-    }
-}
-
 /// The first two inverse layers (distances 1, 2) in registers on `K` 8-element blocks at `a`,
 /// in lockstep.
 ///
@@ -575,164 +425,4 @@ unsafe fn inv_first2(core: &NttCore<u64>, a: *mut u64, off: usize, len: usize) {
         unsafe { inv_first2_blocks::<2>(core, c, a.add(k), k) };
         k += 16;
     }
-}
-
-/// Inverse layer `il` (`n >> (il+1)` groups, distance `2^il >= 4`) on `a[off..off+len]`.
-///
-/// # Safety
-/// As [`fwd_radix2`].
-#[target_feature(enable = "avx2")]
-unsafe fn inv_radix2(core: &NttCore<u64>, a: *mut u64, il: usize, off: usize, len: usize) {
-    let c = consts(core);
-    let is = &core.inv_roots_shoup[..];
-    let h = core.n >> (il + 1);
-    let g = 1usize << il;
-    for grp in off / (2 * g)..(off + len) / (2 * g) {
-        let tw = tw_bcast(core.inv_roots[h + grp], is[h + grp]);
-        let base = grp * 2 * g;
-        for j in (0..g).step_by(4) {
-            // SAFETY: base + j + g + 4 <= (grp + 1) * 2g <= off + len <= n.
-            unsafe {
-                let px = a.add(base + j);
-                let py = a.add(base + j + g);
-                let [[x, y]] = inv_bf([ld(px)], [ld(py)], [tw], c);
-                st(px, x);
-                st(py, y);
-            }
-        }
-    }
-}
-
-/// Inverse layers `il` and `il+1` fused (radix 4) on `a[off..off+len]`.
-///
-/// # Safety
-/// As [`fwd_radix2`].
-#[target_feature(enable = "avx2")]
-unsafe fn inv_radix4(core: &NttCore<u64>, a: *mut u64, il: usize, off: usize, len: usize) {
-    let c = consts(core);
-    let is = &core.inv_roots_shoup[..];
-    let h = core.n >> (il + 1);
-    let g = 1usize << il;
-    for grp in off / (4 * g)..(off + len) / (4 * g) {
-        let ka = h + 2 * grp;
-        let twa = tw_bcast(core.inv_roots[ka], is[ka]);
-        let twb = tw_bcast(core.inv_roots[ka + 1], is[ka + 1]);
-        let twc = tw_bcast(core.inv_roots[h / 2 + grp], is[h / 2 + grp]);
-        let base = grp * 4 * g;
-        // Two vector columns at once when they exist: four independent butterflies per step.
-        let cols = if g >= 8 { 2 } else { 1 };
-        for j in (0..g).step_by(4 * cols) {
-            // SAFETY: base + j + 3g + 4 * cols <= base + 4g <= off + len <= n.
-            unsafe {
-                let p = a.add(base + j);
-                if cols == 2 {
-                    let q = p.add(4);
-                    let (g2, g3) = (2 * g, 3 * g);
-                    let [[a0, a1], [a2, a3], [b0, b1], [b2, b3]] = inv_bf(
-                        [ld(p), ld(p.add(g2)), ld(q), ld(q.add(g2))],
-                        [ld(p.add(g)), ld(p.add(g3)), ld(q.add(g)), ld(q.add(g3))],
-                        [twa, twb, twa, twb],
-                        c,
-                    );
-                    let [[a0, a2], [a1, a3], [b0, b2], [b1, b3]] =
-                        inv_bf([a0, a1, b0, b1], [a2, a3, b2, b3], [twc; 4], c);
-                    for (k, (va, vb)) in [(a0, b0), (a1, b1), (a2, b2), (a3, b3)]
-                        .into_iter()
-                        .enumerate()
-                    {
-                        st(p.add(k * g), va);
-                        st(q.add(k * g), vb);
-                    }
-                } else {
-                    let (p1, p2, p3) = (p.add(g), p.add(2 * g), p.add(3 * g));
-                    let [[x0, x1], [x2, x3]] =
-                        inv_bf([ld(p), ld(p2)], [ld(p1), ld(p3)], [twa, twb], c);
-                    let [[x0, x2], [x1, x3]] = inv_bf([x0, x1], [x2, x3], [twc, twc], c);
-                    st(p, x0);
-                    st(p1, x1);
-                    st(p2, x2);
-                    st(p3, x3);
-                }
-            }
-        }
-    }
-}
-
-/// The last inverse layer (one group) with `N^-1` folded in; output reduced.
-///
-/// # Safety
-/// avx512f/dq available; `a` has `n` words.
-#[target_feature(enable = "avx2")]
-unsafe fn inv_last(core: &NttCore<u64>, a: *mut u64) {
-    let c = consts(core);
-    let half = core.n / 2;
-    let ni = tw_bcast(core.n_inv.0, core.n_inv.1);
-    let nw = tw_bcast(core.n_inv_w.0, core.n_inv_w.1);
-    for j in (0..half).step_by(4) {
-        // SAFETY: j + half + 4 <= n.
-        unsafe {
-            let px = a.add(j);
-            let py = a.add(j + half);
-            // Inputs in [0, 4q): the sum and the shifted difference stay below 8q, and the
-            // products of any word are in [0, 4q).
-            let (u, v) = (ld(px), ld(py));
-            let s = _mm256_add_epi64(u, v);
-            let d = _mm256_sub_epi64(_mm256_add_epi64(u, c.q4), v);
-            let [ps, pd] = mul_lazy([s, d], [ni, nw], c);
-            st(px, red(red(ps, c.q2), c.q));
-            st(py, red(red(pd, c.q2), c.q));
-        }
-    }
-}
-
-/// Inverse transform.
-///
-/// # Safety
-/// avx512f/dq available; `a.len() == core.n`.
-#[target_feature(enable = "avx2")]
-unsafe fn inverse_impl(core: &NttCore<u64>, a: &mut [u64]) {
-    let n = core.n;
-    debug_assert_eq!(a.len(), n);
-    let p = a.as_mut_ptr();
-    let log_n = core.log_n as usize;
-    // Layers 2..log_n-1 are vector-against-vector; the last (one group) folds in N^-1.
-    let last = log_n - 1;
-    let bs = n.min(BLOCK);
-    // Layers whose groups (2^(il+1) words) fit in a block run depth-first.
-    let mut il_block = 2;
-    while il_block < last && (2usize << il_block) <= bs {
-        il_block += 1;
-    }
-    // SAFETY (all calls below): the CPU has avx512f/dq (caller), and every range lies in `a`
-    // with offsets and lengths that are multiples of the current group size.
-    for off in (0..n).step_by(bs) {
-        // SAFETY: see above.
-        unsafe { inv_first2(core, p, off, bs) };
-        let mut il = 2;
-        while il < il_block {
-            if il + 1 < il_block {
-                // SAFETY: see above.
-                unsafe { inv_radix4(core, p, il, off, bs) };
-                il += 2;
-            } else {
-                // SAFETY: see above.
-                unsafe { inv_radix2(core, p, il, off, bs) };
-                il += 1;
-            }
-        }
-    }
-    let mut il = il_block;
-    while il < last {
-        if il + 1 < last {
-            // SAFETY: see above.
-            unsafe { inv_radix4(core, p, il, 0, n) };
-            il += 2;
-        } else {
-            // SAFETY: see above.
-            unsafe { inv_radix2(core, p, il, 0, n) };
-            il += 1;
-        }
-    }
-    // SAFETY: see above.
-    unsafe { inv_last(core, p) };
 }

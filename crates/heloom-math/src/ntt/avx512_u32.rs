@@ -19,6 +19,7 @@
 
 use core::arch::x86_64::*;
 
+use super::skeleton::Kernel;
 use super::{AlignedVec, NttCore};
 
 /// Words per register.
@@ -146,6 +147,12 @@ static TO_NATURAL: [[u32; 16]; 2] = [perm_idx(0, 4, 0), perm_idx(0, 4, 1)];
 /// Inverse tail: natural order to layout 0.
 static TO_LAYOUT0: [[u32; 16]; 2] = [perm_idx(4, 0, 0), perm_idx(4, 0, 1)];
 
+super::shoup32::kernel!(
+    "avx512f,avx512dq,avx512bw,avx512vl",
+    __m512i,
+    zero = _mm512_setzero_si512
+);
+
 // ---------------------------------------------------------------------------------------------
 // Vector arithmetic.
 // ---------------------------------------------------------------------------------------------
@@ -232,7 +239,15 @@ impl Tw {
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
 fn fwd_bf<const L4: bool>(x: &mut __m512i, y: &mut __m512i, t: &Tw, c: &Consts) {
-    let u = csub(*x, c.b1);
+    fwd_bf_r::<L4, true>(x, y, t, c)
+}
+
+/// [`fwd_bf`] with the reduction of `x` optional: `RED = false` needs `x < q` (the first layer,
+/// whose inputs are reduced).
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn fwd_bf_r<const L4: bool, const RED: bool>(x: &mut __m512i, y: &mut __m512i, t: &Tw, c: &Consts) {
+    let u = if RED { csub(*x, c.b1) } else { *x };
     let mut v = mul_shoup(*y, t.w, t.ws, t.ws_odd, c.q);
     if !L4 {
         v = csub(v, c.q);
@@ -332,193 +347,6 @@ unsafe fn lane_tw0(w: *const u32, ws: *const u32, n: usize, s: usize) -> Tw {
 // ---------------------------------------------------------------------------------------------
 // Forward transform.
 // ---------------------------------------------------------------------------------------------
-
-/// Splits `count` layers into memory passes of at most three (radix 8), preferring 3 + 2 + 2 over
-/// 3 + 3 + 1.
-fn pass_sizes(count: u32) -> impl Iterator<Item = u32> {
-    let mut left = count;
-    core::iter::from_fn(move || {
-        if left == 0 {
-            return None;
-        }
-        let k = match left {
-            4 => 2,
-            1..=3 => left,
-            _ => 3,
-        };
-        left -= k;
-        Some(k)
-    })
-}
-
-/// Full forward transform.
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
-fn forward_impl<const L4: bool>(core: &NttCore<u32>, t: &Tables, a: &mut [u32]) {
-    let c = Consts::new::<L4>(core);
-    let log_n = core.log_n;
-    let n = core.n;
-    let block_log = log_n.min(BLOCK_LOG);
-    // Breadth-first over the whole array for the layers whose groups exceed one block.
-    fwd_layers::<L4>(core, a, 0, n, log_n - 1, block_log, &c);
-    // Depth first: every remaining layer of one L1-resident block, then the next block.
-    let block = 1usize << block_log;
-    for base in (0..n).step_by(block) {
-        fwd_layers::<L4>(core, a, base, block, block_log - 1, TAIL_LOG, &c);
-        fwd_tail::<L4>(core, t, a, base, block, &c);
-    }
-}
-
-/// Forward layers `k_hi` down to `k_lo` (gap `2^k`) on `a[base..base+len]` in radix-8/4/2 passes.
-#[inline]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
-fn fwd_layers<const L4: bool>(
-    core: &NttCore<u32>,
-    a: &mut [u32],
-    base: usize,
-    len: usize,
-    k_hi: u32,
-    k_lo: u32,
-    c: &Consts,
-) {
-    if k_hi < k_lo {
-        return;
-    }
-    let mut k = k_hi;
-    for kk in pass_sizes(k_hi + 1 - k_lo) {
-        match kk {
-            3 => fwd_pass::<L4, 3>(core, a, base, len, k, c),
-            2 => fwd_pass::<L4, 2>(core, a, base, len, k, c),
-            _ => fwd_pass::<L4, 1>(core, a, base, len, k, c),
-        }
-        k = k.wrapping_sub(kk);
-    }
-}
-
-/// One radix-2^K forward pass: layers `k_hi, ..., k_hi - K + 1` on `a[base..base+len]`, where
-/// `base` and `len` are multiples of `2^(k_hi+1)` and the smallest gap is at least 16 words.
-#[inline]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
-fn fwd_pass<const L4: bool, const K: usize>(
-    core: &NttCore<u32>,
-    a: &mut [u32],
-    base: usize,
-    len: usize,
-    k_hi: u32,
-    c: &Consts,
-) {
-    let n = core.n;
-    let k_lo = k_hi + 1 - K as u32;
-    let gap = 1usize << k_lo;
-    let span = gap << K;
-    debug_assert!(
-        gap >= LANES
-            && base.is_multiple_of(span)
-            && len.is_multiple_of(span)
-            && base + len <= a.len()
-    );
-    let ptr = a.as_mut_ptr();
-    for s in (base..base + len).step_by(span) {
-        // Twiddles of the 2^K - 1 groups this span touches: layer d uses entries 2^d-1..2^(d+1)-1.
-        let mut tw = [Tw::splat(0, 0); 7];
-        for d in 0..K {
-            let k = k_hi - d as u32;
-            for t in 0..(1usize << d) {
-                let idx = (n >> (k + 1)) + (s >> (k + 1)) + t;
-                tw[(1 << d) - 1 + t] = Tw::splat(core.roots[idx], core.roots_shoup[idx]);
-            }
-        }
-        for j in (s..s + gap).step_by(LANES) {
-            let mut x = [_mm512_setzero_si512(); 8];
-            for (i, xi) in x.iter_mut().enumerate().take(1 << K) {
-                // SAFETY: j + i*gap + 16 <= s + span <= base + len <= a.len().
-                *xi = unsafe { load(ptr.add(j + i * gap)) };
-            }
-            fwd_network::<L4, K>(&mut x, &tw, c);
-            for (i, xi) in x.iter().enumerate().take(1 << K) {
-                // SAFETY: as for the loads.
-                unsafe { store(ptr.add(j + i * gap), *xi) };
-            }
-        }
-    }
-}
-
-/// The butterflies of one radix-2^K forward pass on registers `x[0..2^K]` (written out so that
-/// everything stays in registers): layer `d` pairs registers `2^(K-1-d)` apart and uses
-/// `tw[2^d - 1 + group]`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
-fn fwd_network<const L4: bool, const K: usize>(x: &mut [__m512i; 8], tw: &[Tw; 7], c: &Consts) {
-    let [x0, x1, x2, x3, x4, x5, x6, x7] = x;
-    match K {
-        1 => fwd_bf::<L4>(x0, x1, &tw[0], c),
-        2 => {
-            fwd_bf::<L4>(x0, x2, &tw[0], c);
-            fwd_bf::<L4>(x1, x3, &tw[0], c);
-            fwd_bf::<L4>(x0, x1, &tw[1], c);
-            fwd_bf::<L4>(x2, x3, &tw[2], c);
-        }
-        _ => {
-            fwd_bf::<L4>(x0, x4, &tw[0], c);
-            fwd_bf::<L4>(x1, x5, &tw[0], c);
-            fwd_bf::<L4>(x2, x6, &tw[0], c);
-            fwd_bf::<L4>(x3, x7, &tw[0], c);
-            fwd_bf::<L4>(x0, x2, &tw[1], c);
-            fwd_bf::<L4>(x1, x3, &tw[1], c);
-            fwd_bf::<L4>(x4, x6, &tw[2], c);
-            fwd_bf::<L4>(x5, x7, &tw[2], c);
-            fwd_bf::<L4>(x0, x1, &tw[3], c);
-            fwd_bf::<L4>(x2, x3, &tw[4], c);
-            fwd_bf::<L4>(x4, x5, &tw[5], c);
-            fwd_bf::<L4>(x6, x7, &tw[6], c);
-        }
-    }
-}
-
-/// The butterflies of one radix-2^K inverse pass on `x[0..2^K]`: layer `d` pairs registers
-/// `2^d` apart; twiddles are stored layer after layer (`2^(K-1-d)` per layer). `TOP`: the last
-/// layer is the final one of the transform (`N^-1` folded in).
-#[inline]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
-fn inv_network<const L4: bool, const K: usize, const TOP: bool>(
-    x: &mut [__m512i; 8],
-    tw: &[Tw; 7],
-    ni: &Tw,
-    nw: &Tw,
-    c: &Consts,
-) {
-    let [x0, x1, x2, x3, x4, x5, x6, x7] = x;
-    // The last layer of the pass: ordinary or the transform's final layer.
-    let last = |x: &mut __m512i, y: &mut __m512i, t: &Tw| {
-        if TOP {
-            inv_top_bf::<L4>(x, y, ni, nw, c)
-        } else {
-            inv_bf::<L4>(x, y, t, c)
-        }
-    };
-    match K {
-        1 => last(x0, x1, &tw[0]),
-        2 => {
-            inv_bf::<L4>(x0, x1, &tw[0], c);
-            inv_bf::<L4>(x2, x3, &tw[1], c);
-            last(x0, x2, &tw[2]);
-            last(x1, x3, &tw[2]);
-        }
-        _ => {
-            inv_bf::<L4>(x0, x1, &tw[0], c);
-            inv_bf::<L4>(x2, x3, &tw[1], c);
-            inv_bf::<L4>(x4, x5, &tw[2], c);
-            inv_bf::<L4>(x6, x7, &tw[3], c);
-            inv_bf::<L4>(x0, x2, &tw[4], c);
-            inv_bf::<L4>(x1, x3, &tw[4], c);
-            inv_bf::<L4>(x4, x6, &tw[5], c);
-            inv_bf::<L4>(x5, x7, &tw[5], c);
-            last(x0, x4, &tw[6]);
-            last(x1, x5, &tw[6]);
-            last(x2, x6, &tw[6]);
-            last(x3, x7, &tw[6]);
-        }
-    }
-}
 
 /// Chunks interleaved by the tail: one chunk is a serial chain of five butterflies and their
 /// shuffles, so independent chunks side by side hide the multiply and shuffle latencies.
@@ -703,103 +531,6 @@ fn fwd_tail_c<const L4: bool, const C: usize>(
 // ---------------------------------------------------------------------------------------------
 // Inverse transform.
 // ---------------------------------------------------------------------------------------------
-
-/// Full inverse transform.
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
-fn inverse_impl<const L4: bool>(core: &NttCore<u32>, t: &Tables, a: &mut [u32]) {
-    let c = Consts::new::<L4>(core);
-    let log_n = core.log_n;
-    let n = core.n;
-    let block_log = log_n.min(BLOCK_LOG);
-    let block = 1usize << block_log;
-    for base in (0..n).step_by(block) {
-        inv_tail::<L4>(core, t, a, base, block, &c);
-        inv_layers::<L4>(core, a, base, block, TAIL_LOG, block_log, &c);
-    }
-    inv_layers::<L4>(core, a, 0, n, block_log, log_n, &c);
-}
-
-/// Inverse layers `k_lo` up to `k_end - 1` on `a[base..base+len]` in radix-8/4/2 passes; the
-/// layer `log_n - 1` (if included) gets `N^-1` folded in.
-#[inline]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
-fn inv_layers<const L4: bool>(
-    core: &NttCore<u32>,
-    a: &mut [u32],
-    base: usize,
-    len: usize,
-    k_lo: u32,
-    k_end: u32,
-    c: &Consts,
-) {
-    if k_end <= k_lo {
-        return;
-    }
-    let mut k = k_lo;
-    for kk in pass_sizes(k_end - k_lo) {
-        let top = k + kk == core.log_n;
-        match (kk, top) {
-            (3, false) => inv_pass::<L4, 3, false>(core, a, base, len, k, c),
-            (2, false) => inv_pass::<L4, 2, false>(core, a, base, len, k, c),
-            (1, false) => inv_pass::<L4, 1, false>(core, a, base, len, k, c),
-            (3, true) => inv_pass::<L4, 3, true>(core, a, base, len, k, c),
-            (2, true) => inv_pass::<L4, 2, true>(core, a, base, len, k, c),
-            _ => inv_pass::<L4, 1, true>(core, a, base, len, k, c),
-        }
-        k += kk;
-    }
-}
-
-/// One radix-2^K inverse pass: layers `k_lo, ..., k_lo + K - 1` on `a[base..base+len]`; `TOP`:
-/// the last of them is the final layer (`N^-1` folded in, outputs reduced).
-#[inline]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
-fn inv_pass<const L4: bool, const K: usize, const TOP: bool>(
-    core: &NttCore<u32>,
-    a: &mut [u32],
-    base: usize,
-    len: usize,
-    k_lo: u32,
-    c: &Consts,
-) {
-    let n = core.n;
-    let gap = 1usize << k_lo;
-    let span = gap << K;
-    debug_assert!(
-        gap >= LANES
-            && base.is_multiple_of(span)
-            && len.is_multiple_of(span)
-            && base + len <= a.len()
-    );
-    let ptr = a.as_mut_ptr();
-    let ni = Tw::splat(core.n_inv.0, core.n_inv.1);
-    let nw = Tw::splat(core.n_inv_w.0, core.n_inv_w.1);
-    for s in (base..base + len).step_by(span) {
-        // Layer d (gap 2^(k_lo+d)) touches 2^(K-1-d) groups: entries 2^K - 2^(K-d) ...
-        let mut tw = [Tw::splat(0, 0); 7];
-        let mut at = 0;
-        for d in 0..K {
-            let k = k_lo + d as u32;
-            for t in 0..(1usize << (K - 1 - d)) {
-                let idx = (n >> (k + 1)) + (s >> (k + 1)) + t;
-                tw[at] = Tw::splat(core.inv_roots[idx], core.inv_roots_shoup[idx]);
-                at += 1;
-            }
-        }
-        for j in (s..s + gap).step_by(LANES) {
-            let mut x = [_mm512_setzero_si512(); 8];
-            for (i, xi) in x.iter_mut().enumerate().take(1 << K) {
-                // SAFETY: j + i*gap + 16 <= s + span <= base + len <= a.len().
-                *xi = unsafe { load(ptr.add(j + i * gap)) };
-            }
-            inv_network::<L4, K, TOP>(&mut x, &tw, &ni, &nw, c);
-            for (i, xi) in x.iter().enumerate().take(1 << K) {
-                // SAFETY: as for the loads.
-                unsafe { store(ptr.add(j + i * gap), *xi) };
-            }
-        }
-    }
-}
 
 /// The first five inverse layers (gaps 1..16) on each 32-word chunk of `a[base..base+len]`, in
 /// registers; for N = 32 the gap-16 layer is the final one (`N^-1` folded in).

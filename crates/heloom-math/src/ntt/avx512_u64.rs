@@ -8,45 +8,31 @@
 //! - lazy ranges one step wider than Harvey's: forward values in `[0, 8q)` (`8q < 2^64`), the
 //!   unmultiplied input reduced to `[0, 4q)` and the product left in `[0, 4q)`; inverse values
 //!   in `[0, 4q)`. One conditional subtraction per butterfly;
-//! - layers are fused three at a time (radix-8 passes, eight vectors in registers), breadth-first
-//!   while a group is larger than an L1-sized block, then depth-first per block; independent
-//!   butterflies advance step by step in lockstep (each one alone is a long dependency chain
-//!   that would leave the out-of-order core idle);
+//! - the passes, blocking and pass planning are the shared skeleton's ([`super::skeleton`]):
+//!   radix-8 passes with eight vectors in registers; the butterflies a layer hands over advance
+//!   step by step in lockstep (each one alone is a long dependency chain that would leave the
+//!   out-of-order core idle);
 //! - the three layers with distances 4, 2 and 1 run in registers on 16-element blocks, with
 //!   permutes between layers and per-lane twiddle vectors; the forward output is reduced there,
 //!   the inverse's `N^-1` is folded into its last layer.
 
 use std::arch::x86_64::*;
 
+use super::skeleton::Kernel;
 use super::NttCore;
 
-/// Elements per depth-first block: 16 KiB of data, half of Zen 4's / Intel's 32-48 KiB L1D.
-const BLOCK: usize = 2048;
-
-/// Backend-specific tables: none beyond the core's; the kernels read the roots and their
-/// 2^64-scaled Shoup companions directly (see [`mul_lazy`]).
-#[derive(Debug)]
-pub struct Tables {}
-
-impl Tables {
-    /// Builds the tables from the core precomputation.
-    pub(crate) fn new(_core: &NttCore<u64>) -> Self {
-        Self {}
-    }
-}
-
-/// Forward NTT in place.
-pub(crate) fn forward(core: &NttCore<u64>, _t: &Tables, a: &mut [u64]) {
-    // SAFETY: the table was built for the Avx512 backend, which is only selected after the CPU
-    // was checked for avx512f/dq/bw/vl; `a.len() == core.n()` is checked by the caller.
-    unsafe { forward_impl(core, a) }
-}
-
-/// Inverse NTT in place.
-pub(crate) fn inverse(core: &NttCore<u64>, _t: &Tables, a: &mut [u64]) {
-    // SAFETY: as in `forward`: the CPU has avx512f/dq and `a.len() == core.n()`.
-    unsafe { inverse_impl(core, a) }
-}
+super::shoup64::kernel!(
+    "avx512f,avx512dq",
+    __m512i,
+    lanes = 8,
+    tail_log = 3,
+    max_pass = 3,
+    tail = fwd_last3,
+    head = inv_first3,
+    zero = _mm512_setzero_si512,
+    add = _mm512_add_epi64,
+    sub = _mm512_sub_epi64
+);
 
 /// A twiddle factor in every lane: `w`, its Shoup companion `s` and `s >> 32`.
 #[derive(Clone, Copy)]
@@ -121,7 +107,8 @@ fn tw_lanes(w: __m512i, s: __m512i) -> Tw {
 /// below `4q`. The middle products are shifted separately, so no sum can overflow.
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
-fn mul_lazy<const K: usize>(y: [__m512i; K], tw: [Tw; K], q: __m512i) -> [__m512i; K] {
+fn mul_lazy<const K: usize>(y: [__m512i; K], tw: [Tw; K], c: Consts) -> [__m512i; K] {
+    let q = c.q;
     let z = _mm512_setzero_si512();
     let (mut y1, mut qh, mut r) = ([z; K], [z; K], [z; K]);
     for i in 0..K {
@@ -162,7 +149,7 @@ fn fwd_bf<const K: usize>(
     tw: [Tw; K],
     c: Consts,
 ) -> [[__m512i; 2]; K] {
-    let v = mul_lazy(y, tw, c.q);
+    let v = mul_lazy(y, tw, c);
     let mut out = [[_mm512_setzero_si512(); 2]; K];
     for i in 0..K {
         let u = red(x[i], c.q4);
@@ -188,7 +175,7 @@ fn inv_bf<const K: usize>(
     for i in 0..K {
         d[i] = _mm512_sub_epi64(_mm512_add_epi64(x[i], c.q4), y[i]);
     }
-    let v = mul_lazy(d, tw, c.q);
+    let v = mul_lazy(d, tw, c);
     let mut out = [[_mm512_setzero_si512(); 2]; K];
     for i in 0..K {
         out[i] = [red(_mm512_add_epi64(x[i], y[i]), c.q4), v[i]];
@@ -223,232 +210,6 @@ unsafe fn ld(p: *const u64) -> __m512i {
 unsafe fn st(p: *mut u64, v: __m512i) {
     // SAFETY: the caller guarantees 8 writable words at `p`; the store is unaligned.
     unsafe { _mm512_storeu_si512(p.cast(), v) }
-}
-
-/// Forward layer `l` (`2^l` groups, distance `n >> (l+1) >= 8`) on `a[off..off+len]`.
-///
-/// # Safety
-/// avx512f/dq available; `off + len <= n = a.len()`, both multiples of the group size.
-#[target_feature(enable = "avx512f,avx512dq")]
-unsafe fn fwd_radix2(core: &NttCore<u64>, a: *mut u64, l: usize, off: usize, len: usize) {
-    let c = consts(core);
-    let fs = &core.roots_shoup[..];
-    let n = core.n;
-    let m = 1usize << l;
-    let g = n >> (l + 1);
-    for grp in off / (2 * g)..(off + len) / (2 * g) {
-        let tw = tw_bcast(core.roots[m + grp], fs[m + grp]);
-        let base = grp * 2 * g;
-        for j in (0..g).step_by(8) {
-            // SAFETY: base + j + g + 8 <= (grp + 1) * 2g <= off + len <= n words of `a`.
-            unsafe {
-                let px = a.add(base + j);
-                let py = a.add(base + j + g);
-                let [[x, y]] = fwd_bf([ld(px)], [ld(py)], [tw], c);
-                st(px, x);
-                st(py, y);
-            }
-        }
-    }
-}
-
-/// Forward layers `l` and `l+1` fused (radix 4) on `a[off..off+len]`; distance of layer `l+1`
-/// at least 8.
-///
-/// # Safety
-/// As [`fwd_radix2`].
-#[target_feature(enable = "avx512f,avx512dq")]
-unsafe fn fwd_radix4(core: &NttCore<u64>, a: *mut u64, l: usize, off: usize, len: usize) {
-    let c = consts(core);
-    let fs = &core.roots_shoup[..];
-    let n = core.n;
-    let m = 1usize << l;
-    let g = n >> (l + 1);
-    let h = g / 2;
-    for grp in off / (2 * g)..(off + len) / (2 * g) {
-        let tw1 = tw_bcast(core.roots[m + grp], fs[m + grp]);
-        let k2 = 2 * m + 2 * grp;
-        let tw2a = tw_bcast(core.roots[k2], fs[k2]);
-        let tw2b = tw_bcast(core.roots[k2 + 1], fs[k2 + 1]);
-        let base = grp * 2 * g;
-        for j in (0..h).step_by(8) {
-            // SAFETY: base + j + 3h + 8 <= base + 2g <= off + len <= n words of `a`.
-            unsafe {
-                let p0 = a.add(base + j);
-                let p1 = p0.add(h);
-                let p2 = p0.add(2 * h);
-                let p3 = p0.add(3 * h);
-                let [[x0, x2], [x1, x3]] =
-                    fwd_bf([ld(p0), ld(p1)], [ld(p2), ld(p3)], [tw1, tw1], c);
-                let [[x0, x1], [x2, x3]] = fwd_bf([x0, x2], [x1, x3], [tw2a, tw2b], c);
-                st(p0, x0);
-                st(p1, x1);
-                st(p2, x2);
-                st(p3, x3);
-            }
-        }
-    }
-}
-
-/// Forward layers `l`, `l+1`, `l+2` fused (radix 8, eight vectors in registers) on
-/// `a[off..off+len]`; distance of layer `l+2` at least 8.
-///
-/// # Safety
-/// As [`fwd_radix2`].
-#[target_feature(enable = "avx512f,avx512dq")]
-unsafe fn fwd_radix8(core: &NttCore<u64>, a: *mut u64, l: usize, off: usize, len: usize) {
-    let c = consts(core);
-    let fs = &core.roots_shoup[..];
-    let n = core.n;
-    let m = 1usize << l;
-    let g = n >> (l + 1);
-    let e = g / 4;
-    let tw = |k: usize| tw_bcast(core.roots[k], fs[k]);
-    for grp in off / (2 * g)..(off + len) / (2 * g) {
-        let t1 = tw(m + grp);
-        let t2 = [tw(2 * m + 2 * grp), tw(2 * m + 2 * grp + 1)];
-        let k3 = 4 * m + 4 * grp;
-        let t3 = [tw(k3), tw(k3 + 1), tw(k3 + 2), tw(k3 + 3)];
-        let base = grp * 2 * g;
-        for j in (0..e).step_by(8) {
-            // SAFETY: base + j + 7e + 8 <= base + 2g <= off + len <= n words of `a`.
-            unsafe {
-                let p = a.add(base + j);
-                let mut x = [_mm512_setzero_si512(); 8];
-                for (k, xk) in x.iter_mut().enumerate() {
-                    *xk = ld(p.add(k * e));
-                }
-                let [[a0, a4], [a1, a5], [a2, a6], [a3, a7]] = fwd_bf(
-                    [x[0], x[1], x[2], x[3]],
-                    [x[4], x[5], x[6], x[7]],
-                    [t1; 4],
-                    c,
-                );
-                let [[a0, a2], [a1, a3], [a4, a6], [a5, a7]] = fwd_bf(
-                    [a0, a1, a4, a5],
-                    [a2, a3, a6, a7],
-                    [t2[0], t2[0], t2[1], t2[1]],
-                    c,
-                );
-                let [[a0, a1], [a2, a3], [a4, a5], [a6, a7]] =
-                    fwd_bf([a0, a2, a4, a6], [a1, a3, a5, a7], t3, c);
-                x = [a0, a1, a2, a3, a4, a5, a6, a7];
-                for (k, xk) in x.iter().enumerate() {
-                    st(p.add(k * e), *xk);
-                }
-            }
-        }
-    }
-}
-
-/// Inverse layers `il`, `il+1`, `il+2` fused (radix 8) on `a[off..off+len]`; distance of
-/// layer `il` at least 8.
-///
-/// # Safety
-/// As [`fwd_radix2`].
-#[target_feature(enable = "avx512f,avx512dq")]
-unsafe fn inv_radix8(core: &NttCore<u64>, a: *mut u64, il: usize, off: usize, len: usize) {
-    let c = consts(core);
-    let is = &core.inv_roots_shoup[..];
-    let h = core.n >> (il + 1);
-    let g = 1usize << il;
-    let tw = |k: usize| tw_bcast(core.inv_roots[k], is[k]);
-    for grp in off / (8 * g)..(off + len) / (8 * g) {
-        let k1 = h + 4 * grp;
-        let t1 = [tw(k1), tw(k1 + 1), tw(k1 + 2), tw(k1 + 3)];
-        let t2 = [tw(h / 2 + 2 * grp), tw(h / 2 + 2 * grp + 1)];
-        let t3 = tw(h / 4 + grp);
-        let base = grp * 8 * g;
-        for j in (0..g).step_by(8) {
-            // SAFETY: base + j + 7g + 8 <= base + 8g <= off + len <= n.
-            unsafe {
-                let p = a.add(base + j);
-                let mut x = [_mm512_setzero_si512(); 8];
-                for (k, xk) in x.iter_mut().enumerate() {
-                    *xk = ld(p.add(k * g));
-                }
-                let [[a0, a1], [a2, a3], [a4, a5], [a6, a7]] =
-                    inv_bf([x[0], x[2], x[4], x[6]], [x[1], x[3], x[5], x[7]], t1, c);
-                let [[a0, a2], [a1, a3], [a4, a6], [a5, a7]] = inv_bf(
-                    [a0, a1, a4, a5],
-                    [a2, a3, a6, a7],
-                    [t2[0], t2[0], t2[1], t2[1]],
-                    c,
-                );
-                let [[a0, a4], [a1, a5], [a2, a6], [a3, a7]] =
-                    inv_bf([a0, a1, a2, a3], [a4, a5, a6, a7], [t3; 4], c);
-                x = [a0, a1, a2, a3, a4, a5, a6, a7];
-                for (k, xk) in x.iter().enumerate() {
-                    st(p.add(k * g), *xk);
-                }
-            }
-        }
-    }
-}
-
-/// Forward layers `from..to` on `a[off..off+len]`, fused three (or two) at a time.
-///
-/// # Safety
-/// As [`fwd_radix2`]; layer `to - 1` has distance at least 8.
-#[target_feature(enable = "avx512f,avx512dq")]
-unsafe fn fwd_layers(
-    core: &NttCore<u64>,
-    a: *mut u64,
-    from: usize,
-    to: usize,
-    off: usize,
-    len: usize,
-) {
-    let mut l = from;
-    while l < to {
-        let r = fused_count(to - l);
-        // SAFETY: forwarded from the caller; layers l..l+r end at `to`.
-        unsafe {
-            match r {
-                3 => fwd_radix8(core, a, l, off, len),
-                2 => fwd_radix4(core, a, l, off, len),
-                _ => fwd_radix2(core, a, l, off, len),
-            }
-        }
-        l += r;
-    }
-}
-
-/// Inverse layers `from..to` on `a[off..off+len]`, fused three (or two) at a time.
-///
-/// # Safety
-/// As [`fwd_radix2`]; layer `from` has distance at least 8.
-#[target_feature(enable = "avx512f,avx512dq")]
-unsafe fn inv_layers(
-    core: &NttCore<u64>,
-    a: *mut u64,
-    from: usize,
-    to: usize,
-    off: usize,
-    len: usize,
-) {
-    let mut il = from;
-    while il < to {
-        let r = fused_count(to - il);
-        // SAFETY: forwarded from the caller; layers il..il+r end at `to`.
-        unsafe {
-            match r {
-                3 => inv_radix8(core, a, il, off, len),
-                2 => inv_radix4(core, a, il, off, len),
-                _ => inv_radix2(core, a, il, off, len),
-            }
-        }
-        il += r;
-    }
-}
-
-/// How many of `left` remaining layers the next pass fuses: 3, but 2+2 rather than 3+1.
-fn fused_count(left: usize) -> usize {
-    match left {
-        0..=2 => left,
-        4 => 2,
-        _ => 3,
-    }
 }
 
 /// Lane patterns for expanding 2 and 4 consecutive twiddles to 8 lanes.
@@ -591,35 +352,6 @@ unsafe fn fwd_last3(core: &NttCore<u64>, a: *mut u64, off: usize, len: usize) {
     }
 }
 
-/// Forward transform.
-///
-/// # Safety
-/// avx512f/dq available; `a.len() == core.n`.
-#[target_feature(enable = "avx512f,avx512dq")]
-unsafe fn forward_impl(core: &NttCore<u64>, a: &mut [u64]) {
-    let n = core.n;
-    debug_assert_eq!(a.len(), n);
-    let p = a.as_mut_ptr();
-    // Layers with distance >= 8 are vector-against-vector; the last 3 are in registers.
-    let vec_layers = core.log_n as usize - 3;
-    // Layers whose groups (n >> l words) exceed a block run breadth-first, the rest per block.
-    let mut l_block = 0;
-    while l_block < vec_layers && (n >> l_block) > BLOCK {
-        l_block += 1;
-    }
-    // SAFETY (all calls below): the CPU has avx512f/dq (caller), and every range lies in `a`
-    // with offsets and lengths that are multiples of the current group size.
-    // SAFETY: see above.
-    unsafe { fwd_layers(core, p, 0, l_block, 0, n) };
-    let bs = n.min(BLOCK);
-    for off in (0..n).step_by(bs) {
-        // SAFETY: see above.
-        unsafe { fwd_layers(core, p, l_block, vec_layers, off, bs) };
-        // SAFETY: see above.
-        unsafe { fwd_last3(core, p, off, bs) };
-    }
-}
-
 /// The first three inverse layers (distances 1, 2, 4) in registers on `K` 16-element blocks at
 /// `a`, in lockstep.
 ///
@@ -691,124 +423,4 @@ unsafe fn inv_first3(core: &NttCore<u64>, a: *mut u64, off: usize, len: usize) {
         // SAFETY: as above, with k + 16 == off + len.
         unsafe { inv_first3_blocks::<1>(core, c, a.add(k), k) };
     }
-}
-
-/// Inverse layer `il` (`n >> (il+1)` groups, distance `2^il >= 8`) on `a[off..off+len]`.
-///
-/// # Safety
-/// As [`fwd_radix2`].
-#[target_feature(enable = "avx512f,avx512dq")]
-unsafe fn inv_radix2(core: &NttCore<u64>, a: *mut u64, il: usize, off: usize, len: usize) {
-    let c = consts(core);
-    let is = &core.inv_roots_shoup[..];
-    let h = core.n >> (il + 1);
-    let g = 1usize << il;
-    for grp in off / (2 * g)..(off + len) / (2 * g) {
-        let tw = tw_bcast(core.inv_roots[h + grp], is[h + grp]);
-        let base = grp * 2 * g;
-        for j in (0..g).step_by(8) {
-            // SAFETY: base + j + g + 8 <= (grp + 1) * 2g <= off + len <= n.
-            unsafe {
-                let px = a.add(base + j);
-                let py = a.add(base + j + g);
-                let [[x, y]] = inv_bf([ld(px)], [ld(py)], [tw], c);
-                st(px, x);
-                st(py, y);
-            }
-        }
-    }
-}
-
-/// Inverse layers `il` and `il+1` fused (radix 4) on `a[off..off+len]`.
-///
-/// # Safety
-/// As [`fwd_radix2`].
-#[target_feature(enable = "avx512f,avx512dq")]
-unsafe fn inv_radix4(core: &NttCore<u64>, a: *mut u64, il: usize, off: usize, len: usize) {
-    let c = consts(core);
-    let is = &core.inv_roots_shoup[..];
-    let h = core.n >> (il + 1);
-    let g = 1usize << il;
-    for grp in off / (4 * g)..(off + len) / (4 * g) {
-        let ka = h + 2 * grp;
-        let twa = tw_bcast(core.inv_roots[ka], is[ka]);
-        let twb = tw_bcast(core.inv_roots[ka + 1], is[ka + 1]);
-        let twc = tw_bcast(core.inv_roots[h / 2 + grp], is[h / 2 + grp]);
-        let base = grp * 4 * g;
-        for j in (0..g).step_by(8) {
-            // SAFETY: base + j + 3g + 8 <= base + 4g <= off + len <= n.
-            unsafe {
-                let p0 = a.add(base + j);
-                let p1 = p0.add(g);
-                let p2 = p0.add(2 * g);
-                let p3 = p0.add(3 * g);
-                let [[x0, x1], [x2, x3]] =
-                    inv_bf([ld(p0), ld(p2)], [ld(p1), ld(p3)], [twa, twb], c);
-                let [[x0, x2], [x1, x3]] = inv_bf([x0, x1], [x2, x3], [twc, twc], c);
-                st(p0, x0);
-                st(p1, x1);
-                st(p2, x2);
-                st(p3, x3);
-            }
-        }
-    }
-}
-
-/// The last inverse layer (one group) with `N^-1` folded in; output reduced.
-///
-/// # Safety
-/// avx512f/dq available; `a` has `n` words.
-#[target_feature(enable = "avx512f,avx512dq")]
-unsafe fn inv_last(core: &NttCore<u64>, a: *mut u64) {
-    let c = consts(core);
-    let half = core.n / 2;
-    let ni = tw_bcast(core.n_inv.0, core.n_inv.1);
-    let nw = tw_bcast(core.n_inv_w.0, core.n_inv_w.1);
-    for j in (0..half).step_by(8) {
-        // SAFETY: j + half + 8 <= n.
-        unsafe {
-            let px = a.add(j);
-            let py = a.add(j + half);
-            // Inputs in [0, 4q): the sum and the shifted difference stay below 8q, and the
-            // products of any word are in [0, 4q).
-            let (u, v) = (ld(px), ld(py));
-            let s = _mm512_add_epi64(u, v);
-            let d = _mm512_sub_epi64(_mm512_add_epi64(u, c.q4), v);
-            let [ps, pd] = mul_lazy([s, d], [ni, nw], c.q);
-            st(px, red(red(ps, c.q2), c.q));
-            st(py, red(red(pd, c.q2), c.q));
-        }
-    }
-}
-
-/// Inverse transform.
-///
-/// # Safety
-/// avx512f/dq available; `a.len() == core.n`.
-#[target_feature(enable = "avx512f,avx512dq")]
-unsafe fn inverse_impl(core: &NttCore<u64>, a: &mut [u64]) {
-    let n = core.n;
-    debug_assert_eq!(a.len(), n);
-    let p = a.as_mut_ptr();
-    let log_n = core.log_n as usize;
-    // Layers 3..log_n-1 are vector-against-vector; the last (one group) folds in N^-1.
-    let last = log_n - 1;
-    let bs = n.min(BLOCK);
-    // Layers whose groups (2^(il+1) words) fit in a block run depth-first.
-    let mut il_block = 3;
-    while il_block < last && (2usize << il_block) <= bs {
-        il_block += 1;
-    }
-    // SAFETY (all calls below): the CPU has avx512f/dq (caller), and every range lies in `a`
-    // with offsets and lengths that are multiples of the current group size.
-    for off in (0..n).step_by(bs) {
-        // SAFETY: see above.
-        unsafe { inv_first3(core, p, off, bs) };
-        // SAFETY: see above.
-        unsafe { inv_layers(core, p, 3, il_block, off, bs) };
-    }
-    // SAFETY: see above.
-    unsafe { inv_layers(core, p, il_block, last, 0, n) };
-    // SAFETY: see above.
-    unsafe { inv_last(core, p) };
 }

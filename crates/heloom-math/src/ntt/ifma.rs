@@ -7,11 +7,9 @@
 //! lazy ranges hold: forward values stay in `[0, 4q)` between layers, inverse values in `[0, 2q)`.
 //!
 //! Structure (both directions):
-//! - Layers are fused three at a time (radix-8 passes keep 8 vectors in registers and load and
-//!   store every word once per three layers), with radix-4/radix-2 passes for the leftovers.
-//! - Layers whose butterfly groups are larger than [`BLOCK_LOG`] words run over the whole array;
-//!   the rest run block by block so that each block of 2^11 words (16 KiB) stays in L1 while all
-//!   of its remaining layers are applied (depth-first order).
+//! - The passes, blocking and pass planning are the shared skeleton's ([`super::skeleton`]):
+//!   radix-8 passes keep 8 vectors in registers and load and store every word once per three
+//!   layers; the layers of each 2^11-word (16 KiB) block run while it sits in L1.
 //! - The three layers of distance 4, 2 and 1 run inside registers on pairs of 8-word blocks, with
 //!   `vpermt2q` moving data between lane arrangements chosen so that every twiddle vector is a
 //!   plain load, a 256-bit broadcast or a 128-bit broadcast of the bit-reversed root table.
@@ -20,10 +18,8 @@
 
 use std::arch::x86_64::*;
 
+use super::skeleton::{self, Kernel};
 use super::{AlignedVec, NttCore};
-
-/// log2 of the block (in words) that the depth-first phase keeps in L1 (2^11 words = 16 KiB).
-const BLOCK_LOG: u32 = 11;
 
 /// `2^52 - 1`: IFMA multiplies the low 52 bits of each lane.
 const MASK52: u64 = (1 << 52) - 1;
@@ -188,28 +184,6 @@ unsafe fn ld(p: *const u64) -> __m512i {
 unsafe fn st(p: *mut u64, v: __m512i) {
     // SAFETY: the caller guarantees 8 writable words at `p`; storeu has no alignment requirement.
     unsafe { _mm512_storeu_epi64(p as *mut i64, v) }
-}
-
-/// Broadcast of one word.
-///
-/// # Safety
-/// `p` must be readable.
-#[inline]
-#[target_feature(enable = "avx512f")]
-unsafe fn bc(p: *const u64) -> __m512i {
-    // SAFETY: the caller guarantees `p` is readable.
-    _mm512_set1_epi64(unsafe { p.read() } as i64)
-}
-
-/// Twiddle and companion broadcast from index `k` of the two tables.
-///
-/// # Safety
-/// `k` must be in bounds of both tables.
-#[inline]
-#[target_feature(enable = "avx512f")]
-unsafe fn tw(w: *const u64, wp: *const u64, k: usize) -> (__m512i, __m512i) {
-    // SAFETY: the caller guarantees `k` is in bounds of both tables.
-    unsafe { (bc(w.add(k)), bc(wp.add(k))) }
 }
 
 // Lane arrangements of 16 words (two 8-word blocks b = 0, 1 with elements e = e2 e1 e0) over two
@@ -432,458 +406,180 @@ unsafe fn small_layers<const FWD: bool>(
     }
 }
 
-/// Three forward layers of distances `g`, `g/2`, `g/4` (`g >= 32`) over `len` words at `a` (a
-/// multiple of `2g`); `k0` is the twiddle index of the first group at distance `g`.
-///
-/// # Safety
-/// `a..a+len` writable; indices `4(k0 + len/(2g))` within the tables.
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-unsafe fn fwd_r8(
-    a: *mut u64,
-    len: usize,
-    g: usize,
-    k0: usize,
-    w: *const u64,
-    wp: *const u64,
-    c: Consts,
-) {
-    let d = g / 4;
-    for i in 0..len / (2 * g) {
-        // SAFETY: group i spans a[2gi .. 2g(i+1)] within len; twiddle indices below 4(k0+i+1).
-        unsafe {
-            let kk = k0 + i;
-            let t1 = tw(w, wp, kk);
-            let (t2a, t2b) = (tw(w, wp, 2 * kk), tw(w, wp, 2 * kk + 1));
-            let t3 = [
-                tw(w, wp, 4 * kk),
-                tw(w, wp, 4 * kk + 1),
-                tw(w, wp, 4 * kk + 2),
-                tw(w, wp, 4 * kk + 3),
-            ];
-            let base = a.add(2 * g * i);
-            let mut j = 0;
-            while j < d {
-                let p = base.add(j);
-                let mut x = [
-                    ld(p),
-                    ld(p.add(d)),
-                    ld(p.add(2 * d)),
-                    ld(p.add(3 * d)),
-                    ld(p.add(4 * d)),
-                    ld(p.add(5 * d)),
-                    ld(p.add(6 * d)),
-                    ld(p.add(7 * d)),
-                ];
-                let [x0, x1, x2, x3, x4, x5, x6, x7] = &mut x;
-                ct(x0, x4, t1.0, t1.1, c);
-                ct(x1, x5, t1.0, t1.1, c);
-                ct(x2, x6, t1.0, t1.1, c);
-                ct(x3, x7, t1.0, t1.1, c);
-                ct(x0, x2, t2a.0, t2a.1, c);
-                ct(x1, x3, t2a.0, t2a.1, c);
-                ct(x4, x6, t2b.0, t2b.1, c);
-                ct(x5, x7, t2b.0, t2b.1, c);
-                ct(x0, x1, t3[0].0, t3[0].1, c);
-                ct(x2, x3, t3[1].0, t3[1].1, c);
-                ct(x4, x5, t3[2].0, t3[2].1, c);
-                ct(x6, x7, t3[3].0, t3[3].1, c);
-                for (r, v) in x.iter().enumerate() {
-                    st(p.add(r * d), *v);
-                }
-                j += 8;
-            }
-        }
-    }
-}
-
-/// Two forward layers of distances `g`, `g/2` (`g >= 16`); otherwise as [`fwd_r8`].
-///
-/// # Safety
-/// As [`fwd_r8`] with indices below `2(k0 + len/(2g))`.
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-unsafe fn fwd_r4(
-    a: *mut u64,
-    len: usize,
-    g: usize,
-    k0: usize,
-    w: *const u64,
-    wp: *const u64,
-    c: Consts,
-) {
-    let d = g / 2;
-    for i in 0..len / (2 * g) {
-        // SAFETY: group i spans a[2gi .. 2g(i+1)] within len; twiddle indices below 2(k0+i+1).
-        unsafe {
-            let kk = k0 + i;
-            let t1 = tw(w, wp, kk);
-            let (t2a, t2b) = (tw(w, wp, 2 * kk), tw(w, wp, 2 * kk + 1));
-            let base = a.add(2 * g * i);
-            let mut j = 0;
-            while j < d {
-                let p = base.add(j);
-                let mut x = [ld(p), ld(p.add(d)), ld(p.add(2 * d)), ld(p.add(3 * d))];
-                let [x0, x1, x2, x3] = &mut x;
-                ct(x0, x2, t1.0, t1.1, c);
-                ct(x1, x3, t1.0, t1.1, c);
-                ct(x0, x1, t2a.0, t2a.1, c);
-                ct(x2, x3, t2b.0, t2b.1, c);
-                for (r, v) in x.iter().enumerate() {
-                    st(p.add(r * d), *v);
-                }
-                j += 8;
-            }
-        }
-    }
-}
-
-/// One forward layer of distance `g` (`g >= 8`); otherwise as [`fwd_r8`].
-///
-/// # Safety
-/// As [`fwd_r8`] with indices below `k0 + len/(2g)`.
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-unsafe fn fwd_r2(
-    a: *mut u64,
-    len: usize,
-    g: usize,
-    k0: usize,
-    w: *const u64,
-    wp: *const u64,
-    c: Consts,
-) {
-    for i in 0..len / (2 * g) {
-        // SAFETY: group i spans a[2gi .. 2g(i+1)] within len; twiddle index k0 + i in the table.
-        unsafe {
-            let t1 = tw(w, wp, k0 + i);
-            let base = a.add(2 * g * i);
-            let mut j = 0;
-            while j < g {
-                let p = base.add(j);
-                let (mut x0, mut x1) = (ld(p), ld(p.add(g)));
-                ct(&mut x0, &mut x1, t1.0, t1.1, c);
-                st(p, x0);
-                st(p.add(g), x1);
-                j += 8;
-            }
-        }
-    }
-}
-
-/// Broadcast `(N^-1, companion)` and `(N^-1 * psi^-bitrev(1), companion)` for the last inverse
-/// layer.
-#[derive(Clone, Copy)]
-struct NInv {
-    /// `N^-1` and its 52-bit Shoup companion.
-    ni: (__m512i, __m512i),
-    /// `N^-1 * psi^-bitrev(1)` and its 52-bit Shoup companion.
-    nw: (__m512i, __m512i),
-}
-
-/// The coarsest butterfly of an inverse pass: table twiddle `t`, or with `LAST` the transform's
-/// last layer with `N^-1` folded in.
-#[inline]
-#[target_feature(enable = "avx512f,avx512ifma")]
-fn gs_top<const LAST: bool>(
-    x: &mut __m512i,
-    y: &mut __m512i,
-    t: (__m512i, __m512i),
-    l: &NInv,
-    c: Consts,
-) {
-    if LAST {
-        gs_last(x, y, l.ni, l.nw, c)
-    } else {
-        gs(x, y, t.0, t.1, c)
-    }
-}
-
-/// Three inverse layers of distances `g`, `2g`, `4g` (`g >= 8`) over `len` words at `a` (a
-/// multiple of `8g`); `k0` is the twiddle index of the first unit at distance `4g`. With
-/// `LAST` the distance-`4g` layer is the transform's last (`8g = N`).
-///
-/// # Safety
-/// `a..a+len` writable; indices `4(k0 + len/(8g))` within the tables.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-unsafe fn inv_r8<const LAST: bool>(
-    a: *mut u64,
-    len: usize,
-    g: usize,
-    k0: usize,
-    w: *const u64,
-    wp: *const u64,
-    l: &NInv,
-    c: Consts,
-) {
-    for u in 0..len / (8 * g) {
-        // SAFETY: unit u spans a[8gu .. 8g(u+1)] within len; twiddle indices below 4(k0+u+1).
-        unsafe {
-            let kk = k0 + u;
-            let t3 = tw(w, wp, kk);
-            let (t2a, t2b) = (tw(w, wp, 2 * kk), tw(w, wp, 2 * kk + 1));
-            let t1 = [
-                tw(w, wp, 4 * kk),
-                tw(w, wp, 4 * kk + 1),
-                tw(w, wp, 4 * kk + 2),
-                tw(w, wp, 4 * kk + 3),
-            ];
-            let base = a.add(8 * g * u);
-            let mut j = 0;
-            while j < g {
-                let p = base.add(j);
-                let mut x = [
-                    ld(p),
-                    ld(p.add(g)),
-                    ld(p.add(2 * g)),
-                    ld(p.add(3 * g)),
-                    ld(p.add(4 * g)),
-                    ld(p.add(5 * g)),
-                    ld(p.add(6 * g)),
-                    ld(p.add(7 * g)),
-                ];
-                let [x0, x1, x2, x3, x4, x5, x6, x7] = &mut x;
-                gs(x0, x1, t1[0].0, t1[0].1, c);
-                gs(x2, x3, t1[1].0, t1[1].1, c);
-                gs(x4, x5, t1[2].0, t1[2].1, c);
-                gs(x6, x7, t1[3].0, t1[3].1, c);
-                gs(x0, x2, t2a.0, t2a.1, c);
-                gs(x1, x3, t2a.0, t2a.1, c);
-                gs(x4, x6, t2b.0, t2b.1, c);
-                gs(x5, x7, t2b.0, t2b.1, c);
-                gs_top::<LAST>(x0, x4, t3, l, c);
-                gs_top::<LAST>(x1, x5, t3, l, c);
-                gs_top::<LAST>(x2, x6, t3, l, c);
-                gs_top::<LAST>(x3, x7, t3, l, c);
-                for (r, v) in x.iter().enumerate() {
-                    st(p.add(r * g), *v);
-                }
-                j += 8;
-            }
-        }
-    }
-}
-
-/// Two inverse layers of distances `g`, `2g`; otherwise as [`inv_r8`].
-///
-/// # Safety
-/// As [`inv_r8`] with indices below `2(k0 + len/(4g))`.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-unsafe fn inv_r4<const LAST: bool>(
-    a: *mut u64,
-    len: usize,
-    g: usize,
-    k0: usize,
-    w: *const u64,
-    wp: *const u64,
-    l: &NInv,
-    c: Consts,
-) {
-    for u in 0..len / (4 * g) {
-        // SAFETY: unit u spans a[4gu .. 4g(u+1)] within len; twiddle indices below 2(k0+u+1).
-        unsafe {
-            let kk = k0 + u;
-            let t2 = tw(w, wp, kk);
-            let (t1a, t1b) = (tw(w, wp, 2 * kk), tw(w, wp, 2 * kk + 1));
-            let base = a.add(4 * g * u);
-            let mut j = 0;
-            while j < g {
-                let p = base.add(j);
-                let mut x = [ld(p), ld(p.add(g)), ld(p.add(2 * g)), ld(p.add(3 * g))];
-                let [x0, x1, x2, x3] = &mut x;
-                gs(x0, x1, t1a.0, t1a.1, c);
-                gs(x2, x3, t1b.0, t1b.1, c);
-                gs_top::<LAST>(x0, x2, t2, l, c);
-                gs_top::<LAST>(x1, x3, t2, l, c);
-                for (r, v) in x.iter().enumerate() {
-                    st(p.add(r * g), *v);
-                }
-                j += 8;
-            }
-        }
-    }
-}
-
-/// One inverse layer of distance `g`; otherwise as [`inv_r8`].
-///
-/// # Safety
-/// As [`inv_r8`] with indices below `k0 + len/(2g)`.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-unsafe fn inv_r2<const LAST: bool>(
-    a: *mut u64,
-    len: usize,
-    g: usize,
-    k0: usize,
-    w: *const u64,
-    wp: *const u64,
-    l: &NInv,
-    c: Consts,
-) {
-    for u in 0..len / (2 * g) {
-        // SAFETY: unit u spans a[2gu .. 2g(u+1)] within len; twiddle index k0 + u in the table.
-        unsafe {
-            let t1 = tw(w, wp, k0 + u);
-            let base = a.add(2 * g * u);
-            let mut j = 0;
-            while j < g {
-                let p = base.add(j);
-                let (mut x0, mut x1) = (ld(p), ld(p.add(g)));
-                gs_top::<LAST>(&mut x0, &mut x1, t1, l, c);
-                st(p, x0);
-                st(p.add(g), x1);
-                j += 8;
-            }
-        }
-    }
-}
-
-/// How many layers the next fused pass takes out of `left`: radix-8 where possible, two
-/// radix-4 passes instead of radix-8 + radix-2 for four layers.
-fn pass_layers(left: u32) -> u32 {
-    match left {
-        0..=2 => left,
-        4 => 2,
-        _ => 3,
-    }
-}
-
-/// Forward layers of distances `g`, `g/2`, ... (`count` layers, all distances >= 8) over
-/// `len` words at `a`, whose first group at distance `g` has twiddle index `k0`.
-///
-/// # Safety
-/// `a..a+len` writable with `len` a multiple of `2g`; tables cover the indices.
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-unsafe fn fwd_layers(
-    a: *mut u64,
-    len: usize,
-    mut g: usize,
-    mut k0: usize,
-    mut count: u32,
-    tabs: (*const u64, *const u64),
-    c: Consts,
-) {
-    let (w, wp) = tabs;
-    while count > 0 {
-        let r = pass_layers(count);
-        // SAFETY: forwarded from the caller; each pass needs distances >= 8 * 2^(r-1), which holds
-        // because the smallest distance of the pass, g / 2^(r-1), is at least 8.
-        unsafe {
-            match r {
-                3 => fwd_r8(a, len, g, k0, w, wp, c),
-                2 => fwd_r4(a, len, g, k0, w, wp, c),
-                _ => fwd_r2(a, len, g, k0, w, wp, c),
-            }
-        }
-        g >>= r;
-        k0 <<= r;
-        count -= r;
-    }
-}
-
-/// Inverse layers of distances `g`, `2g`, ... (`count` layers, `g >= 8`) over `len` words at `a`
-/// starting at word `off` of an `n`-word transform.
-///
-/// # Safety
-/// `a..a+len` writable with `len` a multiple of `g * 2^count`; tables cover the indices.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-unsafe fn inv_layers(
-    a: *mut u64,
-    len: usize,
-    off: usize,
-    n: usize,
-    mut g: usize,
-    mut count: u32,
-    tabs: (*const u64, *const u64),
-    l: &NInv,
-    c: Consts,
-) {
-    let (w, wp) = tabs;
-    while count > 0 {
-        let r = pass_layers(count);
-        let unit = g << r;
-        let k0 = n / unit + off / unit;
-        // SAFETY: forwarded from the caller; g >= 8 for every pass.
-        unsafe {
-            match r {
-                3 if unit == n => inv_r8::<true>(a, len, g, k0, w, wp, l, c),
-                3 => inv_r8::<false>(a, len, g, k0, w, wp, l, c),
-                2 if unit == n => inv_r4::<true>(a, len, g, k0, w, wp, l, c),
-                2 => inv_r4::<false>(a, len, g, k0, w, wp, l, c),
-                1 if unit == n => inv_r2::<true>(a, len, g, k0, w, wp, l, c),
-                _ => inv_r2::<false>(a, len, g, k0, w, wp, l, c),
-            }
-        }
-        g = unit;
-        count -= r;
-    }
-}
-
-/// Forward transform: layers with groups larger than a block over the whole array, then each
-/// block's remaining layers while it sits in L1.
+/// Forward transform through the shared skeleton.
 ///
 /// # Safety
 /// CPU has avx512f/dq/bw/vl/ifma; `a.len() == core.n`.
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
 unsafe fn forward_impl(core: &NttCore<u64>, t: &Tables, a: &mut [u64]) {
-    let n = core.n;
-    let log_n = core.log_n;
-    let c = Consts::new(core.modulus.q());
-    let tabs = (core.roots.as_ptr(), t.fwd_shoup.as_ptr());
-    let lb = BLOCK_LOG.min(log_n);
-    let block = 1usize << lb;
-    let p = a.as_mut_ptr();
-    // SAFETY: p..p+n is `a`; every pass stays inside the range it is given, and twiddle indices
-    // stay below N (the tables' length) because a group at distance g has index < N/(2g) * 2.
-    unsafe {
-        fwd_layers(p, n, n / 2, 1, log_n - lb, tabs, c);
-        for s in (0..n).step_by(block) {
-            let blk = p.add(s);
-            fwd_layers(
-                blk,
-                block,
-                block / 2,
-                n / block + s / block,
-                lb - 3,
-                tabs,
-                c,
-            );
-            small_layers::<true>(blk, block, n / 8 + s / 8, tabs.0, tabs.1, c);
+    let k = Kern::new(core, t);
+    // SAFETY: the features are enabled here (caller) and `a` holds the N words.
+    unsafe { skeleton::forward(&k, a.as_mut_ptr()) }
+}
+
+/// Inverse transform through the shared skeleton.
+///
+/// # Safety
+/// As [`forward_impl`].
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+unsafe fn inverse_impl(core: &NttCore<u64>, t: &Tables, a: &mut [u64]) {
+    let k = Kern::new(core, t);
+    // SAFETY: as in `forward_impl`.
+    unsafe { skeleton::inverse(&k, a.as_mut_ptr()) }
+}
+
+/// The IFMA butterflies and tail for one table.
+struct Kern<'a> {
+    /// The table.
+    core: &'a NttCore<u64>,
+    /// The 52-bit Shoup companions.
+    t: &'a Tables,
+    /// Constants of the modulus.
+    c: Consts,
+    /// `N^-1` and its companion (last inverse layer, sum branch).
+    ni: (__m512i, __m512i),
+    /// `N^-1 psi^-bitrev(1)` and its companion (last inverse layer, difference branch).
+    nw: (__m512i, __m512i),
+}
+
+impl<'a> Kern<'a> {
+    /// Broadcasts the constants of `core`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+    fn new(core: &'a NttCore<u64>, t: &'a Tables) -> Self {
+        let b = |x: u64| _mm512_set1_epi64(x as i64);
+        Self {
+            core,
+            t,
+            c: Consts::new(core.modulus.q()),
+            ni: (b(core.n_inv.0), b(t.n_inv_shoup)),
+            nw: (b(core.n_inv_w.0), b(t.n_inv_w_shoup)),
         }
     }
 }
 
-/// Inverse transform: each block's first layers while it sits in L1, then the layers with
-/// groups larger than a block over the whole array, `N^-1` folded into the last layer.
-///
-/// # Safety
-/// CPU has avx512f/dq/bw/vl/ifma; `a.len() == core.n`.
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-unsafe fn inverse_impl(core: &NttCore<u64>, t: &Tables, a: &mut [u64]) {
-    let n = core.n;
-    let log_n = core.log_n;
-    let c = Consts::new(core.modulus.q());
-    let tabs = (core.inv_roots.as_ptr(), t.inv_shoup.as_ptr());
-    let last = NInv {
-        ni: (
-            _mm512_set1_epi64(core.n_inv.0 as i64),
-            _mm512_set1_epi64(t.n_inv_shoup as i64),
-        ),
-        nw: (
-            _mm512_set1_epi64(core.n_inv_w.0 as i64),
-            _mm512_set1_epi64(t.n_inv_w_shoup as i64),
-        ),
-    };
-    let lb = BLOCK_LOG.min(log_n);
-    let block = 1usize << lb;
-    let p = a.as_mut_ptr();
-    // SAFETY: as in `forward_impl`.
-    unsafe {
-        for s in (0..n).step_by(block) {
-            let blk = p.add(s);
-            small_layers::<false>(blk, block, n / 8 + s / 8, tabs.0, tabs.1, c);
-            inv_layers(blk, block, s, n, 8, lb - 3, tabs, &last, c);
+impl Kernel for Kern<'_> {
+    type W = u64;
+    type V = __m512i;
+    type Tw = (__m512i, __m512i);
+    const LANES: usize = 8;
+    const TAIL_LOG: u32 = 3;
+    const BLOCK_LOG: u32 = 11;
+    const MAX_PASS: u32 = 3;
+    const WIDE: bool = false;
+
+    fn log_n(&self) -> u32 {
+        self.core.log_n
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+    unsafe fn zero(&self) -> __m512i {
+        _mm512_setzero_si512()
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+    unsafe fn load(&self, p: *const u64) -> __m512i {
+        // SAFETY: the caller guarantees 8 readable words.
+        unsafe { ld(p) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+    unsafe fn store(&self, p: *mut u64, v: __m512i) {
+        // SAFETY: the caller guarantees 8 writable words.
+        unsafe { st(p, v) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+    unsafe fn fwd_tw(&self, idx: usize) -> (__m512i, __m512i) {
+        let b = |x: u64| _mm512_set1_epi64(x as i64);
+        (b(self.core.roots[idx]), b(self.t.fwd_shoup[idx]))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+    unsafe fn inv_tw(&self, idx: usize) -> (__m512i, __m512i) {
+        let b = |x: u64| _mm512_set1_epi64(x as i64);
+        (b(self.core.inv_roots[idx]), b(self.t.inv_shoup[idx]))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+    unsafe fn fwd_bfs<const M: usize>(
+        &self,
+        mut x: [__m512i; M],
+        mut y: [__m512i; M],
+        t: [(__m512i, __m512i); M],
+        _first: bool,
+    ) -> ([__m512i; M], [__m512i; M]) {
+        for i in 0..M {
+            ct(&mut x[i], &mut y[i], t[i].0, t[i].1, self.c);
         }
-        inv_layers(p, n, 0, n, block, log_n - lb, tabs, &last, c);
+        (x, y)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+    unsafe fn inv_bfs<const M: usize>(
+        &self,
+        mut x: [__m512i; M],
+        mut y: [__m512i; M],
+        t: [(__m512i, __m512i); M],
+        top: bool,
+    ) -> ([__m512i; M], [__m512i; M]) {
+        for i in 0..M {
+            if top {
+                gs_last(&mut x[i], &mut y[i], self.ni, self.nw, self.c);
+            } else {
+                gs(&mut x[i], &mut y[i], t[i].0, t[i].1, self.c);
+            }
+        }
+        (x, y)
+    }
+
+    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+    unsafe fn fwd_pass<const R: usize, const C: usize, const FIRST: bool>(
+        &self,
+        a: *mut u64,
+        base: usize,
+        len: usize,
+        k_hi: u32,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe { skeleton::fwd_pass::<Self, R, C, FIRST>(self, a, base, len, k_hi) }
+    }
+
+    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+    unsafe fn inv_pass<const R: usize, const C: usize, const TOP: bool>(
+        &self,
+        a: *mut u64,
+        base: usize,
+        len: usize,
+        k_lo: u32,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe { skeleton::inv_pass::<Self, R, C, TOP>(self, a, base, len, k_lo) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+    unsafe fn fwd_tail(&self, a: *mut u64, base: usize, len: usize) {
+        let n = self.core.n;
+        let (w, wp) = (self.core.roots.as_ptr(), self.t.fwd_shoup.as_ptr());
+        // SAFETY: forwarded from the caller: `a[base..base+len]` lies in the N words, `len` is a
+        // multiple of 16, and the tables hold N entries.
+        unsafe { small_layers::<true>(a.add(base), len, n / 8 + base / 8, w, wp, self.c) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
+    unsafe fn inv_head(&self, a: *mut u64, base: usize, len: usize) {
+        let n = self.core.n;
+        let (w, wp) = (self.core.inv_roots.as_ptr(), self.t.inv_shoup.as_ptr());
+        // SAFETY: as in `fwd_tail`.
+        unsafe { small_layers::<false>(a.add(base), len, n / 8 + base / 8, w, wp, self.c) }
     }
 }

@@ -12,6 +12,9 @@ pub(crate) mod avx512_u32;
 pub(crate) mod avx512_u64;
 pub(crate) mod ifma;
 pub(crate) mod scalar;
+mod shoup32;
+mod shoup64;
+pub(crate) mod skeleton;
 
 use aligned_vec::{AVec, ConstAlign};
 
