@@ -468,29 +468,14 @@ impl Kernel for Kern<'_> {
     const MAX_PASS: u32 = 3;
     const WIDE: bool = false;
 
-    fn log_n(&self) -> u32 {
-        self.core.log_n
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-    unsafe fn zero(&self) -> __m512i {
-        _mm512_setzero_si512()
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-    unsafe fn load(&self, p: *const u64) -> __m512i {
-        // SAFETY: the caller guarantees 8 readable words.
-        unsafe { ld(p) }
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-    unsafe fn store(&self, p: *mut u64, v: __m512i) {
-        // SAFETY: the caller guarantees 8 writable words.
-        unsafe { st(p, v) }
-    }
+    skeleton::plumbing!(
+        "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma",
+        u64,
+        __m512i,
+        zero = _mm512_setzero_si512,
+        load = ld,
+        store = st
+    );
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
@@ -538,30 +523,6 @@ impl Kernel for Kern<'_> {
             }
         }
         (x, y)
-    }
-
-    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-    unsafe fn fwd_pass<const R: usize, const C: usize, const FIRST: bool>(
-        &self,
-        a: *mut u64,
-        base: usize,
-        len: usize,
-        k_hi: u32,
-    ) {
-        // SAFETY: forwarded from the caller.
-        unsafe { skeleton::fwd_pass::<Self, R, C, FIRST>(self, a, base, len, k_hi) }
-    }
-
-    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-    unsafe fn inv_pass<const R: usize, const C: usize, const TOP: bool>(
-        &self,
-        a: *mut u64,
-        base: usize,
-        len: usize,
-        k_lo: u32,
-    ) {
-        // SAFETY: forwarded from the caller.
-        unsafe { skeleton::inv_pass::<Self, R, C, TOP>(self, a, base, len, k_lo) }
     }
 
     #[inline]

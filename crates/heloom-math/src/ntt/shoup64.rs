@@ -105,29 +105,7 @@ macro_rules! kernel {
             const MAX_PASS: u32 = $max_pass;
             const WIDE: bool = true;
 
-            fn log_n(&self) -> u32 {
-                self.core.log_n
-            }
-
-            #[inline]
-            #[target_feature(enable = $feat)]
-            unsafe fn zero(&self) -> $v {
-                $zero()
-            }
-
-            #[inline]
-            #[target_feature(enable = $feat)]
-            unsafe fn load(&self, p: *const u64) -> $v {
-                // SAFETY: the caller guarantees LANES readable words.
-                unsafe { ld(p) }
-            }
-
-            #[inline]
-            #[target_feature(enable = $feat)]
-            unsafe fn store(&self, p: *mut u64, v: $v) {
-                // SAFETY: the caller guarantees LANES writable words.
-                unsafe { st(p, v) }
-            }
+            super::skeleton::plumbing!($feat, u64, $v, zero = $zero, load = ld, store = st);
 
             #[inline]
             #[target_feature(enable = $feat)]
@@ -187,30 +165,6 @@ macro_rules! kernel {
                     y[i] = red(red(pd[i], c.q2), c.q);
                 }
                 (x, y)
-            }
-
-            #[target_feature(enable = $feat)]
-            unsafe fn fwd_pass<const R: usize, const C: usize, const FIRST: bool>(
-                &self,
-                a: *mut u64,
-                base: usize,
-                len: usize,
-                k_hi: u32,
-            ) {
-                // SAFETY: forwarded from the caller.
-                unsafe { super::skeleton::fwd_pass::<Self, R, C, FIRST>(self, a, base, len, k_hi) }
-            }
-
-            #[target_feature(enable = $feat)]
-            unsafe fn inv_pass<const R: usize, const C: usize, const TOP: bool>(
-                &self,
-                a: *mut u64,
-                base: usize,
-                len: usize,
-                k_lo: u32,
-            ) {
-                // SAFETY: forwarded from the caller.
-                unsafe { super::skeleton::inv_pass::<Self, R, C, TOP>(self, a, base, len, k_lo) }
             }
 
             #[inline]

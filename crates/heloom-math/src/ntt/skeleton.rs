@@ -152,6 +152,65 @@ pub(crate) trait Kernel {
     unsafe fn inv_head(&self, a: *mut Self::W, base: usize, len: usize);
 }
 
+/// The [`Kernel`] methods that are the same for every instruction set but must be compiled under
+/// its features: `log_n` (from a `core: &NttCore` field), `zero`, `load`, `store`, and the two
+/// pass wrappers that give each pass a function of its own. Used inside `impl Kernel for ...`.
+macro_rules! plumbing {
+    ($feat:expr, $w:ty, $v:ty, zero = $zero:path, load = $ld:path, store = $st:path) => {
+        fn log_n(&self) -> u32 {
+            self.core.log_n
+        }
+
+        #[inline]
+        #[target_feature(enable = $feat)]
+        unsafe fn zero(&self) -> $v {
+            $zero()
+        }
+
+        #[inline]
+        #[target_feature(enable = $feat)]
+        unsafe fn load(&self, p: *const $w) -> $v {
+            // SAFETY: the caller guarantees LANES readable words.
+            unsafe { $ld(p) }
+        }
+
+        #[inline]
+        #[target_feature(enable = $feat)]
+        unsafe fn store(&self, p: *mut $w, v: $v) {
+            // SAFETY: the caller guarantees LANES writable words.
+            unsafe { $st(p, v) }
+        }
+
+        #[target_feature(enable = $feat)]
+        unsafe fn fwd_pass<const R: usize, const C: usize, const FIRST: bool>(
+            &self,
+            a: *mut $w,
+            base: usize,
+            len: usize,
+            k_hi: u32,
+        ) {
+            // SAFETY: forwarded from the caller.
+            unsafe {
+                $crate::ntt::skeleton::fwd_pass::<Self, R, C, FIRST>(self, a, base, len, k_hi)
+            }
+        }
+
+        #[target_feature(enable = $feat)]
+        unsafe fn inv_pass<const R: usize, const C: usize, const TOP: bool>(
+            &self,
+            a: *mut $w,
+            base: usize,
+            len: usize,
+            k_lo: u32,
+        ) {
+            // SAFETY: forwarded from the caller.
+            unsafe { $crate::ntt::skeleton::inv_pass::<Self, R, C, TOP>(self, a, base, len, k_lo) }
+        }
+    };
+}
+
+pub(crate) use plumbing;
+
 /// How many of `left` layers the next broadcast pass fuses, at most `max`: three where possible,
 /// but 2 + 2 rather than 3 + 1.
 #[inline(always)]
