@@ -80,6 +80,16 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
 
 
+def run_example(name: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """Runs ``examples/python/<name>`` as a script; returns what it printed."""
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).parents[2] / "examples" / "python" / name
+    runpy.run_path(str(script), run_name="__main__")
+    return capsys.readouterr().out
+
+
 def max_err(got: np.ndarray, want: np.ndarray) -> float:
     """Largest absolute error between two arrays of one length."""
     got = np.asarray(got)

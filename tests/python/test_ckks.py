@@ -11,7 +11,7 @@ import pytest
 
 import heloom
 
-from conftest import ROTATIONS, Setup, max_err
+from conftest import ROTATIONS, Setup, max_err, run_example
 
 N_VALUES = 64
 
@@ -625,11 +625,6 @@ def test_contract_example() -> None:
 
 
 def test_quickstart_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    import runpy
-    from pathlib import Path
-
-    script = Path(__file__).parents[2] / "examples" / "python" / "quickstart.py"
-    runpy.run_path(str(script), run_name="__main__")
-    out = capsys.readouterr().out
+    out = run_example("quickstart.py", capsys)
     assert "CKKS parameters" in out
     assert "as expected: missing key" in out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -201,6 +201,17 @@ def test_custom_graph_with_fused_kinds(g64: Setup) -> None:
     assert max_err(g64.dec(got, len(x)).real, 0.5 * x * x + 1.0) < 1e-6
 
 
+def keyless_ops(on: Any, x: Any, y: Any) -> list[Any]:
+    """The ops that need no key, the same on a GraphBuilder's values and on ciphertexts."""
+    return [
+        on.add(x, y),
+        on.sub(x, y),
+        on.multiply_int(x, -3),
+        on.add_const(y, 2.5),
+        on.drop_to_level(x, 2),
+    ]
+
+
 def test_custom_graph_single_ops_match_the_evaluator(g64: Setup) -> None:
     """Every single op, recorded then run, gives the evaluator's own result bit for bit."""
     _, a = inputs(g64, seed=3)
@@ -213,11 +224,7 @@ def test_custom_graph_single_ops_match_the_evaluator(g64: Setup) -> None:
     sq = b.rescale(b.relinearize(b.square(va)))
     mc = b.rescale(b.multiply_const(vc, -0.75))
     outs = [
-        b.add(va, vc),
-        b.sub(va, vc),
-        b.multiply_int(va, -3),
-        b.add_const(vc, 2.5),
-        b.drop_to_level(va, 2),
+        *keyless_ops(b, va, vc),
         prod,
         sq,
         mc,
@@ -228,11 +235,7 @@ def test_custom_graph_single_ops_match_the_evaluator(g64: Setup) -> None:
     got = g.run(g64.ev, [a, c], threads=2)
     ev = g64.ev
     want = [
-        ev.add(a, c),
-        ev.sub(a, c),
-        ev.multiply_int(a, -3),
-        ev.add_const(c, 2.5),
-        ev.drop_to_level(a, 2),
+        *keyless_ops(ev, a, c),
         ev.rescale(ev.relinearize(ev.multiply(a, c))),
         ev.rescale(ev.relinearize(ev.square(a))),
         ev.rescale(ev.multiply_const(c, -0.75)),

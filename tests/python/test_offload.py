@@ -10,6 +10,8 @@ import pytest
 
 import heloom
 
+from conftest import run_example
+
 Cipher: TypeAlias = Literal["aes-128-cbc", "aes-192-cbc", "aes-256-cbc", "aes-256-gcm"]
 CIPHERS: list[Cipher] = ["aes-128-cbc", "aes-192-cbc", "aes-256-cbc", "aes-256-gcm"]
 KEY_LEN: dict[str, int] = {
@@ -460,12 +462,7 @@ def test_he_offload_compare_small() -> None:
 
 
 def test_offload_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    import runpy
-    from pathlib import Path
-
-    script = Path(__file__).parents[2] / "examples" / "python" / "offload.py"
-    runpy.run_path(str(script), run_name="__main__")
-    out = capsys.readouterr().out
+    out = run_example("offload.py", capsys)
     assert "every file matches" in out
     assert "tampered file refused" in out
     assert "heloom" in out.split("items per size")[1]

@@ -6,11 +6,14 @@
 //! entries reach a few units at d = 16; the scale 2^25 leaves about 2^-14 of fresh noise per
 //! slot, which the D-term sums grow by about sqrt(D)).
 
+#[path = "../../heloom-ckks/tests/common/mod.rs"]
+mod common;
+
+use common::Setup;
 use heloom_apps::matmul::{diag, jiang, max_abs_error, Matrix};
 use heloom_apps::AppError;
 use heloom_ckks::{
-    keygen, CkksParameters, Context, Decryptor, Encryptor, Evaluator, KeySet, SecurityLevel,
-    Threads,
+    keygen, CkksParameters, Context, Decryptor, Encryptor, Evaluator, SecurityLevel, Threads,
 };
 use heloom_math::Word;
 use std::sync::Arc;
@@ -30,27 +33,8 @@ fn params(word_bits: u32) -> CkksParameters {
         .expect("parameters")
 }
 
-struct Setup<W: Word> {
-    ctx: Arc<Context<W>>,
-    keys: KeySet<W>,
-    enc: Encryptor<W>,
-    dec: Decryptor<W>,
-    ev: Evaluator<W>,
-}
-
 fn setup<W: Word>(word_bits: u32, steps: &[i64]) -> Setup<W> {
-    let ctx = Context::<W>::new(params(word_bits)).expect("context");
-    let keys = keygen(&ctx, steps, false).expect("keys");
-    let enc = Encryptor::new(&ctx);
-    let dec = Decryptor::new(&ctx, &keys.secret_key).expect("decryptor");
-    let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).expect("evaluator");
-    Setup {
-        ctx,
-        keys,
-        enc,
-        dec,
-        ev,
-    }
+    Setup::new(params(word_bits), steps, false)
 }
 
 fn all_steps() -> Vec<i64> {

@@ -29,7 +29,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use serde::Serialize;
 
-use crate::plot::{draw_legend, pe};
+use crate::plot::{chart_builder, draw_legend, nth_colour, pe, svg_canvas};
 
 /// The operations measured, in report order.
 pub const OPS: [&str; 7] = [
@@ -996,28 +996,19 @@ pub fn save(rep: &GpuReport, dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Bar colours of the parameter sets, by position.
-fn set_colour(i: usize) -> RGBColor {
-    [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(44, 160, 44),
-        RGBColor(214, 39, 40),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-    ]
-    .get(i)
-    .copied()
-    .unwrap_or_else(|| {
-        let c = Palette99::pick(i).to_rgba();
-        RGBColor(c.0, c.1, c.2)
-    })
-}
+const SET_COLOURS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
 
 /// Draws the speedup over one CPU core of every op (groups) and parameter set (bars), on a log
 /// axis. The emulator's times are not speeds: its chart says so and draws no bars.
 pub fn speedup_chart(rep: &GpuReport, path: &Path) -> Result<()> {
-    let root = SVGBackend::new(path, (1200, 650)).into_drawing_area();
-    root.fill(&WHITE).map_err(pe)?;
+    let root = svg_canvas(path, (1200, 650))?;
     if rep.emulated {
         root.draw(&Text::new(
             format!(
@@ -1050,17 +1041,11 @@ pub fn speedup_chart(rep: &GpuReport, path: &Path) -> Result<()> {
     let ymin = (lo / 2.0).min(0.5);
     let ymax = hi * (hi / ymin).powf(0.4).max(4.0);
     let nops = OPS.len();
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!(
-                "GPU speedup over heloom's CPU on one core — {} vs {}",
-                rep.gpu.name, rep.cpu.model
-            ),
-            ("sans-serif", 20),
-        )
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
+    let title = format!(
+        "GPU speedup over heloom's CPU on one core — {} vs {}",
+        rep.gpu.name, rep.cpu.model
+    );
+    let mut chart = chart_builder(&root, title, 20, 15, (45, 70))
         .build_cartesian_2d(-0.5..(nops as f64 - 0.5), (ymin..ymax).log_scale())
         .map_err(pe)?;
     chart
@@ -1087,7 +1072,7 @@ pub fn speedup_chart(rep: &GpuReport, path: &Path) -> Result<()> {
         .map_err(pe)?;
     let width = 0.8 / keys.len() as f64;
     for (k, &(wb, n, limbs)) in keys.iter().enumerate() {
-        let colour = set_colour(k);
+        let colour = nth_colour(&SET_COLOURS, k, 0);
         let bars: Vec<Rectangle<(f64, f64)>> = rep
             .rows
             .iter()

@@ -305,29 +305,16 @@ impl<W: Word> Bench<W> {
         threads: Threads,
     ) -> Result<(Run, usize, f64)> {
         let ev = self.ev.with_threads(threads);
-        let t = Instant::now();
-        let dm = diag::DiagonalMatrix::encode(&self.ctx, m, level, threads)?;
-        let ct = self.encrypt(&diag::pack_vector(v, self.d)?, level)?;
-        let encode_encrypt = ms(t);
-        let t = Instant::now();
-        let p = dm.multiply(&ev, &ct)?;
-        let product = ms(t);
-        let t = Instant::now();
-        let y = ev.rescale(&p)?;
-        let rescale = ms(t);
-        let t = Instant::now();
-        let got = diag::unpack_vector(&self.dec.decrypt(&y)?, self.d)?;
-        let decrypt_decode = ms(t);
-        Ok((
-            Run {
-                encode_encrypt,
-                product,
-                rescale,
-                decrypt_decode,
+        let (run, out_level, got) = self.stages(
+            || {
+                let dm = diag::DiagonalMatrix::encode(&self.ctx, m, level, threads)?;
+                Ok((dm, self.encrypt(&diag::pack_vector(v, self.d)?, level)?))
             },
-            y.level(),
-            max_abs_error(&got, want),
-        ))
+            |(dm, ct)| Ok(dm.multiply(&ev, ct)?),
+            |p| Ok(ev.rescale(p)?),
+            |slots| Ok(diag::unpack_vector(slots, self.d)?),
+        )?;
+        Ok((run, out_level, max_abs_error(&got, want)))
     }
 
     /// One run of the encrypted x encrypted program.
@@ -341,32 +328,50 @@ impl<W: Word> Bench<W> {
     ) -> Result<(Run, usize, f64)> {
         let ev = self.ev.with_threads(threads);
         let level = jm.level();
+        let (run, out_level, got) = self.stages(
+            || {
+                let (ca, cb) = threads.effective().join(
+                    |_| -> Result<Ciphertext<W>> { self.encrypt(&jiang::pack_matrix(a)?, level) },
+                    |_| -> Result<Ciphertext<W>> { self.encrypt(&jiang::pack_matrix(b)?, level) },
+                );
+                Ok((ca?, cb?))
+            },
+            |(ca, cb)| Ok(jm.product(&ev, ca, cb)?),
+            |p| Ok(jm.finish(&ev, p)?),
+            |slots| Ok(jiang::unpack_matrix(slots, self.d)?),
+        )?;
+        Ok((run, out_level, max_abs_error(got.data(), want.data())))
+    }
+
+    /// Times the stages of one run apart: `encrypt` (encode and encrypt the inputs), the
+    /// product (`multiply`), the rescaling that `finish`es it, and the decryption with
+    /// `unpack`. Returns the times, the result's level and the unpacked result.
+    fn stages<X, P, T>(
+        &self,
+        encrypt: impl FnOnce() -> Result<X>,
+        multiply: impl FnOnce(&X) -> Result<P>,
+        finish: impl FnOnce(&P) -> Result<Ciphertext<W>>,
+        unpack: impl FnOnce(&[f64]) -> Result<T>,
+    ) -> Result<(Run, usize, T)> {
         let t = Instant::now();
-        let (ca, cb) = threads.effective().join(
-            |_| -> Result<Ciphertext<W>> { self.encrypt(&jiang::pack_matrix(a)?, level) },
-            |_| -> Result<Ciphertext<W>> { self.encrypt(&jiang::pack_matrix(b)?, level) },
-        );
-        let (ca, cb) = (ca?, cb?);
+        let x = encrypt()?;
         let encode_encrypt = ms(t);
         let t = Instant::now();
-        let p = jm.product(&ev, &ca, &cb)?;
+        let p = multiply(&x)?;
         let product = ms(t);
         let t = Instant::now();
-        let c = jm.finish(&ev, &p)?;
+        let y = finish(&p)?;
         let rescale = ms(t);
         let t = Instant::now();
-        let got = jiang::unpack_matrix(&self.dec.decrypt(&c)?, self.d)?;
+        let got = unpack(&self.dec.decrypt(&y)?)?;
         let decrypt_decode = ms(t);
-        Ok((
-            Run {
-                encode_encrypt,
-                product,
-                rescale,
-                decrypt_decode,
-            },
-            c.level(),
-            max_abs_error(got.data(), want.data()),
-        ))
+        let run = Run {
+            encode_encrypt,
+            product,
+            rescale,
+            decrypt_decode,
+        };
+        Ok((run, y.level(), got))
     }
 }
 

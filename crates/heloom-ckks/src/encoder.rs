@@ -436,25 +436,15 @@ impl Encoder {
         let len = re.len();
         let mut h = 1;
         while h < len {
-            let (wr, wi) = (&self.root_re[h..2 * h], &self.root_im[h..2 * h]);
-            for (br, bi) in re.chunks_exact_mut(2 * h).zip(im.chunks_exact_mut(2 * h)) {
-                let (ur, vr) = br.split_at_mut(h);
-                let (ui, vi) = bi.split_at_mut(h);
-                for (((ur, ui), (vr, vi)), (&cr, &ci)) in ur
-                    .iter_mut()
-                    .zip(ui.iter_mut())
-                    .zip(vr.iter_mut().zip(vi.iter_mut()))
-                    .zip(wr.iter().zip(wi))
-                {
-                    let tr = *vr * cr - *vi * ci;
-                    let ti = *vr * ci + *vi * cr;
-                    let (ar, ai) = (*ur, *ui);
-                    *ur = ar + tr;
-                    *ui = ai + ti;
-                    *vr = ar - tr;
-                    *vi = ai - ti;
-                }
-            }
+            self.fft_layer(re, im, h, |(ur, ui), (vr, vi), (cr, ci)| {
+                let tr = *vr * cr - *vi * ci;
+                let ti = *vr * ci + *vi * cr;
+                let (ar, ai) = (*ur, *ui);
+                *ur = ar + tr;
+                *ui = ai + ti;
+                *vr = ar - tr;
+                *vi = ai - ti;
+            });
             h *= 2;
         }
     }
@@ -465,26 +455,41 @@ impl Encoder {
         let len = re.len();
         let mut h = len / 2;
         while h >= 1 {
-            let (wr, wi) = (&self.root_re[h..2 * h], &self.root_im[h..2 * h]);
-            for (br, bi) in re.chunks_exact_mut(2 * h).zip(im.chunks_exact_mut(2 * h)) {
-                let (ur, vr) = br.split_at_mut(h);
-                let (ui, vi) = bi.split_at_mut(h);
-                for (((ur, ui), (vr, vi)), (&cr, &ci)) in ur
-                    .iter_mut()
-                    .zip(ui.iter_mut())
-                    .zip(vr.iter_mut().zip(vi.iter_mut()))
-                    .zip(wr.iter().zip(wi))
-                {
-                    let (xr, xi) = (*ur, *ui);
-                    let (yr, yi) = (*vr, *vi);
-                    *ur = xr + yr;
-                    *ui = xi + yi;
-                    let (dr, di) = (xr - yr, xi - yi);
-                    *vr = dr * cr + di * ci;
-                    *vi = di * cr - dr * ci;
-                }
-            }
+            self.fft_layer(re, im, h, |(ur, ui), (vr, vi), (cr, ci)| {
+                let (xr, xi) = (*ur, *ui);
+                let (yr, yi) = (*vr, *vi);
+                *ur = xr + yr;
+                *ui = xi + yi;
+                let (dr, di) = (xr - yr, xi - yi);
+                *vr = dr * cr + di * ci;
+                *vi = di * cr - dr * ci;
+            });
             h /= 2;
+        }
+    }
+
+    /// One layer of the special FFT: `butterfly(u, v, w)` on every pair of points `h` apart
+    /// (`u` in the first half of each block of `2h`, `v` in the second), `w` the layer's root
+    /// for the pair; points and roots as (real, imaginary) parts.
+    fn fft_layer(
+        &self,
+        re: &mut [f64],
+        im: &mut [f64],
+        h: usize,
+        butterfly: impl Fn((&mut f64, &mut f64), (&mut f64, &mut f64), (f64, f64)),
+    ) {
+        let (wr, wi) = (&self.root_re[h..2 * h], &self.root_im[h..2 * h]);
+        for (br, bi) in re.chunks_exact_mut(2 * h).zip(im.chunks_exact_mut(2 * h)) {
+            let (ur, vr) = br.split_at_mut(h);
+            let (ui, vi) = bi.split_at_mut(h);
+            for (((ur, ui), (vr, vi)), (&cr, &ci)) in ur
+                .iter_mut()
+                .zip(ui.iter_mut())
+                .zip(vr.iter_mut().zip(vi.iter_mut()))
+                .zip(wr.iter().zip(wi))
+            {
+                butterfly((ur, ui), (vr, vi), (cr, ci));
+            }
         }
     }
 

@@ -54,43 +54,41 @@ pub struct ParametersBuilder {
     secret: SecretDistribution,
 }
 
+/// Builder methods that store their argument in the field of their name: `name: Type;` as
+/// is, `name: Type => Some;` wrapped.
+macro_rules! setters {
+    ($($(#[doc = $doc:literal])* $name:ident: $ty:ty $(=> $wrap:path)?;)*) => {$(
+        $(#[doc = $doc])*
+        pub fn $name(mut self, value: $ty) -> Self {
+            self.$name = $($wrap)?(value);
+            self
+        }
+    )*};
+}
+
 impl ParametersBuilder {
-    /// Number of rescalings available (the chain has `levels + 1` primes). Default 3.
-    pub fn levels(mut self, levels: usize) -> Self {
-        self.levels = levels;
-        self
-    }
-    /// Default scale `2^scale_bits`; the scaling primes are chosen close to it. Default 40 for
-    /// 64-bit words, 28 for 32-bit words.
-    pub fn scale_bits(mut self, bits: u32) -> Self {
-        self.scale_bits = bits;
-        self
-    }
-    /// Size of the first prime `q_0` (it holds the final result). Default `scale_bits + 10`,
-    /// capped at the word's limit.
-    pub fn first_bits(mut self, bits: u32) -> Self {
-        self.first_bits = Some(bits);
-        self
-    }
-    /// Explicit prime sizes `[q_0, q_1, ..]`; overrides `levels` and `first_bits`.
-    pub fn prime_bits(mut self, bits: Vec<u32>) -> Self {
-        self.prime_bits = Some(bits);
-        self
-    }
-    /// Size of each special prime. Default: the largest prime size of the chain.
-    pub fn special_bits(mut self, bits: u32) -> Self {
-        self.special_bits = Some(bits);
-        self
-    }
-    /// Number of special primes (fixes the decomposition number). Default: chosen for speed.
-    pub fn special_count(mut self, count: usize) -> Self {
-        self.special_count = Some(count);
-        self
-    }
-    /// Decomposition number for hybrid key switching. Default: the fastest secure choice.
-    pub fn dnum(mut self, dnum: usize) -> Self {
-        self.dnum = Some(dnum);
-        self
+    setters! {
+        /// Number of rescalings available (the chain has `levels + 1` primes). Default 3.
+        levels: usize;
+        /// Default scale `2^scale_bits`; the scaling primes are chosen close to it. Default 40
+        /// for 64-bit words, 28 for 32-bit words.
+        scale_bits: u32;
+        /// Size of the first prime `q_0` (it holds the final result). Default
+        /// `scale_bits + 10`, capped at the word's limit.
+        first_bits: u32 => Some;
+        /// Explicit prime sizes `[q_0, q_1, ..]`; overrides `levels` and `first_bits`.
+        prime_bits: Vec<u32> => Some;
+        /// Size of each special prime. Default: the largest prime size of the chain.
+        special_bits: u32 => Some;
+        /// Number of special primes (fixes the decomposition number). Default: chosen for
+        /// speed.
+        special_count: usize => Some;
+        /// Decomposition number for hybrid key switching. Default: the fastest secure choice.
+        dnum: usize => Some;
+        /// Security level; [`SecurityLevel::None`] is the explicit opt-out. Default 128 bits.
+        security: SecurityLevel;
+        /// Secret-key distribution. Default uniform ternary.
+        secret: SecretDistribution;
     }
     /// Word size, 32 or 64 bits. Default 64.
     pub fn word_bits(mut self, bits: u32) -> Self {
@@ -98,16 +96,6 @@ impl ParametersBuilder {
             self.scale_bits = 28;
         }
         self.word_bits = bits;
-        self
-    }
-    /// Security level; [`SecurityLevel::None`] is the explicit opt-out. Default 128 bits.
-    pub fn security(mut self, security: SecurityLevel) -> Self {
-        self.security = security;
-        self
-    }
-    /// Secret-key distribution. Default uniform ternary.
-    pub fn secret(mut self, secret: SecretDistribution) -> Self {
-        self.secret = secret;
         self
     }
 

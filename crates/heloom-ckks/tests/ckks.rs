@@ -11,37 +11,22 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::Bounded;
 use heloom_ckks::*;
 use heloom_math::Word;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
-struct Setup<W: Word> {
-    ctx: Arc<Context<W>>,
-    keys: KeySet<W>,
-    enc: Encryptor<W>,
-    dec: Decryptor<W>,
-    ev: Evaluator<W>,
-    bound: f64,
-}
-
 const STEPS: [i64; 5] = [1, -1, 3, 8, 100];
 
-fn setup<W: Word>(params: CkksParameters, bound: f64) -> Setup<W> {
-    let ctx = Context::<W>::new(params).expect("context");
+fn setup<W: Word>(params: CkksParameters, bound: f64) -> Bounded<W> {
     let mut steps = STEPS.to_vec();
     steps.extend([2, 4, 16, 32]);
-    let keys = keygen(&ctx, &steps, true).expect("keygen");
-    let enc = Encryptor::new(&ctx);
-    let dec = Decryptor::new(&ctx, &keys.secret_key).expect("decryptor");
-    let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).expect("evaluator");
-    Setup {
-        ctx,
-        keys,
-        enc,
-        dec,
-        ev,
+    Bounded {
+        setup: common::Setup::new(params, &steps, true),
         bound,
     }
 }
@@ -56,20 +41,11 @@ fn p64() -> CkksParameters {
 }
 
 fn p64_deep() -> CkksParameters {
-    CkksParameters::builder(1 << 14)
-        .levels(6)
-        .scale_bits(40)
-        .build()
-        .expect("params64 deep")
+    CkksParameters::new(1 << 14, 6, 40, 64).expect("params64 deep")
 }
 
 fn p32() -> CkksParameters {
-    CkksParameters::builder(1 << 13)
-        .word_bits(32)
-        .levels(4)
-        .scale_bits(28)
-        .build()
-        .expect("params32")
+    CkksParameters::new(1 << 13, 4, 28, 32).expect("params32")
 }
 
 fn rand_vec(seed: u64, n: usize) -> Vec<f64> {
@@ -85,7 +61,7 @@ fn max_err(got: &[f64], want: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn check<W: Word>(s: &Setup<W>, ct: &Ciphertext<W>, want: &[f64], bound: f64, what: &str) {
+fn check<W: Word>(s: &Bounded<W>, ct: &Ciphertext<W>, want: &[f64], bound: f64, what: &str) {
     let got = s.dec.decrypt(ct).expect("decrypt");
     let e = max_err(&got, want);
     assert!(
@@ -96,7 +72,7 @@ fn check<W: Word>(s: &Setup<W>, ct: &Ciphertext<W>, want: &[f64], bound: f64, wh
     );
 }
 
-fn basic_ops<W: Word>(s: &Setup<W>) {
+fn basic_ops<W: Word>(s: &Bounded<W>) {
     let n = s.ctx.params().slots();
     let x = rand_vec(1, n);
     let y = rand_vec(2, n);
@@ -193,7 +169,7 @@ fn basic_ops<W: Word>(s: &Setup<W>) {
     );
 }
 
-fn rotations<W: Word>(s: &Setup<W>) {
+fn rotations<W: Word>(s: &Bounded<W>) {
     let n = s.ctx.params().slots();
     let x = rand_vec(3, n);
     let a = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
@@ -275,7 +251,7 @@ fn rotations<W: Word>(s: &Setup<W>) {
     }
 }
 
-fn sparse<W: Word>(s: &Setup<W>) {
+fn sparse<W: Word>(s: &Bounded<W>) {
     let x = rand_vec(5, 64);
     let a = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
     assert_eq!(a.slots(), 64);
@@ -292,7 +268,7 @@ fn sparse<W: Word>(s: &Setup<W>) {
     check(s, &b, &y, s.bound, "padded encryption");
 }
 
-fn polynomials<W: Word>(s: &Setup<W>, bound: f64) {
+fn polynomials<W: Word>(s: &Bounded<W>, bound: f64) {
     let n = s.ctx.params().slots();
     let x = rand_vec(7, n);
     let a = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
@@ -368,7 +344,7 @@ fn polynomials<W: Word>(s: &Setup<W>, bound: f64) {
     }
 }
 
-fn bad_inputs<W: Word>(s: &Setup<W>) {
+fn bad_inputs<W: Word>(s: &Bounded<W>) {
     let n = s.ctx.params().slots();
     assert!(matches!(
         s.enc.encrypt(&vec![0.0; n + 1], &s.keys.public_key),
@@ -415,7 +391,7 @@ fn bad_inputs<W: Word>(s: &Setup<W>) {
     ));
 }
 
-fn foreign<W: Word>(s: &Setup<W>, other: CkksParameters) {
+fn foreign<W: Word>(s: &Bounded<W>, other: CkksParameters) {
     // objects of other parameters (or other keys) are refused
     let ctx2 = Context::<W>::new(other).unwrap();
     let keys2 = keygen(&ctx2, &[], false).unwrap();

@@ -172,80 +172,28 @@ fn zero_transform_and_bad_inputs() {
         .all(|x| x.abs() < BOUND));
 
     let ok = |i: usize| vec![i as f64 / 16.0; 16];
-    let bad = |r: std::result::Result<LinearTransform<u64>, CkksError>| match r {
-        Err(e) => e.to_string(),
-        Ok(_) => panic!("accepted"),
+    // The error of a transform that must be refused.
+    let refused = |period, count, baby, level, diagonal: &dyn Fn(usize) -> Vec<f64>| {
+        match LinearTransform::new(
+            &ctx,
+            period,
+            count,
+            baby,
+            level,
+            diagonal,
+            Threads::single(),
+        ) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("accepted"),
+        }
     };
-    assert!(bad(LinearTransform::new(
-        &ctx,
-        12,
-        12,
-        4,
-        2,
-        ok,
-        Threads::single()
-    ))
-    .contains("power-of-two"));
-    assert!(bad(LinearTransform::new(
-        &ctx,
-        16,
-        17,
-        4,
-        2,
-        ok,
-        Threads::single()
-    ))
-    .contains("at most 16"));
-    assert!(bad(LinearTransform::new(
-        &ctx,
-        16,
-        16,
-        0,
-        2,
-        ok,
-        Threads::single()
-    ))
-    .contains("baby-step"));
-    assert!(bad(LinearTransform::new(
-        &ctx,
-        16,
-        16,
-        4,
-        0,
-        ok,
-        Threads::single()
-    ))
-    .contains("level 0"));
-    assert!(bad(LinearTransform::new(
-        &ctx,
-        16,
-        16,
-        4,
-        3,
-        ok,
-        Threads::single()
-    ))
-    .contains("level 3"));
-    assert!(bad(LinearTransform::new(
-        &ctx,
-        16,
-        4,
-        2,
-        2,
-        |_| vec![1.0; 8],
-        Threads::single()
-    ))
-    .contains("8 values"));
-    assert!(bad(LinearTransform::new(
-        &ctx,
-        16,
-        4,
-        2,
-        2,
-        |_| vec![f64::NAN; 16],
-        Threads::single()
-    ))
-    .contains("finite"));
+    assert!(refused(12, 12, 4, 2, &ok).contains("power-of-two"));
+    assert!(refused(16, 17, 4, 2, &ok).contains("at most 16"));
+    assert!(refused(16, 16, 0, 2, &ok).contains("baby-step"));
+    assert!(refused(16, 16, 4, 0, &ok).contains("level 0"));
+    assert!(refused(16, 16, 4, 3, &ok).contains("level 3"));
+    assert!(refused(16, 4, 2, 2, &|_| vec![1.0; 8]).contains("8 values"));
+    assert!(refused(16, 4, 2, 2, &|_| vec![f64::NAN; 16]).contains("finite"));
 
     // Inputs: wrong slot count, a level below the transform's, missing keys.
     let t = LinearTransform::new(&ctx, 16, 16, 4, 1, ok, Threads::single()).expect("t");

@@ -6,9 +6,11 @@
 // A failing unwrap is a failing test.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 #[path = "../../../fuzz/src/lib.rs"]
 mod fuzz_bodies;
 
+use common::Setup;
 use heloom_ckks::serialize::{
     peek_header, peek_kind, upgrade_v1, upgrade_v1_params, ObjectKind, CHECKSUM_LEN,
     FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD_BYTES,
@@ -25,23 +27,10 @@ const FRAME: usize = HEADER_LEN + CHECKSUM_LEN;
 
 // ----- setups -----
 
-struct Setup<W: Word> {
-    ctx: Arc<Context<W>>,
-    keys: KeySet<W>,
-    enc: Encryptor<W>,
-    dec: Decryptor<W>,
-    ev: Evaluator<W>,
-}
-
 const STEPS: [i64; 2] = [1, -3];
 
 fn p32() -> CkksParameters {
-    CkksParameters::builder(1 << 13)
-        .word_bits(32)
-        .levels(2)
-        .scale_bits(28)
-        .build()
-        .expect("32-bit parameters")
+    CkksParameters::new(1 << 13, 2, 28, 32).expect("32-bit parameters")
 }
 
 fn p64() -> CkksParameters {
@@ -49,18 +38,7 @@ fn p64() -> CkksParameters {
 }
 
 fn make<W: Word>(params: CkksParameters) -> Setup<W> {
-    let ctx = Context::<W>::new(params).expect("context");
-    let keys = keygen(&ctx, &STEPS, true).expect("keygen");
-    let enc = Encryptor::new(&ctx);
-    let dec = Decryptor::new(&ctx, &keys.secret_key).expect("decryptor");
-    let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).expect("evaluator");
-    Setup {
-        ctx,
-        keys,
-        enc,
-        dec,
-        ev,
-    }
+    Setup::new(params, &STEPS, true)
 }
 
 fn s32() -> &'static Setup<u32> {

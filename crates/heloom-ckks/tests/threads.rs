@@ -5,11 +5,13 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::Bounded;
 use heloom_ckks::*;
 use heloom_math::Word;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::sync::Arc;
 
 const BUDGETS: [usize; 5] = [1, 2, 3, 4, 7];
 const STEPS: [i64; 3] = [1, -3, 5];
@@ -25,28 +27,9 @@ fn init() {
     });
 }
 
-struct Setup<W: Word> {
-    ctx: Arc<Context<W>>,
-    keys: KeySet<W>,
-    enc: Encryptor<W>,
-    dec: Decryptor<W>,
-    ev: Evaluator<W>,
-    /// Largest error allowed after a multiplication.
-    bound: f64,
-}
-
-fn setup<W: Word>(params: CkksParameters, bound: f64) -> Setup<W> {
-    let ctx = Context::<W>::new(params).unwrap();
-    let keys = keygen(&ctx, &STEPS, true).unwrap();
-    let enc = Encryptor::new(&ctx);
-    let dec = Decryptor::new(&ctx, &keys.secret_key).unwrap();
-    let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).unwrap();
-    Setup {
-        ctx,
-        keys,
-        enc,
-        dec,
-        ev,
+fn setup<W: Word>(params: CkksParameters, bound: f64) -> Bounded<W> {
+    Bounded {
+        setup: common::Setup::new(params, &STEPS, true),
         bound,
     }
 }
@@ -63,7 +46,7 @@ fn same<W: Word>(got: &Ciphertext<W>, want: &Ciphertext<W>, what: &str) {
     assert_eq!(got.to_bytes(), want.to_bytes(), "{what}: bytes");
 }
 
-fn close<W: Word>(s: &Setup<W>, ct: &Ciphertext<W>, want: &[f64], bound: f64, what: &str) {
+fn close<W: Word>(s: &Bounded<W>, ct: &Ciphertext<W>, want: &[f64], bound: f64, what: &str) {
     let got = s.dec.decrypt(ct).unwrap();
     let err = got
         .iter()
@@ -82,7 +65,7 @@ fn rotated(x: &[f64], step: i64) -> Vec<f64> {
 }
 
 /// Runs every operation at `level` with each budget and compares with the one-thread results.
-fn check_level<W: Word>(s: &Setup<W>, level: usize) {
+fn check_level<W: Word>(s: &Bounded<W>, level: usize) {
     let slots = s.ctx.params().slots();
     let x = rand_vec(1 + level as u64, slots);
     let y = rand_vec(100 + level as u64, slots);
@@ -192,7 +175,7 @@ fn check_level<W: Word>(s: &Setup<W>, level: usize) {
 }
 
 /// Polynomial evaluation (powers, products, rescales, constants) at the top level.
-fn check_polynomials<W: Word>(s: &Setup<W>, bound: f64) {
+fn check_polynomials<W: Word>(s: &Bounded<W>, bound: f64) {
     let slots = s.ctx.params().slots();
     let x = rand_vec(7, slots);
     let a = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
@@ -226,7 +209,7 @@ fn check_polynomials<W: Word>(s: &Setup<W>, bound: f64) {
     }
 }
 
-fn check_all<W: Word>(s: &Setup<W>, poly_bound: f64) {
+fn check_all<W: Word>(s: &Bounded<W>, poly_bound: f64) {
     for level in (0..=s.ctx.max_level()).rev() {
         check_level(s, level);
     }
@@ -241,13 +224,7 @@ fn budgets_are_bit_identical_64bit() {
         assert_eq!(Threads::new(7).chunks_for(1000), 7);
     }
     // Default decomposition: the digit count changes with the level.
-    let p = CkksParameters::builder(1 << 12)
-        .levels(5)
-        .first_bits(50)
-        .scale_bits(40)
-        .security(SecurityLevel::None)
-        .build()
-        .unwrap();
+    let p = common::insecure_deep_params();
     check_all(&setup::<u64>(p, 2f64.powi(-22)), 2f64.powi(-18));
 }
 

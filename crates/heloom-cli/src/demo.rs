@@ -12,6 +12,7 @@ use anyhow::{bail, Result};
 use heloom_ckks::{keygen, CkksParameters, Context, Decryptor, Encryptor, Evaluator, PolyBasis};
 use heloom_math::backend::cpu_report;
 use heloom_math::Word;
+use heloom_runtime::graph::exp_coefficients;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
@@ -82,15 +83,8 @@ fn run_word<W: Word>(params: CkksParameters, bound: f64, poly_bound: f64) -> Res
     let rots = t.time("rotate by 1, 2, 4, 8 (hoisted)", || {
         ev.rotate_many(&cx, &[1, 2, 4, 8])
     })?;
-    let exp_coeffs = [
-        1.0,
-        1.0,
-        0.5,
-        1.0 / 6.0,
-        1.0 / 24.0,
-        1.0 / 120.0,
-        1.0 / 720.0,
-    ];
+    // 1/k! for k = 0..=6: the degree-6 Maclaurin polynomial of e^x.
+    let exp_coeffs = exp_coefficients(6);
     let ex = t.time("e^x (degree-6 polynomial)", || {
         ev.evaluate_polynomial(&cx, &exp_coeffs, PolyBasis::Power)
     })?;

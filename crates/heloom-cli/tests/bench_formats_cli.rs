@@ -1,33 +1,15 @@
 //! `heloom bench formats` end to end: a quick run refuses every corruption of every kind and
 //! times the loader; bad arguments are refused.
 
-use std::process::Command;
+mod common;
 
-fn heloom() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_heloom"))
-}
+use common::{heloom, out_dir, run_failing, run_json_out};
 
 #[test]
 fn quick_run_refuses_every_corruption() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = std::env::temp_dir().join(format!("heloom-bench-formats-{}", std::process::id()));
-    let out = heloom()
-        .args([
-            "bench",
-            "formats",
-            "--quick",
-            "--corruptions",
-            "3000",
-            "--json",
-            "--out",
-        ])
-        .arg(&dir)
-        .output()?;
-    assert!(
-        out.status.success(),
-        "bench formats failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let dir = out_dir("bench-formats");
+    let args = ["bench", "formats", "--quick", "--corruptions", "3000"];
+    let v = run_json_out(&args, &dir, "bench formats failed")?;
     assert_eq!(v["accepted_total"], 0);
     let kinds = v["kinds"].as_array().ok_or("no kinds")?;
     let names: Vec<&str> = kinds.iter().filter_map(|k| k["kind"].as_str()).collect();
@@ -59,10 +41,7 @@ fn quick_run_refuses_every_corruption() -> Result<(), Box<dyn std::error::Error>
     assert!(dir.join("formats.json").exists() && dir.join("formats.txt").exists());
     std::fs::remove_dir_all(&dir)?;
 
-    let bad = heloom()
-        .args(["bench", "formats", "--corruptions", "0"])
-        .output()?;
-    assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("--corruptions must be at least 1"));
+    let err = run_failing(heloom().args(["bench", "formats", "--corruptions", "0"]))?;
+    assert!(err.contains("--corruptions must be at least 1"));
     Ok(())
 }

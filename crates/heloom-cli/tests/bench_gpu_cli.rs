@@ -1,11 +1,9 @@
 //! `heloom bench gpu` end to end: the emulator run's JSON and files, and the clear refusal
 //! (exit status 2) where there is no GPU.
 
-use std::process::Command;
+mod common;
 
-fn heloom() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_heloom"))
-}
+use common::{heloom, out_dir, run_json_out};
 
 const OPS: [&str; 7] = [
     "ntt",
@@ -19,17 +17,9 @@ const OPS: [&str; 7] = [
 
 #[test]
 fn emulator_json_has_every_op_verified() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = std::env::temp_dir().join(format!("heloom-bench-gpu-cli-{}", std::process::id()));
-    let out = heloom()
-        .args(["bench", "gpu", "--emulator", "--json", "--out"])
-        .arg(&dir)
-        .output()?;
-    assert!(
-        out.status.success(),
-        "bench gpu --emulator failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let dir = out_dir("bench-gpu-cli");
+    let args = ["bench", "gpu", "--emulator"];
+    let v = run_json_out(&args, &dir, "bench gpu --emulator failed")?;
     assert_eq!(v["emulated"], true);
     assert!(v["gpu"]["name"].is_string());
     assert!(v["gpu"].get("compute_capability").is_some());

@@ -1,26 +1,16 @@
 //! `heloom bench matmul` end to end: the quick run's JSON (every stage timed, every product
 //! close to the plaintext one) and files, and the refusal of bad arguments.
 
-use std::process::Command;
+mod common;
 
-fn heloom() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_heloom"))
-}
+use common::{heloom, out_dir, run_json_out};
 
 #[test]
 fn quick_json_has_every_configuration_with_small_errors() -> Result<(), Box<dyn std::error::Error>>
 {
-    let dir = std::env::temp_dir().join(format!("heloom-bench-matmul-cli-{}", std::process::id()));
-    let out = heloom()
-        .args(["bench", "matmul", "--quick", "--json", "--out"])
-        .arg(&dir)
-        .output()?;
-    assert!(
-        out.status.success(),
-        "bench matmul --quick failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let dir = out_dir("bench-matmul-cli");
+    let args = ["bench", "matmul", "--quick"];
+    let v = run_json_out(&args, &dir, "bench matmul --quick failed")?;
     assert_eq!(v["benchmark"], "matmul");
     assert_eq!(v["quick"], true);
     assert!(v["cpu"]["model"].is_string());

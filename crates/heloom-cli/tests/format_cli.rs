@@ -5,12 +5,10 @@
 // A failing unwrap is a failing test.
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-fn heloom() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_heloom"))
-}
+use common::{heloom, out_dir};
+use std::path::PathBuf;
 
 fn v1(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -29,7 +27,7 @@ fn run(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
 
 #[test]
 fn inspect_and_upgrade() {
-    let dir = std::env::temp_dir().join(format!("heloom-format-cli-{}", std::process::id()));
+    let dir = out_dir("format-cli");
     std::fs::create_dir_all(&dir).unwrap();
     let p1 = v1("params64.bin");
     let p2 = dir.join("params.bin");

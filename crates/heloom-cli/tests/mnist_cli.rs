@@ -1,24 +1,17 @@
 //! `heloom mnist` end to end on a few held-out images: the JSON fields the issue asks for,
 //! agreement with the f64 network, and clear errors.
 
-use std::process::Command;
+mod common;
 
-fn heloom() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_heloom"))
-}
+use common::{heloom, run_failing, run_json};
 
 #[test]
 fn mnist_json_reports_accuracy_and_speed() -> Result<(), Box<dyn std::error::Error>> {
     for packing in ["batch", "single"] {
-        let out = heloom()
-            .args(["mnist", "--images", "4", "--packing", packing, "--json"])
-            .output()?;
-        assert!(
-            out.status.success(),
-            "{packing}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        let v = run_json(
+            heloom().args(["mnist", "--images", "4", "--packing", packing, "--json"]),
+            packing,
+        )?;
         for field in [
             "plain_accuracy",
             "encrypted_accuracy",
@@ -40,13 +33,10 @@ fn mnist_json_reports_accuracy_and_speed() -> Result<(), Box<dyn std::error::Err
 
 #[test]
 fn mnist_refuses_bad_arguments() -> Result<(), Box<dyn std::error::Error>> {
-    let out = heloom().args(["mnist", "--images", "0"]).output()?;
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("images must be"));
-    let out = heloom().args(["mnist", "--word-bits", "48"]).output()?;
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("32 or 64"));
-    let out = heloom().args(["mnist", "--packing", "diagonal"]).output()?;
-    assert!(!out.status.success());
+    let err = run_failing(heloom().args(["mnist", "--images", "0"]))?;
+    assert!(err.contains("images must be"));
+    let err = run_failing(heloom().args(["mnist", "--word-bits", "48"]))?;
+    assert!(err.contains("32 or 64"));
+    run_failing(heloom().args(["mnist", "--packing", "diagonal"]))?;
     Ok(())
 }

@@ -1,40 +1,28 @@
 //! `heloom offload` end to end: the JSON of a small comparison and clear errors for bad flags.
 
-use std::process::Command;
+mod common;
 
-fn heloom() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_heloom"))
-}
+use common::{heloom, run_failing, run_json_out};
 
 fn out_dir(tag: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("heloom-offload-cli-{tag}-{}", std::process::id()))
+    common::out_dir(&format!("offload-cli-{tag}"))
 }
 
 #[test]
 fn compare_json_has_every_method_and_all_items() -> Result<(), Box<dyn std::error::Error>> {
     let dir = out_dir("json");
-    let out = heloom()
-        .args([
-            "offload",
-            "--compare",
-            "--sizes",
-            "16,256",
-            "--items",
-            "200",
-            "--reps",
-            "1",
-            "--json",
-            "--no-plots",
-            "--out",
-        ])
-        .arg(&dir)
-        .output()?;
-    assert!(
-        out.status.success(),
-        "offload failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let args = [
+        "offload",
+        "--compare",
+        "--sizes",
+        "16,256",
+        "--items",
+        "200",
+        "--reps",
+        "1",
+        "--no-plots",
+    ];
+    let v = run_json_out(&args, &dir, "offload failed")?;
     assert!(v["machine"]["cpu_model"].is_string());
     assert!(v["machine"]["cores"].as_u64().is_some_and(|c| c >= 1));
     assert_eq!(v["load"], 0);
@@ -84,36 +72,20 @@ fn bad_flags_fail_clearly() -> Result<(), Box<dyn std::error::Error>> {
         (&["--compare", "--sizes", "0,16"], "--sizes"),
     ];
     for (args, needle) in cases {
-        let out = heloom()
-            .arg("offload")
-            .args(args)
-            .arg("--out")
-            .arg(&dir)
-            .output()?;
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?} succeeded");
+        let err = run_failing(heloom().arg("offload").args(args).arg("--out").arg(&dir))?;
         assert!(err.contains(needle), "{args:?}: {err}");
     }
     // No mode at all is a usage error.
-    let out = heloom().arg("offload").output()?;
-    assert!(!out.status.success());
+    run_failing(heloom().arg("offload"))?;
     Ok(())
 }
 
 #[test]
 fn he_jobs_run_on_every_balancer_and_decrypt() -> Result<(), Box<dyn std::error::Error>> {
-    let out = heloom()
-        .args([
-            "offload", "--he", "--log-n", "11", "--jobs", "4", "--reps", "1", "--json", "--out",
-        ])
-        .arg(out_dir("he"))
-        .output()?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let args = [
+        "offload", "--he", "--log-n", "11", "--jobs", "4", "--reps", "1",
+    ];
+    let v = run_json_out(&args, &out_dir("he"), "offload --he failed")?;
     let runs = v["runs"].as_array().ok_or("no runs")?;
     let methods: Vec<&str> = runs.iter().filter_map(|r| r["method"].as_str()).collect();
     for m in ["cpu-pool:1", "round-robin", "polling", "pull", "heloom"] {
@@ -129,10 +101,7 @@ fn he_jobs_run_on_every_balancer_and_decrypt() -> Result<(), Box<dyn std::error:
             .sum();
         assert!((jobs - 4.0).abs() < 1e-9);
     }
-    let bad = heloom()
-        .args(["offload", "--he", "--devices", "soft"])
-        .output()?;
-    assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("AES engines"));
+    let err = run_failing(heloom().args(["offload", "--he", "--devices", "soft"]))?;
+    assert!(err.contains("AES engines"));
     Ok(())
 }

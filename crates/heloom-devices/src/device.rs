@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::error::{DeviceError, Result};
 
 /// What kind of engine a device is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -49,6 +49,31 @@ pub struct DeviceInfo {
     pub engine: String,
     /// Whether it needs CPU cores of its own (true for everything but offload engines).
     pub uses_cpu: bool,
+}
+
+impl DeviceInfo {
+    /// A `kind` device on `threads` CPU threads, named `kind:threads`, driving `workers`
+    /// workers with the `engine` it names; at least one thread, else InvalidParameter.
+    pub(crate) fn on_threads(
+        kind: DeviceKind,
+        threads: usize,
+        workers: usize,
+        engine: impl FnOnce() -> String,
+    ) -> Result<Self> {
+        if threads == 0 {
+            return Err(DeviceError::InvalidParameter(format!(
+                "the {} device needs at least one thread",
+                kind.name()
+            )));
+        }
+        Ok(DeviceInfo {
+            name: format!("{}:{threads}", kind.name()),
+            kind,
+            workers,
+            engine: engine(),
+            uses_cpu: true,
+        })
+    }
 }
 
 /// A workload: a fixed list of items, each with a weight the cost curves scale with (bytes for AES).

@@ -220,22 +220,14 @@ impl CpuPoolDevice {
     /// A `cpu-pool` device whose jobs each get a budget of `threads` pool threads (more than
     /// [`heloom_pool::cores`] is allowed but gains nothing).
     pub fn new(threads: usize) -> Result<Self> {
-        if threads == 0 {
-            return Err(DeviceError::InvalidParameter(
-                "the cpu-pool device needs at least one thread".into(),
-            ));
-        }
+        let engine = || {
+            format!(
+                "heloom CKKS on {threads} of {} pool threads per job",
+                heloom_pool::cores()
+            )
+        };
         Ok(CpuPoolDevice {
-            info: DeviceInfo {
-                name: format!("cpu-pool:{threads}"),
-                kind: DeviceKind::CpuPool,
-                workers: 1,
-                engine: format!(
-                    "heloom CKKS on {threads} of {} pool threads per job",
-                    heloom_pool::cores()
-                ),
-                uses_cpu: true,
-            },
+            info: DeviceInfo::on_threads(DeviceKind::CpuPool, threads, 1, engine)?,
             threads,
         })
     }

@@ -16,20 +16,34 @@ pub fn to_ckks(e: GpuError) -> CkksError {
     }
 }
 
+/// [`PolyOps`] methods that read a [`GpuCiphertext`]: `name -> Type = its accessor;`.
+macro_rules! ct_accessors {
+    ($($name:ident -> $ty:ty = $get:ident;)*) => {$(
+        fn $name(&self, ct: &Self::Ct) -> $ty {
+            ct.$get()
+        }
+    )*};
+}
+
+/// [`PolyOps`] methods a [`GpuEvaluator`] runs with its context's (which need no key).
+macro_rules! on_context {
+    ($(fn $name:ident($($arg:ident: $ty:ty),*);)*) => {$(
+        fn $name(&self, $($arg: $ty),*) -> Result<Self::Ct> {
+            PolyOps::$name(self.context().as_ref(), $($arg),*)
+        }
+    )*};
+}
+
 /// Every op that needs no key: a [`GpuContext`] alone runs graphs without relinearization.
 impl<W: GpuWord> PolyOps for GpuContext<W> {
     type Ct = GpuCiphertext<W>;
     fn moduli(&self) -> &[u64] {
         self.context().params().moduli()
     }
-    fn level_of(&self, ct: &Self::Ct) -> usize {
-        ct.level()
-    }
-    fn scale_of(&self, ct: &Self::Ct) -> f64 {
-        ct.scale()
-    }
-    fn size_of(&self, ct: &Self::Ct) -> usize {
-        ct.size()
+    ct_accessors! {
+        level_of -> usize = level;
+        scale_of -> f64 = scale;
+        size_of -> usize = size;
     }
     fn with_scale(&self, ct: Self::Ct, scale: f64) -> Result<Self::Ct> {
         GpuContext::with_scale(self, &ct, scale).map_err(to_ckks)
@@ -81,41 +95,21 @@ impl<W: GpuWord> PolyOps for GpuEvaluator<W> {
     fn moduli(&self) -> &[u64] {
         PolyOps::moduli(self.context().as_ref())
     }
-    fn level_of(&self, ct: &Self::Ct) -> usize {
-        ct.level()
+    ct_accessors! {
+        level_of -> usize = level;
+        scale_of -> f64 = scale;
+        size_of -> usize = size;
     }
-    fn scale_of(&self, ct: &Self::Ct) -> f64 {
-        ct.scale()
-    }
-    fn size_of(&self, ct: &Self::Ct) -> usize {
-        ct.size()
-    }
-    fn with_scale(&self, ct: Self::Ct, scale: f64) -> Result<Self::Ct> {
-        PolyOps::with_scale(self.context().as_ref(), ct, scale)
-    }
-    fn add(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
-        PolyOps::add(self.context().as_ref(), a, b)
-    }
-    fn sub(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
-        PolyOps::sub(self.context().as_ref(), a, b)
-    }
-    fn add_const(&self, ct: &Self::Ct, c: f64) -> Result<Self::Ct> {
-        PolyOps::add_const(self.context().as_ref(), ct, c)
-    }
-    fn multiply_int(&self, ct: &Self::Ct, k: i64) -> Result<Self::Ct> {
-        PolyOps::multiply_int(self.context().as_ref(), ct, k)
-    }
-    fn multiply_const_exact(&self, ct: &Self::Ct, k: i128) -> Result<Self::Ct> {
-        PolyOps::multiply_const_exact(self.context().as_ref(), ct, k)
-    }
-    fn multiply_const(&self, ct: &Self::Ct, c: f64) -> Result<Self::Ct> {
-        PolyOps::multiply_const(self.context().as_ref(), ct, c)
-    }
-    fn multiply(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
-        PolyOps::multiply(self.context().as_ref(), a, b)
-    }
-    fn square(&self, a: &Self::Ct) -> Result<Self::Ct> {
-        PolyOps::square(self.context().as_ref(), a)
+    on_context! {
+        fn with_scale(ct: Self::Ct, scale: f64);
+        fn add(a: &Self::Ct, b: &Self::Ct);
+        fn sub(a: &Self::Ct, b: &Self::Ct);
+        fn add_const(ct: &Self::Ct, c: f64);
+        fn multiply_int(ct: &Self::Ct, k: i64);
+        fn multiply_const_exact(ct: &Self::Ct, k: i128);
+        fn multiply_const(ct: &Self::Ct, c: f64);
+        fn multiply(a: &Self::Ct, b: &Self::Ct);
+        fn square(a: &Self::Ct);
     }
     fn relinearize(&self, a: &Self::Ct) -> Result<Self::Ct> {
         if a.size() == 2 {
@@ -123,10 +117,8 @@ impl<W: GpuWord> PolyOps for GpuEvaluator<W> {
         }
         GpuEvaluator::relinearize(self, a).map_err(to_ckks)
     }
-    fn rescale(&self, a: &Self::Ct) -> Result<Self::Ct> {
-        PolyOps::rescale(self.context().as_ref(), a)
-    }
-    fn drop_to_level(&self, a: &Self::Ct, level: usize) -> Result<Self::Ct> {
-        PolyOps::drop_to_level(self.context().as_ref(), a, level)
+    on_context! {
+        fn rescale(a: &Self::Ct);
+        fn drop_to_level(a: &Self::Ct, level: usize);
     }
 }

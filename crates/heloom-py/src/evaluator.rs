@@ -10,6 +10,14 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use std::sync::Arc;
 
+/// The closure that runs `Evaluator::$name(ct, $args..)` on either word size, for
+/// [`PyEvaluator::unary`].
+macro_rules! method {
+    ($name:ident $(, $arg:expr)*) => {
+        move |ev: &EvW, x: &CtW| words_wrap!((ev, x) => |e, c| e.$name(c $(, $arg)*))
+    };
+}
+
 /// Homomorphic operations on ciphertexts, with (optionally) evaluation keys. Made by
 /// ``Context.evaluator(keys)`` or ``Evaluator(context, keys)``.
 ///
@@ -55,7 +63,6 @@ impl PyEvaluator {
     /// Runs an operation with a mixed second operand without the GIL.
     fn mixed(
         &self,
-        py: Python<'_>,
         a: &PyCiphertext,
         b: &Bound<'_, PyAny>,
         what: &str,
@@ -69,10 +76,18 @@ impl PyEvaluator {
             };
             return Err(PyTypeError::new_err(format!("{what}: {why}")));
         };
-        let ev = &self.ev;
-        let ct = &a.ct;
-        let out = nogil(py, || f(ev, ct, &operand))?;
-        Ok(self.wrap(out))
+        self.unary(b.py(), a, |ev, ct| f(ev, ct, &operand))
+    }
+
+    /// Runs an operation on two ciphertexts without the GIL.
+    fn binary(
+        &self,
+        py: Python<'_>,
+        a: &PyCiphertext,
+        b: &PyCiphertext,
+        f: impl FnOnce(&EvW, &CtW, &CtW) -> Result<CtW, CkksError> + Send,
+    ) -> PyResult<PyCiphertext> {
+        self.unary(py, a, |ev, x| f(ev, x, &b.ct))
     }
 }
 
@@ -161,75 +176,47 @@ impl PyEvaluator {
 
     /// ``a + b``: ``b`` a Ciphertext, a Plaintext, a number (int, float, complex) or a 1-D
     /// array (encoded at ``a``'s level and scale).
-    fn add(
-        &self,
-        py: Python<'_>,
-        a: &PyCiphertext,
-        b: &Bound<'_, PyAny>,
-    ) -> PyResult<PyCiphertext> {
-        self.mixed(py, a, b, "add", |ev, x, y| {
+    fn add(&self, a: &PyCiphertext, b: &Bound<'_, PyAny>) -> PyResult<PyCiphertext> {
+        self.mixed(a, b, "add", |ev, x, y| {
             ops::add(ev, x, y, false, Mode::Explicit)
         })
     }
 
     /// ``a - b``: ``b`` a Ciphertext, a Plaintext, a number or a 1-D array.
-    fn sub(
-        &self,
-        py: Python<'_>,
-        a: &PyCiphertext,
-        b: &Bound<'_, PyAny>,
-    ) -> PyResult<PyCiphertext> {
-        self.mixed(py, a, b, "sub", |ev, x, y| {
+    fn sub(&self, a: &PyCiphertext, b: &Bound<'_, PyAny>) -> PyResult<PyCiphertext> {
+        self.mixed(a, b, "sub", |ev, x, y| {
             ops::add(ev, x, y, true, Mode::Explicit)
         })
     }
 
     /// ``-a``.
     fn negate(&self, py: Python<'_>, a: &PyCiphertext) -> PyResult<PyCiphertext> {
-        self.unary(py, a, |ev, x| words_wrap!((ev, x) => |e, c| e.negate(c)))
+        self.unary(py, a, method!(negate))
     }
 
     /// ``a + p`` for a Plaintext ``p`` (its scale must match ``a``'s) or a 1-D array (encoded
     /// at ``a``'s level and scale).
-    fn add_plain(
-        &self,
-        py: Python<'_>,
-        a: &PyCiphertext,
-        p: &Bound<'_, PyAny>,
-    ) -> PyResult<PyCiphertext> {
+    fn add_plain(&self, a: &PyCiphertext, p: &Bound<'_, PyAny>) -> PyResult<PyCiphertext> {
         plain_only(p, "add_plain")?;
-        self.mixed(py, a, p, "add_plain", |ev, x, y| {
+        self.mixed(a, p, "add_plain", |ev, x, y| {
             ops::add(ev, x, y, false, Mode::Explicit)
         })
     }
 
     /// ``a - p`` for a Plaintext or a 1-D array.
-    fn sub_plain(
-        &self,
-        py: Python<'_>,
-        a: &PyCiphertext,
-        p: &Bound<'_, PyAny>,
-    ) -> PyResult<PyCiphertext> {
+    fn sub_plain(&self, a: &PyCiphertext, p: &Bound<'_, PyAny>) -> PyResult<PyCiphertext> {
         plain_only(p, "sub_plain")?;
-        self.mixed(py, a, p, "sub_plain", |ev, x, y| {
+        self.mixed(a, p, "sub_plain", |ev, x, y| {
             ops::add(ev, x, y, true, Mode::Explicit)
         })
     }
 
     /// ``a + c`` in every slot, for a number ``c`` (real or complex). Exact: no level used.
-    fn add_const(
-        &self,
-        py: Python<'_>,
-        a: &PyCiphertext,
-        c: &Bound<'_, PyAny>,
-    ) -> PyResult<PyCiphertext> {
-        let s = convert::scalar(c)?;
-        let ev = &self.ev;
-        let ct = &a.ct;
-        let out = nogil(py, || {
-            ops::add(ev, ct, &Operand::Scalar(s), false, Mode::Explicit)
-        })?;
-        Ok(self.wrap(out))
+    fn add_const(&self, a: &PyCiphertext, c: &Bound<'_, PyAny>) -> PyResult<PyCiphertext> {
+        let s = Operand::Scalar(convert::scalar(c)?);
+        self.unary(c.py(), a, |ev, x| {
+            ops::add(ev, x, &s, false, Mode::Explicit)
+        })
     }
 
     /// ``a * b`` for ciphertexts: a size-3 ciphertext at the product of the scales (call
@@ -240,9 +227,12 @@ impl PyEvaluator {
         a: &PyCiphertext,
         b: &PyCiphertext,
     ) -> PyResult<PyCiphertext> {
-        let (ev, x, y) = (&self.ev, &a.ct, &b.ct);
-        let out = nogil(py, || words_wrap!((ev, x, y) => |e, p, q| e.multiply(p, q)))?;
-        Ok(self.wrap(out))
+        self.binary(
+            py,
+            a,
+            b,
+            |ev, x, y| words_wrap!((ev, x, y) => |e, p, q| e.multiply(p, q)),
+        )
     }
 
     /// ``a * b`` relinearized and rescaled (what ``a * b`` on ciphertexts does).
@@ -252,40 +242,32 @@ impl PyEvaluator {
         a: &PyCiphertext,
         b: &PyCiphertext,
     ) -> PyResult<PyCiphertext> {
-        let (ev, x, y) = (&self.ev, &a.ct, &b.ct);
-        let out = nogil(
+        self.binary(
             py,
-            || words_wrap!((ev, x, y) => |e, p, q| e.multiply_relin_rescale(p, q)),
-        )?;
-        Ok(self.wrap(out))
+            a,
+            b,
+            |ev, x, y| words_wrap!((ev, x, y) => |e, p, q| e.multiply_relin_rescale(p, q)),
+        )
     }
 
     /// ``a * a``: size 3, scale squared (cheaper than ``multiply(a, a)``).
     fn square(&self, py: Python<'_>, a: &PyCiphertext) -> PyResult<PyCiphertext> {
-        self.unary(py, a, |ev, x| words_wrap!((ev, x) => |e, c| e.square(c)))
+        self.unary(py, a, method!(square))
     }
 
     /// Relinearizes a size-3 ciphertext back to size 2 (needs the relinearization key).
     fn relinearize(&self, py: Python<'_>, a: &PyCiphertext) -> PyResult<PyCiphertext> {
-        self.unary(
-            py,
-            a,
-            |ev, x| words_wrap!((ev, x) => |e, c| e.relinearize(c)),
-        )
+        self.unary(py, a, method!(relinearize))
     }
 
     /// Divides by the last prime and drops it: one level down, scale divided by that prime.
     fn rescale(&self, py: Python<'_>, a: &PyCiphertext) -> PyResult<PyCiphertext> {
-        self.unary(py, a, |ev, x| words_wrap!((ev, x) => |e, c| e.rescale(c)))
+        self.unary(py, a, method!(rescale))
     }
 
     /// Drops one level (exact; the scale is unchanged).
     fn drop_level(&self, py: Python<'_>, a: &PyCiphertext) -> PyResult<PyCiphertext> {
-        self.unary(
-            py,
-            a,
-            |ev, x| words_wrap!((ev, x) => |e, c| e.drop_level(c)),
-        )
+        self.unary(py, a, method!(drop_level))
     }
 
     /// Drops to ``level`` (at most ``a.level``; exact, scale unchanged).
@@ -295,24 +277,15 @@ impl PyEvaluator {
         a: &PyCiphertext,
         level: usize,
     ) -> PyResult<PyCiphertext> {
-        self.unary(
-            py,
-            a,
-            move |ev, x| words_wrap!((ev, x) => |e, c| e.drop_to_level(c, level)),
-        )
+        self.unary(py, a, method!(drop_to_level, level))
     }
 
     /// ``a * p`` slot-wise, not rescaled. ``p`` a Plaintext (the scales multiply) or a 1-D
     /// array (encoded at the scale of ``a``'s last prime, so ``rescale`` afterwards restores
     /// ``a``'s scale).
-    fn multiply_plain(
-        &self,
-        py: Python<'_>,
-        a: &PyCiphertext,
-        p: &Bound<'_, PyAny>,
-    ) -> PyResult<PyCiphertext> {
+    fn multiply_plain(&self, a: &PyCiphertext, p: &Bound<'_, PyAny>) -> PyResult<PyCiphertext> {
         plain_only(p, "multiply_plain")?;
-        self.mixed(py, a, p, "multiply_plain", |ev, x, y| {
+        self.mixed(a, p, "multiply_plain", |ev, x, y| {
             ops::mul(ev, x, y, Mode::Explicit)
         })
     }
@@ -321,55 +294,36 @@ impl PyEvaluator {
     /// (``rescale`` afterwards restores ``a``'s scale). Not rescaled.
     fn multiply_values(
         &self,
-        py: Python<'_>,
         a: &PyCiphertext,
         values: &Bound<'_, PyAny>,
     ) -> PyResult<PyCiphertext> {
         let v = convert::values(values)?;
-        let ev = &self.ev;
-        let ct = &a.ct;
-        let out = nogil(py, || {
-            ops::mul(ev, ct, &Operand::Values(&v), Mode::Explicit)
-        })?;
-        Ok(self.wrap(out))
+        let v = Operand::Values(&v);
+        self.unary(values.py(), a, |ev, x| ops::mul(ev, x, &v, Mode::Explicit))
     }
 
     /// ``a * c`` for a number ``c`` (real or complex), encoded at the scale of ``a``'s last
     /// prime: ``rescale`` afterwards restores ``a``'s scale. Not rescaled.
-    fn multiply_const(
-        &self,
-        py: Python<'_>,
-        a: &PyCiphertext,
-        c: &Bound<'_, PyAny>,
-    ) -> PyResult<PyCiphertext> {
+    fn multiply_const(&self, a: &PyCiphertext, c: &Bound<'_, PyAny>) -> PyResult<PyCiphertext> {
         let s = convert::scalar(c)?;
         let s = match s {
             Scalar::Int(k) => Scalar::Real(k as f64),
             s => s,
         };
-        let ev = &self.ev;
-        let ct = &a.ct;
-        let out = nogil(py, || ops::mul_const(ev, ct, s, Mode::Explicit))?;
-        Ok(self.wrap(out))
+        self.unary(c.py(), a, move |ev, x| {
+            ops::mul_const(ev, x, s, Mode::Explicit)
+        })
     }
 
     /// ``a * k`` for an integer ``k``: exact, no level used, scale unchanged.
     fn multiply_int(&self, py: Python<'_>, a: &PyCiphertext, k: i64) -> PyResult<PyCiphertext> {
-        self.unary(
-            py,
-            a,
-            move |ev, x| words_wrap!((ev, x) => |e, c| e.multiply_int(c, k)),
-        )
+        self.unary(py, a, method!(multiply_int, k))
     }
 
     /// Rotates the slots left by ``step`` (right when negative). Needs the Galois key for
     /// ``step`` (``keygen(rotations=[...])``), else MissingKeyError.
     fn rotate(&self, py: Python<'_>, a: &PyCiphertext, step: i64) -> PyResult<PyCiphertext> {
-        self.unary(
-            py,
-            a,
-            move |ev, x| words_wrap!((ev, x) => |e, c| e.rotate(c, step)),
-        )
+        self.unary(py, a, method!(rotate, step))
     }
 
     /// Hoisted rotations: one decomposition shared by every step. Returns a list of
@@ -394,18 +348,14 @@ impl PyEvaluator {
 
     /// Conjugates every slot (needs ``keygen(conjugate=True)``).
     fn conjugate(&self, py: Python<'_>, a: &PyCiphertext) -> PyResult<PyCiphertext> {
-        self.unary(py, a, |ev, x| words_wrap!((ev, x) => |e, c| e.conjugate(c)))
+        self.unary(py, a, method!(conjugate))
     }
 
     /// Sum of ``n`` consecutive slots in every slot: slot ``i`` gets
     /// ``x[i] + ... + x[i+n-1]`` (indices mod slots). ``n`` a power of two; needs rotation
     /// keys for 1, 2, 4, ..., n/2 (see ``Evaluator.rotate_and_sum_steps``).
     fn rotate_and_sum(&self, py: Python<'_>, a: &PyCiphertext, n: usize) -> PyResult<PyCiphertext> {
-        self.unary(
-            py,
-            a,
-            move |ev, x| words_wrap!((ev, x) => |e, c| e.rotate_and_sum(c, n)),
-        )
+        self.unary(py, a, method!(rotate_and_sum, n))
     }
 
     /// The rotation steps ``rotate_and_sum(_, n)`` needs keys for.
@@ -446,11 +396,7 @@ impl PyEvaluator {
     ) -> PyResult<PyCiphertext> {
         let coeffs = convert::reals(coeffs, "polynomial coefficients")?;
         let basis = poly_basis(basis, interval)?;
-        self.unary(
-            py,
-            a,
-            move |ev, x| words_wrap!((ev, x) => |e, c| e.evaluate_polynomial(c, &coeffs, basis)),
-        )
+        self.unary(py, a, method!(evaluate_polynomial, &coeffs, basis))
     }
 
     /// Levels ``evaluate_polynomial`` consumes for a polynomial of ``degree`` in ``basis``.

@@ -13,7 +13,9 @@ use heloom_devices::balance::{Balancer, Method};
 use heloom_devices::compare::{compare, CompareConfig};
 use heloom_devices::he::{compare_he, open_he_devices, parse_variant, HeCompareConfig};
 use heloom_devices::spec::device_names;
-use heloom_devices::{open_aes_devices, Device, DeviceError, DeviceInfo, DeviceKind, DeviceSpec};
+use heloom_devices::{
+    open_aes_devices, Device, DeviceError, DeviceInfo, DeviceKind, DeviceSpec, Workload,
+};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString};
@@ -460,30 +462,10 @@ pub fn offload_devices(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     let results: Vec<(DeviceKind, &str, Result<String, DeviceError>)> = py.detach(|| {
         let mut out: Vec<(DeviceKind, &str, Result<String, DeviceError>)> = aes_kinds
             .iter()
-            .map(|&kind| {
-                let spec = [DeviceSpec {
-                    kind,
-                    workers: Some(1),
-                }];
-                let r = open_aes_devices(&spec).and_then(|d| {
-                    d.first()
-                        .map(|d| d.info().engine.clone())
-                        .ok_or_else(|| DeviceError::InvalidParameter("no device opened".into()))
-                });
-                (kind, "aes", r)
-            })
+            .map(|&kind| (kind, "aes", engine_of(kind, open_aes_devices)))
             .collect();
         for kind in [DeviceKind::CpuPool, DeviceKind::Gpu] {
-            let spec = [DeviceSpec {
-                kind,
-                workers: Some(1),
-            }];
-            let r = open_he_devices(&spec).and_then(|d| {
-                d.first()
-                    .map(|d| d.info().engine.clone())
-                    .ok_or_else(|| DeviceError::InvalidParameter("no device opened".into()))
-            });
-            out.push((kind, "he", r));
+            out.push((kind, "he", engine_of(kind, open_he_devices)));
         }
         out
     });
@@ -491,6 +473,23 @@ pub fn offload_devices(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
         .into_iter()
         .map(|(kind, workload, r)| probe(py, kind, workload, r))
         .collect()
+}
+
+/// What opens devices of one workload from their specs ([`open_aes_devices`],
+/// [`open_he_devices`]).
+type Opener<W> = fn(&[DeviceSpec]) -> Result<Vec<Box<dyn Device<W>>>, DeviceError>;
+
+/// The engine of a `kind` device opened by `open` with one worker, or why it cannot be opened.
+fn engine_of<W: Workload>(kind: DeviceKind, open: Opener<W>) -> Result<String, DeviceError> {
+    let spec = [DeviceSpec {
+        kind,
+        workers: Some(1),
+    }];
+    open(&spec).and_then(|d| {
+        d.first()
+            .map(|d| d.info().engine.clone())
+            .ok_or_else(|| DeviceError::InvalidParameter("no device opened".into()))
+    })
 }
 
 /// A non-negative integer argument, else InputError.

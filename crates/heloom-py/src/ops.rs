@@ -14,35 +14,28 @@ pub trait Pick: Word {
     fn pt(p: &PtW) -> Result<&Plaintext<Self>>;
 }
 
-impl Pick for u32 {
-    fn ct(c: &CtW) -> Result<&Ciphertext<u32>> {
-        match c {
-            Words::W32(x) => Ok(x),
-            Words::W64(_) => Err(mismatch()),
+/// [`Pick`] for the word `$w`, held in the `Words::$this` variant (`$other`: the other one).
+macro_rules! pick {
+    ($w:ty, $this:ident, $other:ident) => {
+        impl Pick for $w {
+            fn ct(c: &CtW) -> Result<&Ciphertext<$w>> {
+                match c {
+                    Words::$this(x) => Ok(x),
+                    Words::$other(_) => Err(mismatch()),
+                }
+            }
+            fn pt(p: &PtW) -> Result<&Plaintext<$w>> {
+                match p {
+                    Words::$this(x) => Ok(x),
+                    Words::$other(_) => Err(mismatch()),
+                }
+            }
         }
-    }
-    fn pt(p: &PtW) -> Result<&Plaintext<u32>> {
-        match p {
-            Words::W32(x) => Ok(x),
-            Words::W64(_) => Err(mismatch()),
-        }
-    }
+    };
 }
 
-impl Pick for u64 {
-    fn ct(c: &CtW) -> Result<&Ciphertext<u64>> {
-        match c {
-            Words::W64(x) => Ok(x),
-            Words::W32(_) => Err(mismatch()),
-        }
-    }
-    fn pt(p: &PtW) -> Result<&Plaintext<u64>> {
-        match p {
-            Words::W64(x) => Ok(x),
-            Words::W32(_) => Err(mismatch()),
-        }
-    }
-}
+pick!(u32, W32, W64);
+pick!(u64, W64, W32);
 
 /// Who is asking: an evaluator method (scale management left to the caller) or a ciphertext
 /// operator (scale management done for the caller).

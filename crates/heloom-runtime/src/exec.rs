@@ -8,7 +8,7 @@
 //! decrypted and checked after the run.
 
 use crate::graph::{GraphError, NodeId, TaskGraph};
-use crate::record::{JobRecord, RunRecord, TaskRecord};
+use crate::record::{record_dispatch, JobRecord, RunRecord, TaskRecord};
 use crate::scheduler::Scheduler;
 use crate::workload::{ExpWorkload, EXP_TOLERANCE};
 use heloom_ckks::{Ciphertext, Threads};
@@ -156,19 +156,9 @@ pub fn execute<W: Word>(
                     ));
                     break;
                 };
-                if jobs[d.job].start_ms.is_nan() {
-                    jobs[d.job].start_ms = now;
-                }
-                tasks.push(TaskRecord {
-                    job: d.job,
-                    task: d.task,
-                    kind: task.kind.name().to_string(),
-                    nq: task.nq,
-                    threads: d.threads,
-                    dispatch_ms: ms(Instant::now()),
-                    start_ms: f64::NAN,
-                    end_ms: f64::NAN,
-                });
+                let dispatch_ms = ms(Instant::now());
+                let record =
+                    record_dispatch(&mut jobs, &mut tasks, &d, task, now, dispatch_ms, f64::NAN);
                 let is_final = task.succs.is_empty();
                 let msg = LaneJob {
                     job: d.job,
@@ -177,7 +167,7 @@ pub fn execute<W: Word>(
                     graph,
                     operands,
                     is_final,
-                    record: tasks.len() - 1,
+                    record,
                 };
                 if lane_tx[lane].send(msg).is_err() {
                     first_error = Some(GraphError::Invalid("a lane thread stopped".into()));

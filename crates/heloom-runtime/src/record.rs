@@ -2,6 +2,8 @@
 //! the start of the run. Both executors (real and simulated) produce the same records, and
 //! [`crate::metrics`] turns them into latency percentiles, makespan and utilisation.
 
+use crate::graph::Task;
+use crate::scheduler::Dispatch;
 use serde::{Deserialize, Serialize};
 
 /// One job: a task graph bound to its inputs, arriving at `arrival_ms`.
@@ -64,6 +66,34 @@ pub struct TaskRecord {
     pub start_ms: f64,
     /// When it finished.
     pub end_ms: f64,
+}
+
+/// Records the dispatch `d` of `task` at `now_ms`: its job starts now if this is its first
+/// task, and a record dispatched at `dispatch_ms` and started at `start_ms` (`NaN` until
+/// known) is appended to `tasks`. Returns the record's index. Both executors record this way.
+pub(crate) fn record_dispatch(
+    jobs: &mut [JobRecord],
+    tasks: &mut Vec<TaskRecord>,
+    d: &Dispatch,
+    task: &Task,
+    now_ms: f64,
+    dispatch_ms: f64,
+    start_ms: f64,
+) -> usize {
+    if jobs[d.job].start_ms.is_nan() {
+        jobs[d.job].start_ms = now_ms;
+    }
+    tasks.push(TaskRecord {
+        job: d.job,
+        task: d.task,
+        kind: task.kind.name().to_string(),
+        nq: task.nq,
+        threads: d.threads,
+        dispatch_ms,
+        start_ms,
+        end_ms: f64::NAN,
+    });
+    tasks.len() - 1
 }
 
 /// Everything one run of one policy at one mean gap produced.

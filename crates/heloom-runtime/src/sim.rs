@@ -8,7 +8,7 @@
 //! every task while a backlog of jobs is in the system ([`CostModel::backlog_slowdown`]).
 
 use crate::cost::{CostModel, SplitCost};
-use crate::record::{JobRecord, RunRecord, TaskRecord};
+use crate::record::{record_dispatch, JobRecord, RunRecord, TaskRecord};
 use crate::scheduler::Scheduler;
 
 struct Running {
@@ -97,26 +97,14 @@ pub fn simulate(
             let graph = &sched.variants()[v].graph;
             let split = graph.task_cost(model, d.task, d.threads);
             let task = &graph.tasks()[d.task];
-            if jobs[d.job].start_ms.is_nan() {
-                jobs[d.job].start_ms = now;
-            }
-            tasks.push(TaskRecord {
-                job: d.job,
-                task: d.task,
-                kind: task.kind.name().to_string(),
-                nq: task.nq,
-                threads: d.threads,
-                dispatch_ms: now,
-                start_ms: now,
-                end_ms: f64::NAN,
-            });
+            let record = record_dispatch(&mut jobs, &mut tasks, &d, task, now, now, now);
             running.push(Running {
                 job: d.job,
                 task: d.task,
                 threads: d.threads,
                 remaining: split.total() + overhead,
                 split,
-                record: tasks.len() - 1,
+                record,
             });
         }
     }

@@ -3,28 +3,15 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[path = "../../heloom-ckks/tests/common/mod.rs"]
+mod common;
+
+use common::Setup;
 use heloom_ckks::*;
 use heloom_runtime::graph::{exp_coefficients, exp_graph, polynomial_graph, ExpVariant, TaskKind};
-use std::sync::Arc;
 
-struct Setup {
-    ctx: Arc<Context<u64>>,
-    keys: KeySet<u64>,
-    ev: Evaluator<u64>,
-}
-
-fn setup() -> Setup {
-    let params = CkksParameters::builder(1 << 12)
-        .levels(5)
-        .first_bits(50)
-        .scale_bits(40)
-        .security(SecurityLevel::None)
-        .build()
-        .unwrap();
-    let ctx = Context::<u64>::new(params).unwrap();
-    let keys = keygen(&ctx, &[], false).unwrap();
-    let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).unwrap();
-    Setup { ctx, keys, ev }
+fn setup() -> Setup<u64> {
+    Setup::new(common::insecure_deep_params(), &[], false)
 }
 
 fn inputs(n: usize) -> Vec<f64> {

@@ -19,9 +19,43 @@ use std::sync::Arc;
 
 /// Every op costs `nq` ms on one thread and `ceil(nq / t)` ms on `t`; contention doubles the
 /// time of everything once more than `knee` threads are busy.
+#[derive(Clone, Copy)]
 struct Toy {
     capacity: usize,
     knee: f64,
+}
+
+impl Toy {
+    fn new(capacity: usize, knee: f64) -> Self {
+        Toy { capacity, knee }
+    }
+}
+
+/// A scheduler of `graphs` under `policy`, with `model`'s costs and capacity.
+fn scheduler(policy: &str, model: Arc<dyn CostModel>, graphs: &[Arc<TaskGraph>]) -> Scheduler {
+    let p = policy_by_name(policy, Arc::clone(&model)).unwrap();
+    Scheduler::new(p, model.as_ref(), graphs.to_vec(), model.capacity())
+}
+
+/// A simulated run of `arrivals` (mean gap 60 ms, the default measured window) under
+/// `policy` on the Xeon Phi profile.
+fn run_on_phi(
+    policy: &str,
+    phi: &Arc<Profile>,
+    graphs: &[Arc<TaskGraph>],
+    arrivals: &[f64],
+) -> RunRecord {
+    let mut s = scheduler(policy, phi.clone(), graphs);
+    let window = default_window(arrivals.len());
+    simulate(
+        &mut s,
+        phi.as_ref(),
+        arrivals,
+        60.0,
+        window,
+        "sim",
+        &mut |_, _| {},
+    )
 }
 
 impl CostModel for Toy {
@@ -81,13 +115,7 @@ fn view<'a>(h: &'a ReadyTask, busy: usize, ready: usize, nominal: usize) -> Load
 
 fn any_variant() -> Variant {
     let g = Arc::new(exp_graph(ExpVariant::Paper, &moduli(), 7, 2f64.powi(40)).unwrap());
-    Variant::new(
-        g,
-        &Toy {
-            capacity: 126,
-            knee: 1e9,
-        },
-    )
+    Variant::new(g, &Toy::new(126, 1e9))
 }
 
 #[test]
@@ -177,14 +205,10 @@ fn graphs() -> Vec<Arc<TaskGraph>> {
 #[test]
 fn a_lone_job_takes_its_critical_path() {
     // Enough threads for every task of the graph at once.
-    let toy = Toy {
-        capacity: 64,
-        knee: 1e9,
-    };
+    let toy = Toy::new(64, 1e9);
     let gs = graphs();
     for (policy, threads) in [("fixed-1", 1usize), ("fixed-full", 0)] {
-        let p = policy_by_name(policy, Arc::new(Toy { ..toy })).unwrap();
-        let mut s = Scheduler::new(p, &toy, gs.clone(), toy.capacity);
+        let mut s = scheduler(policy, Arc::new(toy), &gs);
         let r = simulate(&mut s, &toy, &[5.0], 10.0, (0, 0), "sim", &mut |_, _| {});
         check_record(&r, &gs);
         let g = &gs[0];
@@ -205,17 +229,10 @@ fn contention_slows_concurrent_tasks() {
     // Two jobs arriving together with one thread per task: the knee at 1 busy thread doubles
     // every op while both run.
     let gs = vec![Arc::new(one_product_graph())];
-    let slow = Toy {
-        capacity: 4,
-        knee: 1.0,
-    };
-    let fast = Toy {
-        capacity: 4,
-        knee: 10.0,
-    };
+    let slow = Toy::new(4, 1.0);
+    let fast = Toy::new(4, 10.0);
     let run = |m: &Toy| {
-        let p = policy_by_name("fixed-1", Arc::new(Toy { ..*m })).unwrap();
-        let mut s = Scheduler::new(p, m, gs.clone(), m.capacity);
+        let mut s = scheduler("fixed-1", Arc::new(*m), &gs);
         simulate(&mut s, m, &[0.0, 0.0], 1.0, (0, 1), "sim", &mut |_, _| {})
     };
     let a = run(&fast);
@@ -239,13 +256,9 @@ fn one_product_graph() -> TaskGraph {
 #[test]
 fn list_order_is_earlier_job_first() {
     // Capacity 1: jobs run one after another in arrival order, whatever their graphs.
-    let toy = Toy {
-        capacity: 1,
-        knee: 1e9,
-    };
+    let toy = Toy::new(1, 1e9);
     let gs = graphs();
-    let p = policy_by_name("fixed-1", Arc::new(Toy { ..toy })).unwrap();
-    let mut s = Scheduler::new(p, &toy, gs.clone(), 1);
+    let mut s = scheduler("fixed-1", Arc::new(toy), &gs);
     let arrivals = [0.0, 0.1, 0.2, 0.3];
     let r = simulate(&mut s, &toy, &arrivals, 0.1, (0, 3), "sim", &mut |_, _| {});
     check_record(&r, &gs);
@@ -268,17 +281,7 @@ fn every_policy_respects_dependencies_and_capacity_on_the_xeon_phi() {
     let gs = graphs();
     let arrivals = poisson_arrivals(300, 60.0, 3);
     for name in POLICY_NAMES {
-        let p = policy_by_name(name, phi.clone()).unwrap();
-        let mut s = Scheduler::new(p, phi.as_ref(), gs.clone(), phi.capacity);
-        let r = simulate(
-            &mut s,
-            phi.as_ref(),
-            &arrivals,
-            60.0,
-            default_window(300),
-            "sim",
-            &mut |_, _| {},
-        );
+        let r = run_on_phi(name, &phi, &gs, &arrivals);
         check_record(&r, &gs);
         assert!(r.jobs.iter().all(|j| j.finish_ms.is_finite()), "{name}");
     }
@@ -294,18 +297,7 @@ fn heloom_beats_the_papers_policies_under_load_on_the_xeon_phi() {
     let arrivals = poisson_arrivals(jobs, 60.0, 1);
     let mut sums = Vec::new();
     for name in POLICY_NAMES {
-        let p = policy_by_name(name, phi.clone()).unwrap();
-        let mut s = Scheduler::new(p, phi.as_ref(), gs.clone(), phi.capacity);
-        let r = simulate(
-            &mut s,
-            phi.as_ref(),
-            &arrivals,
-            60.0,
-            default_window(jobs),
-            "sim",
-            &mut |_, _| {},
-        );
-        sums.push(summarize(&r));
+        sums.push(summarize(&run_on_phi(name, &phi, &gs, &arrivals)));
     }
     let h = sums.iter().find(|s| s.policy == "heloom").unwrap();
     for s in sums.iter().filter(|s| s.policy != "heloom") {
@@ -330,14 +322,10 @@ fn real_runs_decrypt_correctly_under_every_policy() {
         .build()
         .unwrap();
     let w = ExpWorkload::<u64>::new(params, 3, 5).unwrap();
-    let toy = Arc::new(Toy {
-        capacity: 2,
-        knee: 1e9,
-    });
+    let toy = Arc::new(Toy::new(2, 1e9));
     let arrivals = poisson_arrivals(12, 2.0, 9);
     for name in POLICY_NAMES {
-        let p = policy_by_name(name, toy.clone()).unwrap();
-        let mut s = Scheduler::new(p, toy.as_ref(), w.variants().to_vec(), 2);
+        let mut s = scheduler(name, toy.clone(), w.variants());
         let r = execute(&mut s, &w, &arrivals, 2.0, (0, 11), &mut |_, _| {}).unwrap();
         check_record(&r, w.variants());
         assert!(

@@ -2,6 +2,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[path = "../../heloom-ckks/tests/common/mod.rs"]
+mod common;
+
 use heloom_ckks::*;
 use heloom_runtime::graph::{exp_graph, ExpVariant};
 use heloom_store::{Spill, Store, StoreConfig};
@@ -9,16 +12,9 @@ use std::sync::Arc;
 
 #[test]
 fn a_graph_run_with_a_tiny_budget_is_bit_identical_and_spills() {
-    let params = CkksParameters::builder(1 << 12)
-        .levels(5)
-        .first_bits(50)
-        .scale_bits(40)
-        .security(SecurityLevel::None)
-        .build()
-        .unwrap();
-    let ctx = Context::<u64>::new(params).unwrap();
+    let ctx = Context::<u64>::new(common::insecure_deep_params()).unwrap();
     let keys = keygen(&ctx, &[], false).unwrap();
-    let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).unwrap();
+    let ev = common::evaluator(&ctx, &keys);
     let xs: Vec<f64> = (0..ctx.n() / 2)
         .map(|i| -1.0 + 2.0 * i as f64 / ctx.n() as f64)
         .collect();

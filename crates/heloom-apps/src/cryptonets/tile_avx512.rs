@@ -15,6 +15,37 @@ fn load8_u64(x: &[u64], at: usize) -> __m512i {
     unsafe { _mm512_loadu_si512(s.as_ptr().cast()) }
 }
 
+/// `acc[r][j] += v[j] * k[r]` for every row and vector (`vpmuludq`: the low 32 bits of each
+/// 64-bit lane of `v[j]`).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn mac<const N: usize>(
+    acc: &mut [[__m512i; N]; TILE_ROWS],
+    v: &[__m512i; N],
+    k: &[u32; TILE_ROWS],
+) {
+    for r in 0..TILE_ROWS {
+        let kr = _mm512_set1_epi64(i64::from(k[r]));
+        for j in 0..N {
+            acc[r][j] = _mm512_add_epi64(acc[r][j], _mm512_mul_epu32(v[j], kr));
+        }
+    }
+}
+
+/// Folds every accumulator `a -> (a mod 2^32) + (a >> 32) c` (`cv`: `c` in every lane), which
+/// keeps it congruent modulo q for `c = 2^32 mod q`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn fold_acc<const N: usize>(acc: &mut [[__m512i; N]; TILE_ROWS], cv: __m512i) {
+    let lo32 = _mm512_set1_epi64(0xffff_ffff);
+    for row in acc.iter_mut() {
+        for a in row.iter_mut() {
+            let hi = _mm512_srli_epi64::<32>(*a);
+            *a = _mm512_add_epi64(_mm512_and_si512(*a, lo32), _mm512_mul_epu32(hi, cv));
+        }
+    }
+}
+
 macro_rules! kernel {
     ($name:ident, $word:ty, $load:ident) => {
         /// `acc[r][w] = sum_i panel[cols[i]][w] * ks[i][r]` folded every `fold` terms by
@@ -30,24 +61,13 @@ macro_rules! kernel {
             const V: usize = TILE_WORDS / 8;
             let mut acc = [[_mm512_setzero_si512(); V]; TILE_ROWS];
             let cv = _mm512_set1_epi64(c as i64);
-            let lo32 = _mm512_set1_epi64(0xffff_ffff);
             for (cx, ck) in cols.chunks(fold.max(1)).zip(ks.chunks(fold.max(1))) {
                 for (&t, k) in cx.iter().zip(ck) {
                     let x = &panel[t as usize * TILE_WORDS..(t as usize + 1) * TILE_WORDS];
                     let v: [__m512i; V] = core::array::from_fn(|j| $load(x, 8 * j));
-                    for r in 0..TILE_ROWS {
-                        let kr = _mm512_set1_epi64(i64::from(k[r]));
-                        for j in 0..V {
-                            acc[r][j] = _mm512_add_epi64(acc[r][j], _mm512_mul_epu32(v[j], kr));
-                        }
-                    }
+                    mac(&mut acc, &v, k);
                 }
-                for row in acc.iter_mut() {
-                    for a in row.iter_mut() {
-                        let hi = _mm512_srli_epi64::<32>(*a);
-                        *a = _mm512_add_epi64(_mm512_and_si512(*a, lo32), _mm512_mul_epu32(hi, cv));
-                    }
-                }
+                fold_acc(&mut acc, cv);
             }
             let mut out: TileAcc = [[0; TILE_WORDS]; TILE_ROWS];
             for (o, a) in out.iter_mut().zip(&acc) {
@@ -80,7 +100,6 @@ pub(super) fn tile_u32(
     // acc[r][2j] = even words of vector j, acc[r][2j + 1] = its odd words.
     let mut acc = [[_mm512_setzero_si512(); 2 * V]; TILE_ROWS];
     let cv = _mm512_set1_epi64(c as i64);
-    let lo32 = _mm512_set1_epi64(0xffff_ffff);
     for (cx, ck) in cols.chunks(fold.max(1)).zip(ks.chunks(fold.max(1))) {
         for (&t, k) in cx.iter().zip(ck) {
             let x = &panel[t as usize * TILE_WORDS..(t as usize + 1) * TILE_WORDS];
@@ -94,19 +113,9 @@ pub(super) fn tile_u32(
                     _mm512_srli_epi64::<32>(w)
                 }
             });
-            for r in 0..TILE_ROWS {
-                let kr = _mm512_set1_epi64(i64::from(k[r]));
-                for j in 0..2 * V {
-                    acc[r][j] = _mm512_add_epi64(acc[r][j], _mm512_mul_epu32(v[j], kr));
-                }
-            }
+            mac(&mut acc, &v, k);
         }
-        for row in acc.iter_mut() {
-            for a in row.iter_mut() {
-                let hi = _mm512_srli_epi64::<32>(*a);
-                *a = _mm512_add_epi64(_mm512_and_si512(*a, lo32), _mm512_mul_epu32(hi, cv));
-            }
-        }
+        fold_acc(&mut acc, cv);
     }
     let mut out: TileAcc = [[0; TILE_WORDS]; TILE_ROWS];
     for (o, a) in out.iter_mut().zip(&acc) {

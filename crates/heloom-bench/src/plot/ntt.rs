@@ -6,6 +6,7 @@ use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
 use crate::ntt::NttReport;
+use crate::plot::{chart_builder, svg_canvas};
 
 /// Draws forward-NTT throughput (Gbit/s of residues) against log2(N), one line per
 /// (word size, prime size, backend).
@@ -34,16 +35,9 @@ pub fn ntt_throughput(rep: &NttReport, path: &Path) -> Result<()> {
         .flat_map(|(_, p)| p.iter().map(|q| q.1))
         .fold(0.0, f64::max)
         * 1.6; // headroom for the legend
-    let root = SVGBackend::new(path, (1100, 650)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow!("plot: {e}"))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("Forward NTT throughput, one core — {}", rep.machine.cpu),
-            ("sans-serif", 22),
-        )
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
+    let root = svg_canvas(path, (1100, 650))?;
+    let title = format!("Forward NTT throughput, one core — {}", rep.machine.cpu);
+    let mut chart = chart_builder(&root, title, 22, 15, (45, 60))
         .build_cartesian_2d((xmin - 0.2)..(xmax + 0.2), 0.0..ymax)
         .map_err(|e| anyhow!("plot: {e}"))?;
     chart

@@ -6,47 +6,45 @@ use std::path::Path;
 
 use anyhow::{anyhow, Result};
 use heloom_devices::compare::{CompareReport, RunRow};
+use plotters::chart::MeshStyle;
+use plotters::coord::ranged1d::Ranged;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::offload::items_in_order;
 
-use crate::plot::{pe, Series};
+use crate::plot::{chart_builder, nth_colour, pe, svg_canvas, Series};
 
-fn palette(i: usize) -> RGBColor {
-    let c = Palette99::pick(i).to_rgba();
-    RGBColor(c.0, c.1, c.2)
-}
+/// Colours of single devices in the method charts, by position: greys and browns.
+const SINGLE_COLOURS: [RGBColor; 4] = [
+    RGBColor(110, 110, 110),
+    RGBColor(140, 86, 75),
+    RGBColor(148, 103, 189),
+    RGBColor(23, 190, 207),
+];
 
-/// A fixed colour per balancer; single devices get greys and browns by position.
+/// A fixed colour per balancer; single devices get [`SINGLE_COLOURS`] by position.
 fn method_colour(method: &str, single_index: usize) -> RGBColor {
     match method {
         "round-robin" => RGBColor(31, 119, 180),
         "polling" => RGBColor(44, 160, 44),
         "pull" => RGBColor(255, 127, 14),
         "heloom" => RGBColor(214, 39, 40),
-        _ => [
-            RGBColor(110, 110, 110),
-            RGBColor(140, 86, 75),
-            RGBColor(148, 103, 189),
-            RGBColor(23, 190, 207),
-        ]
-        .get(single_index)
-        .copied()
-        .unwrap_or_else(|| palette(single_index + 4)),
+        _ => nth_colour(&SINGLE_COLOURS, single_index, 4),
     }
 }
 
-/// Colours of the devices in the share chart.
+/// Colours of the devices in the share chart, by position.
+const DEVICE_COLOURS: [RGBColor; 4] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+];
+
+/// Colour of device `i` in the share chart.
 fn device_colour(i: usize) -> RGBColor {
-    [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(44, 160, 44),
-        RGBColor(148, 103, 189),
-    ]
-    .get(i)
-    .copied()
-    .unwrap_or_else(|| palette(i + 4))
+    nth_colour(&DEVICE_COLOURS, i, 4)
 }
 
 /// Methods of a report in order with their colours and uniform-size points `(log2 size, value)`.
@@ -105,6 +103,15 @@ fn pow2_label(x: &f64) -> String {
     }
 }
 
+/// The item-size x axis of the offload charts: log2 sizes, labelled in bytes.
+fn size_axis<'m, 'a, 'b, Y: Ranged, DB: DrawingBackend>(
+    mesh: &'m mut MeshStyle<'a, 'b, RangedCoordf64, Y, DB>,
+) -> &'m mut MeshStyle<'a, 'b, RangedCoordf64, Y, DB> {
+    mesh.x_desc("item size (bytes, log scale)")
+        .x_labels(16)
+        .x_label_formatter(&pow2_label)
+}
+
 /// Table 2: time (ms) of every method against item size, log-log, the ideal dashed.
 pub fn table2_plot(rep: &CompareReport, path: &Path, title: &str) -> Result<()> {
     let (xmin, xmax) = size_range(rep)?;
@@ -128,20 +135,11 @@ pub fn table2_plot(rep: &CompareReport, path: &Path, title: &str) -> Result<()> 
     // Headroom above for the legend.
     let (ymin, ymax) = (ylo / 1.5, yhi * 4.0);
 
-    let root = SVGBackend::new(path, (1100, 700)).into_drawing_area();
-    root.fill(&WHITE).map_err(pe)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
+    let root = svg_canvas(path, (1100, 700))?;
+    let mut chart = chart_builder(&root, title, 20, 15, (45, 70))
         .build_cartesian_2d(xmin..xmax, (ymin..ymax).log_scale())
         .map_err(pe)?;
-    chart
-        .configure_mesh()
-        .x_desc("item size (bytes, log scale)")
-        .x_labels(16)
-        .x_label_formatter(&pow2_label)
+    size_axis(&mut chart.configure_mesh())
         .y_desc("time for all items (ms, log scale)")
         .y_label_formatter(&|y| {
             if *y >= 1.0 {
@@ -182,20 +180,11 @@ pub fn efficiency_plot(rep: &CompareReport, target: f64, path: &Path, title: &st
         .fold(1.0f64, f64::max);
     let ymax = top * 1.12;
 
-    let root = SVGBackend::new(path, (1100, 650)).into_drawing_area();
-    root.fill(&WHITE).map_err(pe)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
+    let root = svg_canvas(path, (1100, 650))?;
+    let mut chart = chart_builder(&root, title, 20, 15, (45, 60))
         .build_cartesian_2d(xmin..xmax, 0.0..ymax)
         .map_err(pe)?;
-    chart
-        .configure_mesh()
-        .x_desc("item size (bytes, log scale)")
-        .x_labels(16)
-        .x_label_formatter(&pow2_label)
+    size_axis(&mut chart.configure_mesh())
         .y_desc("efficiency = ideal / measured")
         .draw()
         .map_err(pe)?;
@@ -276,8 +265,7 @@ pub fn items_plot(rep: &CompareReport, path: &Path, title: &str) -> Result<()> {
     let ncols = if methods.len() > 1 { 2 } else { 1 };
     let nrows = methods.len().div_ceil(ncols);
     let height = 90 + 300 * nrows as u32;
-    let root = SVGBackend::new(path, (1200, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(pe)?;
+    let root = svg_canvas(path, (1200, height))?;
     let body = root.titled(title, ("sans-serif", 20)).map_err(pe)?;
     let (legend, grid) = body.split_vertically(40);
     // Legend row: device colours and the ideal tick.
@@ -310,11 +298,7 @@ pub fn items_plot(rep: &CompareReport, path: &Path, title: &str) -> Result<()> {
 
     let panels = grid.split_evenly((nrows, ncols));
     for (method, area) in methods.iter().zip(panels.iter()) {
-        let mut chart = ChartBuilder::on(area)
-            .caption(*method, ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(35)
-            .y_label_area_size(55)
+        let mut chart = chart_builder(area, *method, 18, 10, (35, 55))
             .build_cartesian_2d((0..(n - 1).max(1)).into_segmented(), 0.0..1.0)
             .map_err(pe)?;
         chart

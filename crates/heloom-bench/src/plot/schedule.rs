@@ -5,9 +5,11 @@ use std::path::Path;
 
 use anyhow::{anyhow, Result};
 use heloom_runtime::{utilisation, RunRecord, RunSummary};
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::plot::{pe, Series};
+use crate::plot::{chart_builder, palette, pe, svg_canvas, Series};
 
 /// A fixed colour for each known policy, so every chart draws a policy the same way.
 fn policy_colour(policy: &str) -> Option<RGBColor> {
@@ -31,17 +33,13 @@ fn run_styles<'a>(runs: impl Iterator<Item = (&'a str, f64)> + Clone) -> Vec<(St
         .all(|(i, p)| !policies[..i].contains(p));
     runs.enumerate()
         .map(|(i, (policy, gap))| {
-            let palette = || {
-                let c = Palette99::pick(i).to_rgba();
-                RGBColor(c.0, c.1, c.2)
-            };
             if distinct {
                 (
                     policy.to_string(),
-                    policy_colour(policy).unwrap_or_else(palette),
+                    policy_colour(policy).unwrap_or_else(|| palette(i)),
                 )
             } else {
-                (format!("{policy}, D = {gap} ms"), palette())
+                (format!("{policy}, D = {gap} ms"), palette(i))
             }
         })
         .collect()
@@ -75,17 +73,9 @@ pub fn latency_plot(runs: &[&RunRecord], path: &Path, title: &str) -> Result<()>
         .filter(|v| v.is_finite())
         .fold(0.0, f64::max);
     let ymax = if ymax > 0.0 { ymax * 1.25 } else { 1.0 }; // headroom for the legend
-    let styles = run_styles(runs.iter().map(|r| (r.policy.as_str(), r.gap_ms)));
 
-    let root = SVGBackend::new(path, (1100, 650)).into_drawing_area();
-    root.fill(&WHITE).map_err(pe)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0.0..xmax, 0.0..ymax)
-        .map_err(pe)?;
+    let root = svg_canvas(path, (1100, 650))?;
+    let mut chart = origin_chart(&root, title, 70, xmax, ymax)?;
     chart
         .configure_mesh()
         .x_desc("job number")
@@ -117,6 +107,7 @@ pub fn latency_plot(runs: &[&RunRecord], path: &Path, title: &str) -> Result<()>
         }
     }
 
+    let styles = run_styles(runs.iter().map(|r| (r.policy.as_str(), r.gap_ms)));
     for (r, (label, colour)) in runs.iter().zip(styles) {
         let style = colour.mix(0.75).filled();
         chart
@@ -172,15 +163,8 @@ pub fn utilisation_plot(runs: &[&RunRecord], path: &Path, bins: usize, title: &s
         * 1.3; // headroom for the legend
     let styles = run_styles(runs.iter().map(|r| (r.policy.as_str(), r.gap_ms)));
 
-    let root = SVGBackend::new(path, (1100, 650)).into_drawing_area();
-    root.fill(&WHITE).map_err(pe)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..xmax, 0.0..ymax)
-        .map_err(pe)?;
+    let root = svg_canvas(path, (1100, 650))?;
+    let mut chart = origin_chart(&root, title, 60, xmax, ymax)?;
     chart
         .configure_mesh()
         .x_desc("time since the run started (s)")
@@ -204,9 +188,23 @@ pub fn utilisation_plot(runs: &[&RunRecord], path: &Path, bins: usize, title: &s
     Ok(())
 }
 
+/// The chart of [`latency_plot`] and [`utilisation_plot`] on `root`: `title` in 22-pixel
+/// type over `[0, xmax] x [0, ymax]`, `y_label_px` pixels for the y labels.
+fn origin_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+    y_label_px: u32,
+    xmax: f64,
+    ymax: f64,
+) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
+    chart_builder(root, title, 22, 15, (45, y_label_px))
+        .build_cartesian_2d(0.0..xmax, 0.0..ymax)
+        .map_err(pe)
+}
+
 /// One panel of [`compare_plot`]: `value` (s) against the mean gap (ms), one line per policy.
 fn compare_panel<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
+    area: &DrawingArea<DB, Shift>,
     series: &[Series],
     caption: &str,
     y_desc: &str,
@@ -228,11 +226,7 @@ where
         .filter(|v| v.is_finite())
         .fold(0.0, f64::max);
     let ymax = if ymax > 0.0 { ymax * 1.35 } else { 1.0 }; // headroom for the legend
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
+    let mut chart = chart_builder(area, caption, 18, 12, (45, 65))
         .build_cartesian_2d(xmin..xmax, 0.0..ymax)
         .map_err(pe)?;
     chart
@@ -269,10 +263,7 @@ pub fn compare_plot(summaries: &[RunSummary], path: &Path, title: &str) -> Resul
                     .map(|s| (s.gap_ms, value(s) / 1000.0))
                     .collect();
                 pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                let colour = policy_colour(p).unwrap_or_else(|| {
-                    let c = Palette99::pick(i).to_rgba();
-                    RGBColor(c.0, c.1, c.2)
-                });
+                let colour = policy_colour(p).unwrap_or_else(|| palette(i));
                 (p.to_string(), colour, pts)
             })
             .collect()
@@ -280,8 +271,7 @@ pub fn compare_plot(summaries: &[RunSummary], path: &Path, title: &str) -> Resul
     let makespan = per_policy(|s| s.makespan_ms);
     let p99 = per_policy(|s| s.p99_ms);
 
-    let root = SVGBackend::new(path, (1400, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(pe)?;
+    let root = svg_canvas(path, (1400, 600))?;
     let body = root.titled(title, ("sans-serif", 22)).map_err(pe)?;
     let panels = body.split_evenly((1, 2));
     let [left, right] = panels.as_slice() else {

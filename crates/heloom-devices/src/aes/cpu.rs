@@ -10,8 +10,8 @@ use aws_lc_rs::cipher::{
 };
 use aws_lc_rs::iv::FixedLength;
 
-use super::{pkcs7_pad, pkcs7_unpad, AesWorkload, Cipher, BLOCK, NONCE};
-use crate::device::{Device, DeviceInfo, DeviceKind, Worker};
+use super::{pkcs7_pad, pkcs7_unpad, Cipher, BLOCK, NONCE};
+use crate::device::{DeviceInfo, DeviceKind};
 use crate::error::{DeviceError, Result};
 
 enum Keys {
@@ -124,19 +124,9 @@ pub struct CpuDevice {
 impl CpuDevice {
     /// A `cpu` device with `threads` workers.
     pub fn new(threads: usize) -> Result<Self> {
-        if threads == 0 {
-            return Err(DeviceError::InvalidParameter(
-                "the cpu device needs at least one thread".into(),
-            ));
-        }
+        let engine = || format!("AWS-LC {}", hardware_name());
         Ok(CpuDevice {
-            info: DeviceInfo {
-                name: format!("cpu:{threads}"),
-                kind: DeviceKind::Cpu,
-                workers: threads,
-                engine: format!("AWS-LC {}", hardware_name()),
-                uses_cpu: true,
-            },
+            info: DeviceInfo::on_threads(DeviceKind::Cpu, threads, threads, engine)?,
         })
     }
 
@@ -170,26 +160,4 @@ pub fn hardware_name() -> &'static str {
     }
 }
 
-impl super::Engine for CpuEngine {
-    fn new(cipher: Cipher, key: &[u8]) -> Result<Self> {
-        CpuEngine::new(cipher, key)
-    }
-
-    fn encrypt(&self, iv: &[u8; BLOCK], input: &[u8]) -> std::result::Result<Vec<u8>, String> {
-        CpuEngine::encrypt(self, iv, input)
-    }
-
-    fn decrypt(&self, iv: &[u8; BLOCK], input: &[u8]) -> std::result::Result<Vec<u8>, String> {
-        CpuEngine::decrypt(self, iv, input)
-    }
-}
-
-impl Device<AesWorkload> for CpuDevice {
-    fn info(&self) -> &DeviceInfo {
-        &self.info
-    }
-
-    fn open<'w>(&'w self, work: &'w AesWorkload) -> Result<Vec<Box<dyn Worker<Vec<u8>> + 'w>>> {
-        super::open_engine_workers::<CpuEngine>(&self.info, work)
-    }
-}
+engine_device!(CpuEngine, CpuDevice);

@@ -5,6 +5,48 @@
 //! runs are repeatable. Each workload carries the expected output of every item, computed by the reference engine
 //! before anything is timed, so every run of every balancer is checked byte for byte.
 
+/// The [`Engine`] of an engine type from its inherent `new`, `encrypt` and `decrypt`, and the
+/// AES [`Device`](crate::device::Device) of its device type (an `info` field) running that
+/// engine on every worker.
+macro_rules! engine_device {
+    ($engine:ident, $device:ty) => {
+        impl $crate::aes::Engine for $engine {
+            fn new(cipher: $crate::aes::Cipher, key: &[u8]) -> $crate::error::Result<Self> {
+                $engine::new(cipher, key)
+            }
+
+            fn encrypt(
+                &self,
+                iv: &[u8; $crate::aes::BLOCK],
+                input: &[u8],
+            ) -> std::result::Result<Vec<u8>, String> {
+                $engine::encrypt(self, iv, input)
+            }
+
+            fn decrypt(
+                &self,
+                iv: &[u8; $crate::aes::BLOCK],
+                input: &[u8],
+            ) -> std::result::Result<Vec<u8>, String> {
+                $engine::decrypt(self, iv, input)
+            }
+        }
+
+        impl $crate::device::Device<$crate::aes::AesWorkload> for $device {
+            fn info(&self) -> &$crate::device::DeviceInfo {
+                &self.info
+            }
+
+            fn open<'w>(
+                &'w self,
+                work: &'w $crate::aes::AesWorkload,
+            ) -> $crate::error::Result<Vec<Box<dyn $crate::device::Worker<Vec<u8>> + 'w>>> {
+                $crate::aes::open_engine_workers::<$engine>(&self.info, work)
+            }
+        }
+    };
+}
+
 pub mod cpu;
 pub mod gpu;
 #[cfg(target_os = "linux")]

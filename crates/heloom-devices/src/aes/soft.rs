@@ -16,8 +16,8 @@ use aes_soft::cipher::generic_array::GenericArray;
 use aes_soft::cipher::{BlockCipher, BlockDecrypt, BlockEncrypt, NewBlockCipher};
 use aes_soft::{Aes128, Aes192, Aes256, Block};
 
-use super::{pkcs7_pad, pkcs7_unpad, AesWorkload, Cipher, BLOCK, NONCE, TAG};
-use crate::device::{Device, DeviceInfo, DeviceKind, Worker};
+use super::{pkcs7_pad, pkcs7_unpad, Cipher, BLOCK, NONCE, TAG};
+use crate::device::{DeviceInfo, DeviceKind};
 use crate::error::{DeviceError, Result};
 
 enum Keys {
@@ -166,19 +166,9 @@ pub struct SoftDevice {
 impl SoftDevice {
     /// A `soft` device with `threads` workers.
     pub fn new(threads: usize) -> Result<Self> {
-        if threads == 0 {
-            return Err(DeviceError::InvalidParameter(
-                "the soft device needs at least one thread".into(),
-            ));
-        }
+        let engine = || "RustCrypto fixsliced AES (constant time, no AES-NI)".into();
         Ok(SoftDevice {
-            info: DeviceInfo {
-                name: format!("soft:{threads}"),
-                kind: DeviceKind::Soft,
-                workers: threads,
-                engine: "RustCrypto fixsliced AES (constant time, no AES-NI)".into(),
-                uses_cpu: true,
-            },
+            info: DeviceInfo::on_threads(DeviceKind::Soft, threads, threads, engine)?,
         })
     }
 
@@ -189,26 +179,4 @@ impl SoftDevice {
     }
 }
 
-impl super::Engine for SoftEngine {
-    fn new(cipher: Cipher, key: &[u8]) -> Result<Self> {
-        SoftEngine::new(cipher, key)
-    }
-
-    fn encrypt(&self, iv: &[u8; BLOCK], input: &[u8]) -> std::result::Result<Vec<u8>, String> {
-        SoftEngine::encrypt(self, iv, input)
-    }
-
-    fn decrypt(&self, iv: &[u8; BLOCK], input: &[u8]) -> std::result::Result<Vec<u8>, String> {
-        SoftEngine::decrypt(self, iv, input)
-    }
-}
-
-impl Device<AesWorkload> for SoftDevice {
-    fn info(&self) -> &DeviceInfo {
-        &self.info
-    }
-
-    fn open<'w>(&'w self, work: &'w AesWorkload) -> Result<Vec<Box<dyn Worker<Vec<u8>> + 'w>>> {
-        super::open_engine_workers::<SoftEngine>(&self.info, work)
-    }
-}
+engine_device!(SoftEngine, SoftDevice);

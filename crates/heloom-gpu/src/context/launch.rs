@@ -23,31 +23,13 @@ impl<W: GpuWord> GpuContext<W> {
             };
             let input = if i == 0 { f.src } else { f.work };
             let output = if i == last { f.dst } else { f.work };
-            let tile_log = p.hb - p.lb + p.c_log;
-            let blocks = 1u32 << (self.log_n - tile_log);
-            let threads = self.gpu.ntt_block(tile_log);
             let s = sub.unwrap_or(SubScale {
                 orig: Span { addr: 0, stride: 0 },
                 scal: 0,
                 addend: Span { addr: 0, stride: 0 },
                 addend_np: 0,
             });
-            let args = [
-                input.addr,
-                input.stride,
-                output.addr,
-                output.stride,
-                f.nl as u64,
-                f.limb0 as u64,
-                f.lp,
-                self.roots.addr(0),
-                self.roots_sh.addr(0),
-                self.pt.addr(0),
-                self.log_n as u64,
-                p.lb as u64,
-                p.hb as u64,
-                p.c_log as u64,
-                self.lazy as u64,
+            let extra = [
                 spread.unwrap_or(0) as u64,
                 s.orig.addr,
                 s.orig.stride,
@@ -55,16 +37,10 @@ impl<W: GpuWord> GpuContext<W> {
                 s.addend.addr,
                 s.addend.stride,
                 s.addend_np as u64,
-                self.gpu.ntt_radix_log() as u64,
             ];
-            self.gpu.launch(
-                &Self::name(name),
-                (blocks, f.npoly * f.nl),
-                threads,
-                (W::BYTES as u32) << tile_log,
-                &args,
-                None,
-            )?;
+            let roots = (&self.roots, &self.roots_sh);
+            let rows = (f.npoly, f.nl, f.limb0, f.lp);
+            self.ntt_pass(name, p, (input, output), rows, roots, &extra)?;
         }
         Ok(())
     }
@@ -85,37 +61,62 @@ impl<W: GpuWord> GpuContext<W> {
         ph.reverse();
         for (i, p) in ph.iter().enumerate() {
             let input = if i == 0 { src } else { dst };
-            let tile_log = p.hb - p.lb + p.c_log;
-            let blocks = 1u32 << (self.log_n - tile_log);
-            let threads = self.gpu.ntt_block(tile_log);
-            let args = [
-                input.addr,
-                input.stride,
-                dst.addr,
-                dst.stride,
-                nl as u64,
-                limb0 as u64,
-                lp,
-                self.iroots.addr(0),
-                self.iroots_sh.addr(0),
-                self.pt.addr(0),
-                self.log_n as u64,
-                p.lb as u64,
-                p.hb as u64,
-                p.c_log as u64,
-                self.lazy as u64,
-                self.gpu.ntt_radix_log() as u64,
-            ];
-            self.gpu.launch(
-                &Self::name("hk_ntt_inv"),
-                (blocks, npoly * nl),
-                threads,
-                (W::BYTES as u32) << tile_log,
-                &args,
-                None,
-            )?;
+            let roots = (&self.iroots, &self.iroots_sh);
+            let rows = (npoly, nl, limb0, lp);
+            self.ntt_pass("hk_ntt_inv", p, (input, dst), rows, roots, &[])?;
         }
         Ok(())
+    }
+
+    /// Launches NTT kernel `name` for the pass `p` from `io.0` to `io.1` over `rows`:
+    /// `(npoly, nl, limb0, lp)`, limbs `limb0 .. limb0 + nl` of `npoly` polynomials with their
+    /// primes at `lp`; `roots` are the twiddles and their Shoup companions. The arguments every
+    /// NTT kernel takes, then the kernel's own `extra` ones, then the radix.
+    fn ntt_pass(
+        &self,
+        name: &str,
+        p: &Phase,
+        io: (Span, Span),
+        rows: (u32, u32, u32, u64),
+        roots: (&GpuBuffer<W>, &GpuBuffer<W>),
+        extra: &[u64],
+    ) -> Result<()> {
+        let (input, output) = io;
+        let (npoly, nl, limb0, lp) = rows;
+        let tile_log = p.hb - p.lb + p.c_log;
+        let blocks = 1u32 << (self.log_n - tile_log);
+        let threads = self.gpu.ntt_block(tile_log);
+        let common = [
+            input.addr,
+            input.stride,
+            output.addr,
+            output.stride,
+            nl as u64,
+            limb0 as u64,
+            lp,
+            roots.0.addr(0),
+            roots.1.addr(0),
+            self.pt.addr(0),
+            self.log_n as u64,
+            p.lb as u64,
+            p.hb as u64,
+            p.c_log as u64,
+            self.lazy as u64,
+        ];
+        // No allocation per launch: every NTT kernel takes at most 32 arguments.
+        let mut args = [0u64; 32];
+        let n = common.len() + extra.len() + 1;
+        args[..common.len()].copy_from_slice(&common);
+        args[common.len()..n - 1].copy_from_slice(extra);
+        args[n - 1] = self.gpu.ntt_radix_log() as u64;
+        self.gpu.launch(
+            &Self::name(name),
+            (blocks, npoly * nl),
+            threads,
+            (W::BYTES as u32) << tile_log,
+            &args[..n],
+            None,
+        )
     }
 
     pub(super) fn elt(

@@ -250,6 +250,18 @@ fn invalid<T>(msg: impl Into<String>) -> heloom_ckks::Result<T> {
     Err(CkksError::InvalidInput(msg.into()))
 }
 
+/// OutOfLevels with `hint` when `level` is 0 (the op needs one level to go down).
+fn above_level_0(level: usize, hint: &str) -> heloom_ckks::Result<()> {
+    if level == 0 {
+        return Err(CkksError::OutOfLevels {
+            level: 0,
+            needed: 1,
+            hint: hint.into(),
+        });
+    }
+    Ok(())
+}
+
 impl GraphBuilder {
     /// A builder for ciphertexts over the chain `moduli` (`q_0 .. q_L`, as in
     /// `CkksParameters::moduli`).
@@ -639,13 +651,10 @@ impl PolyOps for GraphBuilder {
         ))
     }
     fn multiply_const(&self, ct: &Value, c: f64) -> heloom_ckks::Result<Value> {
-        if ct.level == 0 {
-            return Err(CkksError::OutOfLevels {
-                level: 0,
-                needed: 1,
-                hint: "multiplying by a non-integer constant needs a level to rescale".into(),
-            });
-        }
+        above_level_0(
+            ct.level,
+            "multiplying by a non-integer constant needs a level to rescale",
+        )?;
         let s = self.moduli[ct.level] as f64;
         Ok(self.push(
             NodeOp::MulConst(ct.node, c),
@@ -675,13 +684,7 @@ impl PolyOps for GraphBuilder {
         Ok(self.push(NodeOp::Relinearize(a.node), a.level, a.scale, 2))
     }
     fn rescale(&self, a: &Value) -> heloom_ckks::Result<Value> {
-        if a.level == 0 {
-            return Err(CkksError::OutOfLevels {
-                level: 0,
-                needed: 1,
-                hint: "cannot rescale at level 0".into(),
-            });
-        }
+        above_level_0(a.level, "cannot rescale at level 0")?;
         let q = self.moduli[a.level] as f64;
         Ok(self.push(NodeOp::Rescale(a.node), a.level - 1, a.scale / q, a.size))
     }
