@@ -1,5 +1,6 @@
-//! `heloom bench ntt`: forward/inverse NTT and pointwise multiply for every word size and
-//! backend on one core, with the task's targets checked as ratios within the same run.
+//! `heloom bench ntt`: forward/inverse NTT, pointwise multiply and the other element-wise
+//! kernels for every word size and backend on one core, with the task's targets checked as
+//! ratios within the same run.
 
 use std::hint::black_box;
 
@@ -39,7 +40,9 @@ impl Default for NttBenchOptions {
 /// One measurement.
 #[derive(Debug, Clone, Serialize)]
 pub struct Measurement {
-    /// "ntt_forward", "ntt_inverse" or "mul".
+    /// "ntt_forward", "ntt_inverse", "mul" (pointwise product) or "elt_*" (the other
+    /// element-wise kernels: add, sub, neg, mul_add, mul_add2, mul_scalar, mul_scalar_add,
+    /// sub_mul_scalar, reduce).
     pub op: &'static str,
     /// Ring degree.
     pub n: usize,
@@ -141,6 +144,59 @@ fn measure<W: Word>(
     out.push(mk("ntt_forward", fwd, butterflies, 2.0));
     out.push(mk("ntt_inverse", inv, butterflies, 2.0));
     out.push(mk("mul", mul, n as f64, 3.0));
+
+    // The other element-wise kernels (key switching, rescaling and base conversion run on them)
+    // on the same operands; outputs stay reduced, so repeated calls stay valid inputs.
+    let s = rng.gen_range(1..q);
+    let mut d = vec![W::ZERO; n];
+    let time = |f: &mut dyn FnMut()| median_us(opts.samples, opts.min_sample_us, f);
+    let (a, b, n_ops) = (black_box(&a), black_box(&b), n as f64);
+    let rows: [(&'static str, f64, f64); 9] = [
+        (
+            "elt_add",
+            time(&mut || drop(elt.add(&m, &mut c, a, b))),
+            3.0,
+        ),
+        (
+            "elt_sub",
+            time(&mut || drop(elt.sub(&m, &mut c, a, b))),
+            3.0,
+        ),
+        ("elt_neg", time(&mut || drop(elt.neg(&m, &mut c, a))), 2.0),
+        (
+            "elt_mul_add",
+            time(&mut || drop(elt.mul_add(&m, &mut c, a, b))),
+            4.0,
+        ),
+        (
+            "elt_mul_add2",
+            time(&mut || drop(elt.mul_add2(&m, &mut c, &mut d, a, b, a))),
+            7.0,
+        ),
+        (
+            "elt_mul_scalar",
+            time(&mut || drop(elt.mul_scalar(&m, &mut c, a, s))),
+            2.0,
+        ),
+        (
+            "elt_mul_scalar_add",
+            time(&mut || drop(elt.mul_scalar_add(&m, &mut c, a, s))),
+            3.0,
+        ),
+        (
+            "elt_sub_mul_scalar",
+            time(&mut || drop(elt.sub_mul_scalar(&m, &mut c, b, s))),
+            3.0,
+        ),
+        (
+            "elt_reduce",
+            time(&mut || drop(elt.reduce(&m, &mut c, a))),
+            2.0,
+        ),
+    ];
+    for (op, us, arrays) in rows {
+        out.push(mk(op, us, n_ops, arrays));
+    }
     Ok(())
 }
 
@@ -320,7 +376,7 @@ pub fn check_targets(r: &[Measurement]) -> Vec<Target> {
     let mut groups: Vec<(u32, u32, &str)> = Vec::new();
     for m in r
         .iter()
-        .filter(|m| m.backend != "scalar" && m.n >= 1 << 12 && m.op != "mul")
+        .filter(|m| m.backend != "scalar" && m.n >= 1 << 12 && m.op.starts_with("ntt"))
     {
         if !groups.contains(&(m.word_bits, m.prime_bits, m.backend)) {
             groups.push((m.word_bits, m.prime_bits, m.backend));
@@ -330,7 +386,7 @@ pub fn check_targets(r: &[Measurement]) -> Vec<Target> {
         let worst = r
             .iter()
             .filter(|m| m.backend == backend && m.word_bits == wb && m.prime_bits == pb)
-            .filter(|m| m.n >= 1 << 12 && m.op != "mul")
+            .filter(|m| m.n >= 1 << 12 && m.op.starts_with("ntt"))
             .filter_map(|m| find(r, m.op, m.n, wb, pb, "scalar").map(|s| (s.us / m.us, m.op, m.n)))
             .min_by(|a, b| a.0.total_cmp(&b.0));
         if let Some((ratio, op, n)) = worst {
@@ -360,7 +416,7 @@ pub fn render(rep: &NttReport) -> String {
     );
     let _ = writeln!(
         s,
-        "{:<12} {:>7} {:>5} {:>6} {:<12} {:>10} {:>10} {:>9} {:>8} {:>9}",
+        "{:<18} {:>7} {:>5} {:>6} {:<12} {:>10} {:>10} {:>9} {:>8} {:>9}",
         "op", "N", "word", "prime", "backend", "us", "Mbit/s", "x scalar", "op/cyc", "GB/s"
     );
     for r in &rep.results {
@@ -369,7 +425,7 @@ pub fn render(rep: &NttReport) -> String {
             .unwrap_or_else(|| "-".into());
         let _ = writeln!(
             s,
-            "{:<12} {:>7} {:>5} {:>6} {:<12} {:>10.2} {:>10.0} {:>9} {:>8.3} {:>9.1}",
+            "{:<18} {:>7} {:>5} {:>6} {:<12} {:>10.2} {:>10.0} {:>9} {:>8.3} {:>9.1}",
             r.op,
             format!("2^{}", r.n.trailing_zeros()),
             r.word_bits,

@@ -63,7 +63,7 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum BenchCommand {
-    /// Forward/inverse NTT and pointwise multiply for N = 2^12..2^17, every word size and backend.
+    /// Forward/inverse NTT, pointwise multiply and the other element-wise kernels for N = 2^12..2^17, every word size and backend.
     Ntt {
         /// Print one JSON object instead of the table.
         #[arg(long)]

@@ -193,3 +193,15 @@ pub enum MathError {
 
 /// Result alias of the arithmetic layer.
 pub type Result<T> = std::result::Result<T, MathError>;
+
+/// [`MathError::LengthMismatch`] unless `got == expected`.
+pub(crate) fn check_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
+    if expected != got {
+        return Err(MathError::LengthMismatch {
+            what,
+            expected,
+            got,
+        });
+    }
+    Ok(())
+}

@@ -6,7 +6,7 @@
 use std::fmt::Debug;
 
 use crate::backend::Backend;
-use crate::eltwise::{self, BinOp};
+use crate::eltwise::{self, Job};
 use crate::modulus::Modulus;
 use crate::ntt::{self, NttCore};
 use crate::word::Word;
@@ -35,79 +35,9 @@ pub trait Kernels: Sized {
     where
         Self: Word;
 
-    /// `out = a op b` (or `out = out op b` when `a` is `None`), element-wise mod q.
+    /// Runs one element-wise job on `backend` (checked against the CPU).
     #[doc(hidden)]
-    fn elt_binary(
-        backend: Backend,
-        op: BinOp,
-        m: &Modulus<Self>,
-        out: &mut [Self],
-        a: Option<&[Self]>,
-        b: &[Self],
-    ) where
-        Self: Word;
-
-    /// `out = -a` (or `out = -out`).
-    #[doc(hidden)]
-    fn elt_neg(backend: Backend, m: &Modulus<Self>, out: &mut [Self], a: Option<&[Self]>)
-    where
-        Self: Word;
-
-    /// `out = a * s` (or `out = out * s`) for a reduced scalar `s` (Shoup).
-    #[doc(hidden)]
-    fn elt_mul_scalar(
-        backend: Backend,
-        m: &Modulus<Self>,
-        out: &mut [Self],
-        a: Option<&[Self]>,
-        s: Self,
-    ) where
-        Self: Word;
-
-    /// `acc = acc + a * b`.
-    #[doc(hidden)]
-    fn elt_mul_add(backend: Backend, m: &Modulus<Self>, acc: &mut [Self], a: &[Self], b: &[Self])
-    where
-        Self: Word;
-
-    /// `acc0 += x * b; acc1 += x * a` (the key-switching inner product: one digit against both
-    /// halves of a key). Two passes by default; fused where a backend has a kernel.
-    #[doc(hidden)]
-    fn elt_mul_add2(
-        backend: Backend,
-        m: &Modulus<Self>,
-        acc0: &mut [Self],
-        acc1: &mut [Self],
-        x: &[Self],
-        b: &[Self],
-        a: &[Self],
-    ) where
-        Self: Word,
-    {
-        Self::elt_mul_add(backend, m, acc0, x, b);
-        Self::elt_mul_add(backend, m, acc1, x, a);
-    }
-
-    /// `out = a mod q` (or `out = out mod q`) for words of any value.
-    #[doc(hidden)]
-    fn elt_reduce(backend: Backend, m: &Modulus<Self>, out: &mut [Self], a: Option<&[Self]>)
-    where
-        Self: Word;
-
-    /// `acc = acc + a * s` for a reduced scalar `s`, `a` below `2^(MAX_PRIME_BITS + 1)`.
-    #[doc(hidden)]
-    fn elt_mul_scalar_add(
-        backend: Backend,
-        m: &Modulus<Self>,
-        acc: &mut [Self],
-        a: &[Self],
-        s: Self,
-    ) where
-        Self: Word;
-
-    /// `a = (a - b) * s` for reduced `a`, `b` and a reduced scalar `s`.
-    #[doc(hidden)]
-    fn elt_sub_mul_scalar(backend: Backend, m: &Modulus<Self>, a: &mut [Self], b: &[Self], s: Self)
+    fn elt(backend: Backend, m: &Modulus<Self>, job: Job<'_, Self>)
     where
         Self: Word;
 }
@@ -168,97 +98,12 @@ impl Kernels for u64 {
         }
     }
 
-    fn elt_binary(
-        backend: Backend,
-        op: BinOp,
-        m: &Modulus<u64>,
-        out: &mut [u64],
-        a: Option<&[u64]>,
-        b: &[u64],
-    ) {
+    fn elt(backend: Backend, m: &Modulus<u64>, job: Job<'_, u64>) {
         match backend {
-            Backend::Scalar => eltwise::scalar::binary(op, m, out, a, b),
-            Backend::Avx2 => eltwise::avx2_u64::binary(op, m, out, a, b),
-            Backend::Avx512 => eltwise::avx512_u64::binary(op, m, out, a, b),
-            Backend::Avx512Ifma => eltwise::ifma::binary(op, m, out, a, b),
-        }
-    }
-
-    fn elt_neg(backend: Backend, m: &Modulus<u64>, out: &mut [u64], a: Option<&[u64]>) {
-        match backend {
-            Backend::Scalar => eltwise::scalar::neg(m, out, a),
-            Backend::Avx2 => eltwise::avx2_u64::neg(m, out, a),
-            Backend::Avx512 => eltwise::avx512_u64::neg(m, out, a),
-            Backend::Avx512Ifma => eltwise::ifma::neg(m, out, a),
-        }
-    }
-
-    fn elt_mul_scalar(
-        backend: Backend,
-        m: &Modulus<u64>,
-        out: &mut [u64],
-        a: Option<&[u64]>,
-        s: u64,
-    ) {
-        match backend {
-            Backend::Scalar => eltwise::scalar::mul_scalar(m, out, a, s),
-            Backend::Avx2 => eltwise::avx2_u64::mul_scalar(m, out, a, s),
-            Backend::Avx512 => eltwise::avx512_u64::mul_scalar(m, out, a, s),
-            Backend::Avx512Ifma => eltwise::ifma::mul_scalar(m, out, a, s),
-        }
-    }
-
-    fn elt_mul_add2(
-        backend: Backend,
-        m: &Modulus<u64>,
-        acc0: &mut [u64],
-        acc1: &mut [u64],
-        x: &[u64],
-        b: &[u64],
-        a: &[u64],
-    ) {
-        match backend {
-            Backend::Avx512Ifma => eltwise::ifma::mul_add2(m, acc0, acc1, x, b, a),
-            _ => {
-                Self::elt_mul_add(backend, m, acc0, x, b);
-                Self::elt_mul_add(backend, m, acc1, x, a);
-            }
-        }
-    }
-
-    fn elt_mul_add(backend: Backend, m: &Modulus<u64>, acc: &mut [u64], a: &[u64], b: &[u64]) {
-        match backend {
-            Backend::Scalar => eltwise::scalar::mul_add(m, acc, a, b),
-            Backend::Avx2 => eltwise::avx2_u64::mul_add(m, acc, a, b),
-            Backend::Avx512 => eltwise::avx512_u64::mul_add(m, acc, a, b),
-            Backend::Avx512Ifma => eltwise::ifma::mul_add(m, acc, a, b),
-        }
-    }
-
-    fn elt_reduce(backend: Backend, m: &Modulus<u64>, out: &mut [u64], a: Option<&[u64]>) {
-        match backend {
-            Backend::Scalar => eltwise::scalar::reduce(m, out, a),
-            Backend::Avx2 => eltwise::avx2_u64::reduce(m, out, a),
-            Backend::Avx512 => eltwise::avx512_u64::reduce(m, out, a),
-            Backend::Avx512Ifma => eltwise::ifma::reduce(m, out, a),
-        }
-    }
-
-    fn elt_mul_scalar_add(backend: Backend, m: &Modulus<u64>, acc: &mut [u64], a: &[u64], s: u64) {
-        match backend {
-            Backend::Scalar => eltwise::scalar::mul_scalar_add(m, acc, a, s),
-            Backend::Avx2 => eltwise::avx2_u64::mul_scalar_add(m, acc, a, s),
-            Backend::Avx512 => eltwise::avx512_u64::mul_scalar_add(m, acc, a, s),
-            Backend::Avx512Ifma => eltwise::ifma::mul_scalar_add(m, acc, a, s),
-        }
-    }
-
-    fn elt_sub_mul_scalar(backend: Backend, m: &Modulus<u64>, a: &mut [u64], b: &[u64], s: u64) {
-        match backend {
-            Backend::Scalar => eltwise::scalar::sub_mul_scalar(m, a, b, s),
-            Backend::Avx2 => eltwise::avx2_u64::sub_mul_scalar(m, a, b, s),
-            Backend::Avx512 => eltwise::avx512_u64::sub_mul_scalar(m, a, b, s),
-            Backend::Avx512Ifma => eltwise::ifma::sub_mul_scalar(m, a, b, s),
+            Backend::Scalar => eltwise::scalar::run(m, job),
+            Backend::Avx2 => eltwise::x86::avx2_u64(m, job),
+            Backend::Avx512 => eltwise::x86::avx512_u64(m, job),
+            Backend::Avx512Ifma => eltwise::x86::ifma(m, job),
         }
     }
 }
@@ -291,72 +136,12 @@ impl Kernels for u32 {
         }
     }
 
-    fn elt_binary(
-        backend: Backend,
-        op: BinOp,
-        m: &Modulus<u32>,
-        out: &mut [u32],
-        a: Option<&[u32]>,
-        b: &[u32],
-    ) {
+    fn elt(backend: Backend, m: &Modulus<u32>, job: Job<'_, u32>) {
         match backend {
-            Backend::Avx2 => eltwise::avx2_u32::binary(op, m, out, a, b),
-            Backend::Avx512 => eltwise::avx512_u32::binary(op, m, out, a, b),
-            Backend::Scalar | Backend::Avx512Ifma => eltwise::scalar::binary(op, m, out, a, b),
-        }
-    }
-
-    fn elt_neg(backend: Backend, m: &Modulus<u32>, out: &mut [u32], a: Option<&[u32]>) {
-        match backend {
-            Backend::Avx2 => eltwise::avx2_u32::neg(m, out, a),
-            Backend::Avx512 => eltwise::avx512_u32::neg(m, out, a),
-            Backend::Scalar | Backend::Avx512Ifma => eltwise::scalar::neg(m, out, a),
-        }
-    }
-
-    fn elt_mul_scalar(
-        backend: Backend,
-        m: &Modulus<u32>,
-        out: &mut [u32],
-        a: Option<&[u32]>,
-        s: u32,
-    ) {
-        match backend {
-            Backend::Avx2 => eltwise::avx2_u32::mul_scalar(m, out, a, s),
-            Backend::Avx512 => eltwise::avx512_u32::mul_scalar(m, out, a, s),
-            Backend::Scalar | Backend::Avx512Ifma => eltwise::scalar::mul_scalar(m, out, a, s),
-        }
-    }
-
-    fn elt_mul_add(backend: Backend, m: &Modulus<u32>, acc: &mut [u32], a: &[u32], b: &[u32]) {
-        match backend {
-            Backend::Avx2 => eltwise::avx2_u32::mul_add(m, acc, a, b),
-            Backend::Avx512 => eltwise::avx512_u32::mul_add(m, acc, a, b),
-            Backend::Scalar | Backend::Avx512Ifma => eltwise::scalar::mul_add(m, acc, a, b),
-        }
-    }
-
-    fn elt_reduce(backend: Backend, m: &Modulus<u32>, out: &mut [u32], a: Option<&[u32]>) {
-        match backend {
-            Backend::Avx2 => eltwise::avx2_u32::reduce(m, out, a),
-            Backend::Avx512 => eltwise::avx512_u32::reduce(m, out, a),
-            Backend::Scalar | Backend::Avx512Ifma => eltwise::scalar::reduce(m, out, a),
-        }
-    }
-
-    fn elt_mul_scalar_add(backend: Backend, m: &Modulus<u32>, acc: &mut [u32], a: &[u32], s: u32) {
-        match backend {
-            Backend::Avx2 => eltwise::avx2_u32::mul_scalar_add(m, acc, a, s),
-            Backend::Avx512 => eltwise::avx512_u32::mul_scalar_add(m, acc, a, s),
-            Backend::Scalar | Backend::Avx512Ifma => eltwise::scalar::mul_scalar_add(m, acc, a, s),
-        }
-    }
-
-    fn elt_sub_mul_scalar(backend: Backend, m: &Modulus<u32>, a: &mut [u32], b: &[u32], s: u32) {
-        match backend {
-            Backend::Avx2 => eltwise::avx2_u32::sub_mul_scalar(m, a, b, s),
-            Backend::Avx512 => eltwise::avx512_u32::sub_mul_scalar(m, a, b, s),
-            Backend::Scalar | Backend::Avx512Ifma => eltwise::scalar::sub_mul_scalar(m, a, b, s),
+            Backend::Avx2 => eltwise::x86::avx2_u32(m, job),
+            Backend::Avx512 => eltwise::x86::avx512_u32(m, job),
+            // IFMA is refused for 32-bit words by Backend::check.
+            Backend::Scalar | Backend::Avx512Ifma => eltwise::scalar::run(m, job),
         }
     }
 }

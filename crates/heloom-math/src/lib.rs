@@ -43,6 +43,7 @@ pub mod primes;
 pub mod rns;
 pub mod sampler;
 pub mod scaling;
+mod simd;
 mod word;
 
 pub use automorphism::NttPermutation;

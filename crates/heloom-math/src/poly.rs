@@ -2,7 +2,7 @@
 //! in coefficient or NTT form.
 
 use crate::backend::{Backend, BackendChoice};
-use crate::eltwise::Eltwise;
+use crate::eltwise::{BinOp, Eltwise};
 use crate::error::{MathError, Result};
 use crate::modulus::Modulus;
 use crate::ntt::{AlignedVec, NttTable};
@@ -445,12 +445,7 @@ impl<W: Word> RnsBasis<W> {
 
     /// [`Self::forward`] split over limbs with a thread budget (same result for any budget).
     pub fn forward_with(&self, p: &mut RnsPoly<W>, threads: Threads) -> Result<()> {
-        self.check(p)?;
-        Self::check_form("forward NTT", p, Form::Coeff)?;
-        let ntt = &self.ntt;
-        threads.try_for_each_chunk_mut(&mut p.data, self.n, |i, limb| ntt[i].forward(limb))?;
-        p.form = Form::Ntt;
-        Ok(())
+        self.transform(p, threads, true)
     }
 
     /// Inverse NTT of every limb; the polynomial must be in NTT form.
@@ -460,12 +455,50 @@ impl<W: Word> RnsBasis<W> {
 
     /// [`Self::inverse`] split over limbs with a thread budget (same result for any budget).
     pub fn inverse_with(&self, p: &mut RnsPoly<W>, threads: Threads) -> Result<()> {
+        self.transform(p, threads, false)
+    }
+
+    /// The forward (`fwd`) or inverse NTT of every limb, after checking the form.
+    fn transform(&self, p: &mut RnsPoly<W>, threads: Threads, fwd: bool) -> Result<()> {
         self.check(p)?;
-        Self::check_form("inverse NTT", p, Form::Ntt)?;
+        let (op, from, to) = if fwd {
+            ("forward NTT", Form::Coeff, Form::Ntt)
+        } else {
+            ("inverse NTT", Form::Ntt, Form::Coeff)
+        };
+        Self::check_form(op, p, from)?;
         let ntt = &self.ntt;
-        threads.try_for_each_chunk_mut(&mut p.data, self.n, |i, limb| ntt[i].inverse(limb))?;
-        p.form = Form::Coeff;
+        threads.try_for_each_chunk_mut(&mut p.data, self.n, |i, limb| {
+            if fwd {
+                ntt[i].forward(limb)
+            } else {
+                ntt[i].inverse(limb)
+            }
+        })?;
+        p.form = to;
         Ok(())
+    }
+
+    /// `a = a op b` limb by limb (same form; NTT form for products).
+    fn assign_with(
+        &self,
+        op: BinOp,
+        a: &mut RnsPoly<W>,
+        b: &RnsPoly<W>,
+        threads: Threads,
+    ) -> Result<()> {
+        let name = match op {
+            BinOp::Add => "add",
+            BinOp::Sub => "sub",
+            BinOp::Mul => "multiply",
+        };
+        self.check_pair(name, a, b)?;
+        if op == BinOp::Mul {
+            Self::check_form(name, a, Form::Ntt)?;
+        }
+        threads.try_for_each_chunk_mut(&mut a.data, self.n, |i, x| {
+            self.elt.assign(op, &self.moduli[i], x, b.limb(i))
+        })
     }
 
     /// `a += b` limb by limb (same form).
@@ -480,10 +513,7 @@ impl<W: Word> RnsBasis<W> {
         b: &RnsPoly<W>,
         threads: Threads,
     ) -> Result<()> {
-        self.check_pair("add", a, b)?;
-        threads.try_for_each_chunk_mut(&mut a.data, self.n, |i, x| {
-            self.elt.add_assign(&self.moduli[i], x, b.limb(i))
-        })
+        self.assign_with(BinOp::Add, a, b, threads)
     }
 
     /// `a -= b` limb by limb (same form).
@@ -498,10 +528,7 @@ impl<W: Word> RnsBasis<W> {
         b: &RnsPoly<W>,
         threads: Threads,
     ) -> Result<()> {
-        self.check_pair("sub", a, b)?;
-        threads.try_for_each_chunk_mut(&mut a.data, self.n, |i, x| {
-            self.elt.sub_assign(&self.moduli[i], x, b.limb(i))
-        })
+        self.assign_with(BinOp::Sub, a, b, threads)
     }
 
     /// `a = -a`.
@@ -545,11 +572,7 @@ impl<W: Word> RnsBasis<W> {
         b: &RnsPoly<W>,
         threads: Threads,
     ) -> Result<()> {
-        self.check_pair("multiply", a, b)?;
-        Self::check_form("multiply", a, Form::Ntt)?;
-        threads.try_for_each_chunk_mut(&mut a.data, self.n, |i, x| {
-            self.elt.mul_assign(&self.moduli[i], x, b.limb(i))
-        })
+        self.assign_with(BinOp::Mul, a, b, threads)
     }
 
     /// `acc += a * b` (ring product); all in NTT form.

@@ -25,7 +25,7 @@
 //! ```
 
 use crate::eltwise::Eltwise;
-use crate::error::{MathError, Result};
+use crate::error::{check_len, MathError, Result};
 use crate::modulus::Modulus;
 use crate::word::Word;
 use heloom_pool::Threads;
@@ -329,10 +329,10 @@ impl<W: Word> BasisConverter<W> {
         }
         let n = input[0].len();
         for len in input.iter().map(|x| x.len()) {
-            check_n("base conversion input limb length", n, len)?;
+            check_len("base conversion input limb length", n, len)?;
         }
         for len in output.iter().map(|y| y.len()) {
-            check_n("base conversion output limb length", n, len)?;
+            check_len("base conversion output limb length", n, len)?;
         }
         Ok(n)
     }
@@ -418,15 +418,4 @@ where
         let ins: Vec<&[W]> = input.iter().map(|x| &x[start..end]).collect();
         f(&ins, outs)
     })
-}
-
-fn check_n(what: &'static str, expected: usize, got: usize) -> Result<()> {
-    if expected != got {
-        return Err(MathError::LengthMismatch {
-            what,
-            expected,
-            got,
-        });
-    }
-    Ok(())
 }

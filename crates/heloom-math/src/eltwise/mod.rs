@@ -7,17 +7,17 @@
 //! [`Eltwise::mul_scalar_add`]); outputs are always reduced, and every backend returns exactly
 //! the scalar kernels' words.
 
-pub(crate) mod avx2_u32;
-pub(crate) mod avx2_u64;
-pub(crate) mod avx512_u32;
-pub(crate) mod avx512_u64;
-pub(crate) mod ifma;
+mod barrett32;
+mod barrett64;
+mod ifma;
 pub(crate) mod scalar;
+mod skeleton;
+pub(crate) mod x86;
 
 use std::marker::PhantomData;
 
 use crate::backend::{Backend, BackendChoice};
-use crate::error::{MathError, Result};
+use crate::error::{check_len, MathError, Result};
 use crate::modulus::Modulus;
 use crate::word::Word;
 
@@ -30,6 +30,172 @@ pub enum BinOp {
     Sub,
     /// `a * b mod q`.
     Mul,
+}
+
+/// One element-wise operation on borrowed operands: what [`Eltwise`] hands to a backend.
+///
+/// `a: None` means "in place": the output slice is also the left operand. Scalars are reduced.
+/// Not meant to be built directly: use [`Eltwise`].
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum Job<'a, W> {
+    /// `out = a op b`.
+    Binary {
+        /// The operation.
+        op: BinOp,
+        /// Output (and left operand when `a` is `None`).
+        out: &'a mut [W],
+        /// Left operand.
+        a: Option<&'a [W]>,
+        /// Right operand.
+        b: &'a [W],
+    },
+    /// `out = -a`.
+    Neg {
+        /// Output (and operand when `a` is `None`).
+        out: &'a mut [W],
+        /// Operand.
+        a: Option<&'a [W]>,
+    },
+    /// `out = a * s` (Shoup).
+    MulScalar {
+        /// Output (and operand when `a` is `None`).
+        out: &'a mut [W],
+        /// Operand.
+        a: Option<&'a [W]>,
+        /// The reduced scalar.
+        s: W,
+    },
+    /// `acc = acc + a * b`.
+    MulAdd {
+        /// Accumulator.
+        acc: &'a mut [W],
+        /// Left factor.
+        a: &'a [W],
+        /// Right factor.
+        b: &'a [W],
+    },
+    /// `acc0 = acc0 + x * b`, `acc1 = acc1 + x * a`.
+    MulAdd2 {
+        /// First accumulator.
+        acc0: &'a mut [W],
+        /// Second accumulator.
+        acc1: &'a mut [W],
+        /// The shared factor.
+        x: &'a [W],
+        /// Factor of `acc0`.
+        b: &'a [W],
+        /// Factor of `acc1`.
+        a: &'a [W],
+    },
+    /// `out = a mod q` for words of any value.
+    Reduce {
+        /// Output (and operand when `a` is `None`).
+        out: &'a mut [W],
+        /// Operand.
+        a: Option<&'a [W]>,
+    },
+    /// `acc = acc + a * s` (Shoup; `a` below `2^(W::MAX_PRIME_BITS + 1)`).
+    MulScalarAdd {
+        /// Accumulator.
+        acc: &'a mut [W],
+        /// Operand.
+        a: &'a [W],
+        /// The reduced scalar.
+        s: W,
+    },
+    /// `a = (a - b) * s`.
+    SubMulScalar {
+        /// Operand and output.
+        a: &'a mut [W],
+        /// Subtrahend.
+        b: &'a [W],
+        /// The reduced scalar.
+        s: W,
+    },
+}
+
+impl<'a, W> Job<'a, W> {
+    /// The same job on the words from index `k` on (every operand's suffix).
+    pub(crate) fn skip(self, k: usize) -> Self {
+        let opt = |a: Option<&'a [W]>| a.map(|a| &a[k..]);
+        match self {
+            Job::Binary { op, out, a, b } => Job::Binary {
+                op,
+                out: &mut out[k..],
+                a: opt(a),
+                b: &b[k..],
+            },
+            Job::Neg { out, a } => Job::Neg {
+                out: &mut out[k..],
+                a: opt(a),
+            },
+            Job::MulScalar { out, a, s } => Job::MulScalar {
+                out: &mut out[k..],
+                a: opt(a),
+                s,
+            },
+            Job::MulAdd { acc, a, b } => Job::MulAdd {
+                acc: &mut acc[k..],
+                a: &a[k..],
+                b: &b[k..],
+            },
+            Job::MulAdd2 {
+                acc0,
+                acc1,
+                x,
+                b,
+                a,
+            } => Job::MulAdd2 {
+                acc0: &mut acc0[k..],
+                acc1: &mut acc1[k..],
+                x: &x[k..],
+                b: &b[k..],
+                a: &a[k..],
+            },
+            Job::Reduce { out, a } => Job::Reduce {
+                out: &mut out[k..],
+                a: opt(a),
+            },
+            Job::MulScalarAdd { acc, a, s } => Job::MulScalarAdd {
+                acc: &mut acc[k..],
+                a: &a[k..],
+                s,
+            },
+            Job::SubMulScalar { a, b, s } => Job::SubMulScalar {
+                a: &mut a[k..],
+                b: &b[k..],
+                s,
+            },
+        }
+    }
+
+    /// The number of words every operand holds (the shortest, so that no kernel reads past
+    /// any of them; [`Eltwise`] has checked they are equal).
+    pub(crate) fn len(&self) -> usize {
+        let opt = |a: &Option<&[W]>| a.map_or(usize::MAX, <[W]>::len);
+        match self {
+            Job::Binary { out, a, b, .. } => out.len().min(opt(a)).min(b.len()),
+            Job::Neg { out, a } | Job::Reduce { out, a } | Job::MulScalar { out, a, .. } => {
+                out.len().min(opt(a))
+            }
+            Job::MulAdd { acc, a, b } => acc.len().min(a.len()).min(b.len()),
+            Job::MulAdd2 {
+                acc0,
+                acc1,
+                x,
+                b,
+                a,
+            } => acc0
+                .len()
+                .min(acc1.len())
+                .min(x.len())
+                .min(b.len())
+                .min(a.len()),
+            Job::MulScalarAdd { acc, a, .. } => acc.len().min(a.len()),
+            Job::SubMulScalar { a, b, .. } => a.len().min(b.len()),
+        }
+    }
 }
 
 /// Element-wise kernels for one word size on a backend checked against the CPU.
@@ -83,17 +249,6 @@ impl<W: Word> Eltwise<W> {
         Ok(W::from_u64(s))
     }
 
-    fn check_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
-        if expected != got {
-            return Err(MathError::LengthMismatch {
-                what,
-                expected,
-                got,
-            });
-        }
-        Ok(())
-    }
-
     fn binary(
         &self,
         op: BinOp,
@@ -104,11 +259,16 @@ impl<W: Word> Eltwise<W> {
     ) -> Result<()> {
         self.check_mod(m)?;
         if let Some(a) = a {
-            Self::check_len("element-wise operand a", out.len(), a.len())?;
+            check_len("element-wise operand a", out.len(), a.len())?;
         }
-        Self::check_len("element-wise operand b", out.len(), b.len())?;
-        W::elt_binary(self.backend, op, m, out, a, b);
+        check_len("element-wise operand b", out.len(), b.len())?;
+        W::elt(self.backend, m, Job::Binary { op, out, a, b });
         Ok(())
+    }
+
+    /// `a = a op b mod q`.
+    pub(crate) fn assign(&self, op: BinOp, m: &Modulus<W>, a: &mut [W], b: &[W]) -> Result<()> {
+        self.binary(op, m, a, None, b)
     }
 
     /// `out = a + b mod q`.
@@ -144,39 +304,41 @@ impl<W: Word> Eltwise<W> {
     /// `out = -a mod q`.
     pub fn neg(&self, m: &Modulus<W>, out: &mut [W], a: &[W]) -> Result<()> {
         self.check_mod(m)?;
-        Self::check_len("element-wise operand a", out.len(), a.len())?;
-        W::elt_neg(self.backend, m, out, Some(a));
+        check_len("element-wise operand a", out.len(), a.len())?;
+        W::elt(self.backend, m, Job::Neg { out, a: Some(a) });
         Ok(())
     }
 
     /// `a = -a mod q`.
     pub fn neg_assign(&self, m: &Modulus<W>, a: &mut [W]) -> Result<()> {
         self.check_mod(m)?;
-        W::elt_neg(self.backend, m, a, None);
+        W::elt(self.backend, m, Job::Neg { out: a, a: None });
         Ok(())
     }
 
     /// `out = a * s mod q` for a scalar `s` (any `u64`, reduced first), by Shoup multiplication.
     pub fn mul_scalar(&self, m: &Modulus<W>, out: &mut [W], a: &[W], s: u64) -> Result<()> {
         self.check_mod(m)?;
-        Self::check_len("element-wise operand a", out.len(), a.len())?;
-        W::elt_mul_scalar(self.backend, m, out, Some(a), m.reduce_u64(s));
+        check_len("element-wise operand a", out.len(), a.len())?;
+        let s = m.reduce_u64(s);
+        W::elt(self.backend, m, Job::MulScalar { out, a: Some(a), s });
         Ok(())
     }
 
     /// `a = a * s mod q`.
     pub fn mul_scalar_assign(&self, m: &Modulus<W>, a: &mut [W], s: u64) -> Result<()> {
         self.check_mod(m)?;
-        W::elt_mul_scalar(self.backend, m, a, None, m.reduce_u64(s));
+        let s = m.reduce_u64(s);
+        W::elt(self.backend, m, Job::MulScalar { out: a, a: None, s });
         Ok(())
     }
 
     /// `acc = acc + a * b mod q` (the inner step of key switching and plaintext products).
     pub fn mul_add(&self, m: &Modulus<W>, acc: &mut [W], a: &[W], b: &[W]) -> Result<()> {
         self.check_mod(m)?;
-        Self::check_len("element-wise operand a", acc.len(), a.len())?;
-        Self::check_len("element-wise operand b", acc.len(), b.len())?;
-        W::elt_mul_add(self.backend, m, acc, a, b);
+        check_len("element-wise operand a", acc.len(), a.len())?;
+        check_len("element-wise operand b", acc.len(), b.len())?;
+        W::elt(self.backend, m, Job::MulAdd { acc, a, b });
         Ok(())
     }
 
@@ -199,9 +361,19 @@ impl<W: Word> Eltwise<W> {
             ("element-wise operand b", b.len()),
             ("element-wise operand a", a.len()),
         ] {
-            Self::check_len(what, acc0.len(), len)?;
+            check_len(what, acc0.len(), len)?;
         }
-        W::elt_mul_add2(self.backend, m, acc0, acc1, x, b, a);
+        W::elt(
+            self.backend,
+            m,
+            Job::MulAdd2 {
+                acc0,
+                acc1,
+                x,
+                b,
+                a,
+            },
+        );
         Ok(())
     }
 
@@ -209,15 +381,15 @@ impl<W: Word> Eltwise<W> {
     /// of a 60-bit prime brought into a 40-bit prime's range. Output reduced.
     pub fn reduce(&self, m: &Modulus<W>, out: &mut [W], a: &[W]) -> Result<()> {
         self.check_mod(m)?;
-        Self::check_len("element-wise operand a", out.len(), a.len())?;
-        W::elt_reduce(self.backend, m, out, Some(a));
+        check_len("element-wise operand a", out.len(), a.len())?;
+        W::elt(self.backend, m, Job::Reduce { out, a: Some(a) });
         Ok(())
     }
 
     /// `a = a mod q` for words of any value. Output reduced.
     pub fn reduce_assign(&self, m: &Modulus<W>, a: &mut [W]) -> Result<()> {
         self.check_mod(m)?;
-        W::elt_reduce(self.backend, m, a, None);
+        W::elt(self.backend, m, Job::Reduce { out: a, a: None });
         Ok(())
     }
 
@@ -232,9 +404,9 @@ impl<W: Word> Eltwise<W> {
     /// of IFMA-sized primes (below 2^50) never do. Output reduced.
     pub fn mul_scalar_add(&self, m: &Modulus<W>, acc: &mut [W], a: &[W], s: u64) -> Result<()> {
         self.check_mod(m)?;
-        Self::check_len("element-wise operand a", acc.len(), a.len())?;
+        check_len("element-wise operand a", acc.len(), a.len())?;
         let s = Self::check_scalar(m, s)?;
-        W::elt_mul_scalar_add(self.backend, m, acc, a, s);
+        W::elt(self.backend, m, Job::MulScalarAdd { acc, a, s });
         Ok(())
     }
 
@@ -244,9 +416,9 @@ impl<W: Word> Eltwise<W> {
     /// reduced.
     pub fn sub_mul_scalar(&self, m: &Modulus<W>, a: &mut [W], b: &[W], s: u64) -> Result<()> {
         self.check_mod(m)?;
-        Self::check_len("element-wise operand b", a.len(), b.len())?;
+        check_len("element-wise operand b", a.len(), b.len())?;
         let s = Self::check_scalar(m, s)?;
-        W::elt_sub_mul_scalar(self.backend, m, a, b, s);
+        W::elt(self.backend, m, Job::SubMulScalar { a, b, s });
         Ok(())
     }
 }

@@ -19,7 +19,7 @@ pub(crate) mod skeleton;
 use aligned_vec::{AVec, ConstAlign};
 
 use crate::backend::{Backend, BackendChoice};
-use crate::error::{MathError, Result};
+use crate::error::{check_len, MathError, Result};
 use crate::modulus::Modulus;
 use crate::primes;
 use crate::word::Word;
@@ -236,14 +236,7 @@ impl<W: Word> NttTable<W> {
     }
 
     fn check_len(&self, a: &[W]) -> Result<()> {
-        if a.len() != self.core.n {
-            return Err(MathError::LengthMismatch {
-                what: "NTT input",
-                expected: self.core.n,
-                got: a.len(),
-            });
-        }
-        Ok(())
+        check_len("NTT input", self.core.n, a.len())
     }
 
     /// Forward NTT in place. Input coefficients must be reduced (`[0, q)`); output reduced, in

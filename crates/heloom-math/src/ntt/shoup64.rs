@@ -1,29 +1,184 @@
-//! The Shoup 64-bit kernel family (AVX2 and AVX-512 without IFMA): one [`Kernel`](super::skeleton::Kernel)
-//! implementation over each instruction set's lockstep butterflies, so that the two files keep
-//! only their arithmetic and their register tails.
+//! The Shoup 64-bit kernel family (AVX2 and AVX-512 without IFMA): the lockstep butterflies,
+//! written once over the instructions of [`Prim64`], the block loop of the register tail, and
+//! one [`Kernel`](super::skeleton::Kernel) per instruction set (the `kernel!` macro). The two
+//! instruction-set files keep only their register tails.
 //!
-//! Lazy ranges (both instruction sets): forward values in `[0, 8q)`, inverse values in `[0, 4q)`;
-//! the products of [`mul_lazy`](super::avx512_u64) are in `[0, 4q)` for any word.
+//! Twiddle multiplication is Shoup's (Shoup 2007, Harvey 2014 Alg. 2) with the core's
+//! companions `s = floor(w * 2^64 / q)`: the quotient `floor(y * s / 2^64)` is estimated from
+//! three 32x32-bit products (the low x low one dropped), at most 2 below Shoup's, so the product
+//! is in `[0, 4q)`. Lazy ranges one step wider than Harvey's: forward values in `[0, 8q)`
+//! (`8q < 2^64`), the unmultiplied input reduced to `[0, 4q)` and the product left in
+//! `[0, 4q)`; inverse values in `[0, 4q)`. One conditional subtraction per butterfly.
+//!
+//! Every function here is `#[inline(always)]` and needs the instruction set's features: it is
+//! compiled inside that set's `#[target_feature]` code.
 
-/// Defines the backend's `Tables`, `forward` and `inverse`, and `Kern`, the [`Kernel`](super::skeleton::Kernel) of a Shoup 64-bit instruction set, and
-/// the `forward_impl` / `inverse_impl` entry points under its target features. Expects in scope:
-/// `NttCore`, `Consts` (`q`, `q2`, `q4`), `Tw`, `consts`, `tw_bcast`, `mul_lazy`, `red`, `fwd_bf`,
-/// `inv_bf` (lockstep over `K` butterflies), `ld`, `st`, and the tail and head functions named.
+use super::NttCore;
+use crate::simd::{Prim64, Shoup64};
+
+/// A twiddle factor in vector form (its companion scaled by 2^64).
+pub(super) type Tw<P> = Shoup64<P>;
+
+/// Multiples of the modulus in every lane.
+#[derive(Clone, Copy)]
+pub(super) struct Consts<P: Prim64> {
+    /// The modulus.
+    pub(super) q: P::V,
+    /// Twice the modulus.
+    q2: P::V,
+    /// Four times the modulus.
+    pub(super) q4: P::V,
+    /// The modulus with its 32-bit halves swapped.
+    qsw: P::V,
+}
+
+impl<P: Prim64> Consts<P> {
+    /// The constants for `core`'s modulus.
+    #[inline(always)]
+    pub(super) unsafe fn new(core: &NttCore<u64>) -> Self {
+        let q = core.modulus.q();
+        // SAFETY: the features are enabled (module contract).
+        unsafe {
+            Self {
+                q: P::splat(q),
+                q2: P::splat(2 * q),
+                q4: P::splat(4 * q),
+                qsw: P::splat(q.rotate_left(32)),
+            }
+        }
+    }
+
+    /// Fully reduces a forward output from `[0, 8q)`.
+    #[inline(always)]
+    pub(super) unsafe fn reduce_out(&self, x: P::V) -> P::V {
+        // SAFETY: the features are enabled (module contract).
+        unsafe { P::red(P::red(P::red(x, self.q4), self.q2), self.q) }
+    }
+
+    /// `x - 2q` if `x >= 2q`, then `x - q` if `x >= q`: reduces `[0, 4q)` (the last inverse
+    /// layer's products).
+    #[inline(always)]
+    pub(super) unsafe fn reduce4(&self, x: P::V) -> P::V {
+        // SAFETY: the features are enabled (module contract).
+        unsafe { P::red(P::red(x, self.q2), self.q) }
+    }
+}
+
+/// `y[i] * w[i] mod q` in `[0, 4q)` for any words `y[i]` (Shoup with an approximate quotient),
+/// `K` products computed step by step in lockstep: the out-of-order window then always holds
+/// independent work (each product alone is one long dependency chain).
+///
+/// `qhat = y1*s1 + (y1*s0 >> 32) + (y0*s1 >> 32)` drops `y0*s0 / 2^64 < 1` and two floors, so
+/// it is at most 2 below Shoup's `floor(y*s/2^64)`, whose remainder is below `2q`: the result is
+/// below `4q`. The middle products are shifted separately, so no sum can overflow.
+#[inline(always)]
+pub(super) unsafe fn mul_lazy<P: Prim64, const K: usize>(
+    y: [P::V; K],
+    tw: [Tw<P>; K],
+    c: &Consts<P>,
+) -> [P::V; K] {
+    // SAFETY: the features are enabled (module contract).
+    unsafe {
+        let z = P::zero();
+        let (mut y1, mut qh, mut r) = ([z; K], [z; K], [z; K]);
+        for i in 0..K {
+            y1[i] = P::shr32(y[i]);
+        }
+        for i in 0..K {
+            let hl = P::shr32(P::mul32(y1[i], tw[i].s));
+            let lh = P::shr32(P::mul32(y[i], tw[i].sh));
+            qh[i] = P::add(hl, lh);
+        }
+        for i in 0..K {
+            qh[i] = P::add(qh[i], P::mul32(y1[i], tw[i].sh));
+        }
+        for i in 0..K {
+            r[i] = P::mullo_diff(y[i], tw[i].w, tw[i].wsw, qh[i], c.q, c.qsw);
+        }
+        r
+    }
+}
+
+/// `K` forward (Cooley-Tukey) butterflies after Harvey, in lockstep: inputs and outputs in
+/// `[0, 8q)`; `x` is reduced to `[0, 4q)` and the product, in `[0, 4q)`, is used unreduced.
+/// Returns `[x', y']` per butterfly.
+#[inline(always)]
+pub(super) unsafe fn fwd_bf<P: Prim64, const K: usize>(
+    x: [P::V; K],
+    y: [P::V; K],
+    tw: [Tw<P>; K],
+    c: &Consts<P>,
+) -> [[P::V; 2]; K] {
+    // SAFETY: the features are enabled (module contract).
+    unsafe {
+        let v = mul_lazy(y, tw, c);
+        let mut out = [[P::zero(); 2]; K];
+        for i in 0..K {
+            let u = P::red(x[i], c.q4);
+            out[i] = [P::add(u, v[i]), P::sub(P::add(u, c.q4), v[i])];
+        }
+        out
+    }
+}
+
+/// `K` inverse (Gentleman-Sande) butterflies after Harvey, in lockstep: inputs and outputs in
+/// `[0, 4q)`; the sum is reduced from `[0, 8q)`, the product is used unreduced.
+#[inline(always)]
+pub(super) unsafe fn inv_bf<P: Prim64, const K: usize>(
+    x: [P::V; K],
+    y: [P::V; K],
+    tw: [Tw<P>; K],
+    c: &Consts<P>,
+) -> [[P::V; 2]; K] {
+    // SAFETY: the features are enabled (module contract).
+    unsafe {
+        let mut d = [P::zero(); K];
+        for i in 0..K {
+            d[i] = P::sub(P::add(x[i], c.q4), y[i]);
+        }
+        let v = mul_lazy(d, tw, c);
+        let mut out = [[P::zero(); 2]; K];
+        for i in 0..K {
+            out[i] = [P::red(P::add(x[i], y[i]), c.q4), v[i]];
+        }
+        out
+    }
+}
+
+/// Runs the register tail over `[off, off + len)`: `f(k, true)` on 32 words at `k` while they
+/// fit, then `f(k, false)` on 16 (`off` and `len` are multiples of 16).
+#[inline(always)]
+pub(super) fn tail_blocks(off: usize, len: usize, mut f: impl FnMut(usize, bool)) {
+    let mut k = off;
+    while k + 32 <= off + len {
+        f(k, true);
+        k += 32;
+    }
+    while k < off + len {
+        f(k, false);
+        k += 16;
+    }
+}
+
+/// Defines the backend's `Tables`, `forward` and `inverse`, and `Kern`, the
+/// [`Kernel`](super::skeleton::Kernel) of a Shoup 64-bit instruction set `$isa` (registers `$v`),
+/// with the `forward_impl` / `inverse_impl` entry points under its target features. Expects in
+/// scope: `NttCore`, `Kernel`, `Prim64`, and the register tail and head functions named
+/// (`unsafe fn(&NttCore<u64>, &Consts<$isa>, *mut u64, off, len)`).
 macro_rules! kernel {
     (
         $feat:literal,
+        $isa:ty,
         $v:ty,
         lanes = $lanes:literal,
         tail_log = $tail_log:literal,
         max_pass = $max_pass:literal,
         tail = $tail:ident,
         head = $head:ident,
-        zero = $zero:ident,
-        add = $add:ident,
-        sub = $sub:ident
+        zero = $zero:path
     ) => {
         /// Backend-specific tables: none beyond the core's; the kernels read the roots and their
-        /// 2^64-scaled Shoup companions directly (see `mul_lazy`).
+        /// 2^64-scaled Shoup companions directly (see `shoup64::mul_lazy`).
         #[derive(Debug)]
         pub struct Tables {}
 
@@ -69,6 +224,11 @@ macro_rules! kernel {
             unsafe { super::skeleton::inverse(&k, a.as_mut_ptr()) }
         }
 
+        /// The modulus constants of this instruction set.
+        type Consts = super::shoup64::Consts<$isa>;
+        /// A twiddle of this instruction set.
+        type Tw = super::shoup64::Tw<$isa>;
+
         /// The butterflies and tail of one instruction set for one table.
         struct Kern<'a> {
             /// The table.
@@ -86,11 +246,14 @@ macro_rules! kernel {
             #[inline]
             #[target_feature(enable = $feat)]
             fn new(core: &'a NttCore<u64>) -> Self {
-                Self {
-                    core,
-                    c: consts(core),
-                    ni: tw_bcast(core.n_inv.0, core.n_inv.1),
-                    nw: tw_bcast(core.n_inv_w.0, core.n_inv_w.1),
+                // SAFETY: the features are enabled here.
+                unsafe {
+                    Self {
+                        core,
+                        c: Consts::new(core),
+                        ni: Tw::splat(core.n_inv.0, core.n_inv.1),
+                        nw: Tw::splat(core.n_inv_w.0, core.n_inv_w.1),
+                    }
                 }
             }
         }
@@ -105,18 +268,27 @@ macro_rules! kernel {
             const MAX_PASS: u32 = $max_pass;
             const WIDE: bool = true;
 
-            super::skeleton::plumbing!($feat, u64, $v, zero = $zero, load = ld, store = st);
+            super::skeleton::plumbing!(
+                $feat,
+                u64,
+                $v,
+                zero = $zero,
+                load = <$isa as Prim64>::load,
+                store = <$isa as Prim64>::store
+            );
 
             #[inline]
             #[target_feature(enable = $feat)]
             unsafe fn fwd_tw(&self, idx: usize) -> Tw {
-                tw_bcast(self.core.roots[idx], self.core.roots_shoup[idx])
+                // SAFETY: the features are enabled here.
+                unsafe { Tw::splat(self.core.roots[idx], self.core.roots_shoup[idx]) }
             }
 
             #[inline]
             #[target_feature(enable = $feat)]
             unsafe fn inv_tw(&self, idx: usize) -> Tw {
-                tw_bcast(self.core.inv_roots[idx], self.core.inv_roots_shoup[idx])
+                // SAFETY: the features are enabled here.
+                unsafe { Tw::splat(self.core.inv_roots[idx], self.core.inv_roots_shoup[idx]) }
             }
 
             #[inline]
@@ -128,7 +300,8 @@ macro_rules! kernel {
                 t: [Tw; M],
                 _first: bool,
             ) -> ([$v; M], [$v; M]) {
-                let out = fwd_bf(x, y, t, self.c);
+                // SAFETY: the features are enabled here.
+                let out = unsafe { super::shoup64::fwd_bf(x, y, t, &self.c) };
                 for i in 0..M {
                     [x[i], y[i]] = out[i];
                 }
@@ -144,25 +317,29 @@ macro_rules! kernel {
                 t: [Tw; M],
                 top: bool,
             ) -> ([$v; M], [$v; M]) {
-                if !top {
-                    let out = inv_bf(x, y, t, self.c);
-                    for i in 0..M {
-                        [x[i], y[i]] = out[i];
+                let c = &self.c;
+                // SAFETY: the features are enabled here.
+                unsafe {
+                    if !top {
+                        let out = super::shoup64::inv_bf(x, y, t, c);
+                        for i in 0..M {
+                            [x[i], y[i]] = out[i];
+                        }
+                        return (x, y);
                     }
-                    return (x, y);
-                }
-                // The last layer: inputs in [0, 4q), so the sum and the shifted difference stay below
-                // 8q, and the products of any word are in [0, 4q).
-                let c = self.c;
-                let (mut s, mut d) = (x, y);
-                for i in 0..M {
-                    s[i] = $add(x[i], y[i]);
-                    d[i] = $sub($add(x[i], c.q4), y[i]);
-                }
-                let (ps, pd) = (mul_lazy(s, [self.ni; M], c), mul_lazy(d, [self.nw; M], c));
-                for i in 0..M {
-                    x[i] = red(red(ps[i], c.q2), c.q);
-                    y[i] = red(red(pd[i], c.q2), c.q);
+                    // The last layer: inputs in [0, 4q), so the sum and the shifted difference
+                    // stay below 8q, and the products of any word are in [0, 4q).
+                    let (mut s, mut d) = (x, y);
+                    for i in 0..M {
+                        s[i] = <$isa as Prim64>::add(x[i], y[i]);
+                        d[i] = <$isa as Prim64>::sub(<$isa as Prim64>::add(x[i], c.q4), y[i]);
+                    }
+                    let ps = super::shoup64::mul_lazy(s, [self.ni; M], c);
+                    let pd = super::shoup64::mul_lazy(d, [self.nw; M], c);
+                    for i in 0..M {
+                        x[i] = c.reduce4(ps[i]);
+                        y[i] = c.reduce4(pd[i]);
+                    }
                 }
                 (x, y)
             }
@@ -171,14 +348,14 @@ macro_rules! kernel {
             #[target_feature(enable = $feat)]
             unsafe fn fwd_tail(&self, a: *mut u64, base: usize, len: usize) {
                 // SAFETY: forwarded from the caller (features, bounds, multiples of 2^TAIL_LOG).
-                unsafe { $tail(self.core, a, base, len) }
+                unsafe { $tail(self.core, &self.c, a, base, len) }
             }
 
             #[inline]
             #[target_feature(enable = $feat)]
             unsafe fn inv_head(&self, a: *mut u64, base: usize, len: usize) {
                 // SAFETY: as in `fwd_tail`.
-                unsafe { $head(self.core, a, base, len) }
+                unsafe { $head(self.core, &self.c, a, base, len) }
             }
         }
     };

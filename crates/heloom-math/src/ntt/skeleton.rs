@@ -156,7 +156,7 @@ pub(crate) trait Kernel {
 /// its features: `log_n` (from a `core: &NttCore` field), `zero`, `load`, `store`, and the two
 /// pass wrappers that give each pass a function of its own. Used inside `impl Kernel for ...`.
 macro_rules! plumbing {
-    ($feat:expr, $w:ty, $v:ty, zero = $zero:path, load = $ld:path, store = $st:path) => {
+    ($feat:expr, $w:ty, $v:ty, zero = $zero:expr, load = $ld:expr, store = $st:expr) => {
         fn log_n(&self) -> u32 {
             self.core.log_n
         }
