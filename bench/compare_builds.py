@@ -4,9 +4,11 @@ and the ratio new / old.
 
     python3 bench/compare_builds.py OLD_HELOOM NEW_HELOOM OUT_DIR [--rounds 3] [--quick]
 
-Runs `heloom bench ntt` (N = 2^14 and 2^16, every backend), `heloom bench ckks` (N = 2^14 and
-2^15, 64-bit words: encode .. rotate, multiply+relinearize+rescale) and `heloom bench matmul
---quick` (d = 16: plaintext x encrypted vector by diagonals, encrypted x encrypted), and writes
+Runs `heloom bench ntt` (N = 2^14 and 2^16, every backend: NTTs and element-wise kernels),
+`heloom bench ckks` (N = 2^14 and 2^15, 64-bit words: encode .. rotate,
+multiply+relinearize+rescale), `heloom bench matmul --quick` (d = 16: plaintext x encrypted vector
+by diagonals, encrypted x encrypted) and `heloom bench cryptonets` (a batch of 1000 held-out MNIST
+images, 32- and 64-bit words: client encryption and decryption, each server stage), and writes
 OUT_DIR/compare.json and OUT_DIR/compare.txt (a row per measurement, the worst ratios first).
 A refactoring that should not change speed shows ratios near 1 (the run's noise, read from the
 spread of the rounds, is printed with them).
@@ -67,10 +69,22 @@ def matmul_rows(rep: dict) -> dict[str, float]:
     return out
 
 
+def cryptonets_rows(rep: dict) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for word in ("u32", "u64"):
+        best = rep["comparison"][word]["best"]
+        for stage in ("encrypt_s", "server_s", "decrypt_s"):
+            out[f"cryptonets {word} {stage[:-2]}"] = best[stage] * 1e6
+        for stage, seconds in best["stages"].items():
+            out[f"cryptonets {word} {stage[:-2]}"] = seconds * 1e6
+    return out
+
+
 BENCHES = [
     ("ntt", ["ntt", "--log-n", "14,16", "--samples", "7"], ntt_rows),
     ("ckks", ["ckks", "--log-n", "14,15", "--word-bits", "64", "--samples", "5"], ckks_rows),
     ("matmul", ["matmul", "--quick", "--word-bits", "64"], matmul_rows),
+    ("cryptonets", ["cryptonets", "--images", "1000", "--rounds", "1"], cryptonets_rows),
 ]
 
 
@@ -80,7 +94,9 @@ def main() -> int:
     ap.add_argument("new")
     ap.add_argument("out", type=Path)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", default="", help="comma-separated subset of ntt,ckks,matmul")
+    ap.add_argument(
+        "--only", default="", help="comma-separated subset of ntt,ckks,matmul,cryptonets"
+    )
     a = ap.parse_args()
     only = {x for x in a.only.split(",") if x}
     a.out.mkdir(parents=True, exist_ok=True)

@@ -17,19 +17,13 @@ use std::marker::PhantomData;
 
 use super::skeleton::Lanes;
 use crate::modulus::Modulus;
-use crate::simd::{Prim64, Shoup64};
+use crate::simd::{Multiples, Prim64, Shoup64};
 
 /// The constants of one modulus on instruction set `P`.
 #[derive(Clone, Copy)]
 pub(crate) struct Barrett64<P: Prim64> {
-    /// `q`.
-    q: P::V,
-    /// `2q`.
-    q2: P::V,
-    /// `4q`.
-    q4: P::V,
-    /// `q` with its 32-bit halves swapped.
-    qsw: P::V,
+    /// `q` and its multiples.
+    m: Multiples<P>,
     /// Barrett factor `floor(2^(62+b) / q)` (at most 2^63; only its low half is read).
     s: P::V,
     /// Its high 32 bits.
@@ -56,13 +50,6 @@ impl<P: Prim64> Barrett64<P> {
         }
     }
 
-    /// `r mod q` for `r < 5q` (three conditional subtractions).
-    #[inline(always)]
-    unsafe fn red5(&self, r: P::V) -> P::V {
-        // SAFETY: the features are enabled (trait contract).
-        unsafe { P::red(P::red(P::red(r, self.q4), self.q2), self.q) }
-    }
-
     /// `x * s mod q` in `[0, 4q)` for `x < 2^63` (Shoup with the 2^63-scaled companion: the
     /// companion and `qhat63` lose at most 3 from the quotient).
     #[inline(always)]
@@ -70,7 +57,7 @@ impl<P: Prim64> Barrett64<P> {
         // SAFETY: the features are enabled (trait contract).
         unsafe {
             let qh = Self::qhat63(x, w.s, w.sh);
-            P::mullo_diff(x, w.w, w.wsw, qh, self.q, self.qsw)
+            P::mullo_diff(x, w.w, w.wsw, qh, self.m.q, self.m.qsw)
         }
     }
 }
@@ -104,10 +91,7 @@ impl<P: Prim64> Lanes for Barrett64<P> {
         // SAFETY: the features are enabled (trait contract).
         unsafe {
             Self {
-                q: P::splat(q),
-                q2: P::splat(2 * q),
-                q4: P::splat(4 * q),
-                qsw: P::splat(q.rotate_left(32)),
+                m: Multiples::splat(q),
                 s: P::splat(s),
                 sh: P::splat(s >> 32),
                 shl: P::count(65 - b),
@@ -132,19 +116,19 @@ impl<P: Prim64> Lanes for Barrett64<P> {
     #[inline(always)]
     unsafe fn add(&self, a: P::V, b: P::V) -> P::V {
         // SAFETY: the features are enabled (trait contract).
-        unsafe { P::red(P::add(a, b), self.q) }
+        unsafe { P::red(P::add(a, b), self.m.q) }
     }
 
     #[inline(always)]
     unsafe fn sub(&self, a: P::V, b: P::V) -> P::V {
         // SAFETY: the features are enabled (trait contract).
-        unsafe { P::sub_mod(a, b, self.q) }
+        unsafe { P::sub_mod(a, b, self.m.q) }
     }
 
     #[inline(always)]
     unsafe fn neg(&self, a: P::V) -> P::V {
         // SAFETY: the features are enabled (trait contract).
-        unsafe { P::neg_mod(a, self.q) }
+        unsafe { P::neg_mod(a, self.m.q) }
     }
 
     #[inline(always)]
@@ -162,7 +146,8 @@ impl<P: Prim64> Lanes for Barrett64<P> {
             // shifted factor, 2 from `qhat63`), so the remainder is in [0, 5q).
             let c1 = P::or(P::sll(hi, self.shl), P::srl(lo, self.shr));
             let qh = Self::qhat63(c1, self.s, self.sh);
-            self.red5(P::sub(lo, P::mullo(qh, self.q, self.qsw)))
+            self.m
+                .reduce8(P::sub(lo, P::mullo(qh, self.m.q, self.m.qsw)))
         }
     }
 
@@ -178,7 +163,8 @@ impl<P: Prim64> Lanes for Barrett64<P> {
         // SAFETY: the features are enabled (trait contract).
         unsafe {
             let qh = Self::qhat63(P::srl(x, self.shr), self.s, self.sh);
-            self.red5(P::sub(x, P::mullo(qh, self.q, self.qsw)))
+            self.m
+                .reduce8(P::sub(x, P::mullo(qh, self.m.q, self.m.qsw)))
         }
     }
 
@@ -191,20 +177,20 @@ impl<P: Prim64> Lanes for Barrett64<P> {
     #[inline(always)]
     unsafe fn mul_scalar(&self, x: P::V, s: &Shoup64<P>) -> P::V {
         // SAFETY: the features are enabled (trait contract).
-        unsafe { P::red(P::red(self.mul_shoup_lazy4(x, s), self.q2), self.q) }
+        unsafe { self.m.reduce4(self.mul_shoup_lazy4(x, s)) }
     }
 
     /// `acc + [0, 4q) < 5q`.
     #[inline(always)]
     unsafe fn mul_scalar_add(&self, acc: P::V, x: P::V, s: &Shoup64<P>) -> P::V {
         // SAFETY: the features are enabled (trait contract).
-        unsafe { self.red5(P::add(acc, self.mul_shoup_lazy4(x, s))) }
+        unsafe { self.m.reduce8(P::add(acc, self.mul_shoup_lazy4(x, s))) }
     }
 
     /// Shoup on `a + q - b`, which lies in `(0, 2q)`.
     #[inline(always)]
     unsafe fn sub_mul_scalar(&self, a: P::V, b: P::V, s: &Shoup64<P>) -> P::V {
         // SAFETY: the features are enabled (trait contract).
-        unsafe { self.mul_scalar(P::sub(P::add(a, self.q), b), s) }
+        unsafe { self.mul_scalar(P::sub(P::add(a, self.m.q), b), s) }
     }
 }

@@ -103,7 +103,7 @@ unsafe fn fwd_last2_blocks<const K: usize>(core: &NttCore<u64>, c: &Consts, a: *
         }
         let xy = fwd_bf(x, y, tw1, c);
         for (i, [x3, y3]) in xy.into_iter().enumerate() {
-            let (x3, y3) = (c.reduce_out(x3), c.reduce_out(y3));
+            let (x3, y3) = (c.reduce8(x3), c.reduce8(y3));
             let lo = _mm256_unpacklo_epi64(x3, y3);
             let hi = _mm256_unpackhi_epi64(x3, y3);
             let p = a.add(8 * i);

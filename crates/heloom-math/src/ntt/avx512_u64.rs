@@ -129,7 +129,7 @@ unsafe fn fwd_last3_blocks<const K: usize>(core: &NttCore<u64>, c: &Consts, a: *
         }
         let xy = fwd_bf(x, y, t1, c);
         for (i, [x3, y3]) in xy.into_iter().enumerate() {
-            let (x3, y3) = (c.reduce_out(x3), c.reduce_out(y3));
+            let (x3, y3) = (c.reduce8(x3), c.reduce8(y3));
             let p = a.add(16 * i);
             Avx512::store(p, _mm512_permutex2var_epi64(x3, out_lo, y3));
             Avx512::store(p.add(8), _mm512_permutex2var_epi64(x3, out_hi, y3));

@@ -13,56 +13,13 @@
 //! Every function here is `#[inline(always)]` and needs the instruction set's features: it is
 //! compiled inside that set's `#[target_feature]` code.
 
-use super::NttCore;
-use crate::simd::{Prim64, Shoup64};
+use crate::simd::{Multiples, Prim64, Shoup64};
 
 /// A twiddle factor in vector form (its companion scaled by 2^64).
 pub(super) type Tw<P> = Shoup64<P>;
 
 /// Multiples of the modulus in every lane.
-#[derive(Clone, Copy)]
-pub(super) struct Consts<P: Prim64> {
-    /// The modulus.
-    pub(super) q: P::V,
-    /// Twice the modulus.
-    q2: P::V,
-    /// Four times the modulus.
-    pub(super) q4: P::V,
-    /// The modulus with its 32-bit halves swapped.
-    qsw: P::V,
-}
-
-impl<P: Prim64> Consts<P> {
-    /// The constants for `core`'s modulus.
-    #[inline(always)]
-    pub(super) unsafe fn new(core: &NttCore<u64>) -> Self {
-        let q = core.modulus.q();
-        // SAFETY: the features are enabled (module contract).
-        unsafe {
-            Self {
-                q: P::splat(q),
-                q2: P::splat(2 * q),
-                q4: P::splat(4 * q),
-                qsw: P::splat(q.rotate_left(32)),
-            }
-        }
-    }
-
-    /// Fully reduces a forward output from `[0, 8q)`.
-    #[inline(always)]
-    pub(super) unsafe fn reduce_out(&self, x: P::V) -> P::V {
-        // SAFETY: the features are enabled (module contract).
-        unsafe { P::red(P::red(P::red(x, self.q4), self.q2), self.q) }
-    }
-
-    /// `x - 2q` if `x >= 2q`, then `x - q` if `x >= q`: reduces `[0, 4q)` (the last inverse
-    /// layer's products).
-    #[inline(always)]
-    pub(super) unsafe fn reduce4(&self, x: P::V) -> P::V {
-        // SAFETY: the features are enabled (module contract).
-        unsafe { P::red(P::red(x, self.q2), self.q) }
-    }
-}
+pub(super) type Consts<P> = Multiples<P>;
 
 /// `y[i] * w[i] mod q` in `[0, 4q)` for any words `y[i]` (Shoup with an approximate quotient),
 /// `K` products computed step by step in lockstep: the out-of-order window then always holds
@@ -250,7 +207,7 @@ macro_rules! kernel {
                 unsafe {
                     Self {
                         core,
-                        c: Consts::new(core),
+                        c: Consts::splat(core.modulus.q()),
                         ni: Tw::splat(core.n_inv.0, core.n_inv.1),
                         nw: Tw::splat(core.n_inv_w.0, core.n_inv_w.1),
                     }

@@ -217,3 +217,55 @@ impl<P: Prim64> Shoup64<P> {
         }
     }
 }
+
+/// A 64-bit modulus in every lane with the multiples that lazy reductions subtract.
+#[derive(Clone, Copy)]
+pub(crate) struct Multiples<P: Prim64> {
+    /// The modulus.
+    pub(crate) q: P::V,
+    /// `2q`.
+    pub(crate) q2: P::V,
+    /// `4q`.
+    pub(crate) q4: P::V,
+    /// `q` with its 32-bit halves swapped (see [`Prim64::mullo`]).
+    pub(crate) qsw: P::V,
+}
+
+impl<P: Prim64> Multiples<P> {
+    /// Broadcasts `q < 2^62` and its multiples.
+    ///
+    /// # Safety
+    /// The CPU has `P`'s features.
+    #[inline(always)]
+    pub(crate) unsafe fn splat(q: u64) -> Self {
+        // SAFETY: the features are enabled (caller).
+        unsafe {
+            Self {
+                q: P::splat(q),
+                q2: P::splat(2 * q),
+                q4: P::splat(4 * q),
+                qsw: P::splat(q.rotate_left(32)),
+            }
+        }
+    }
+
+    /// `x mod q` for `x < 4q` (two conditional subtractions).
+    ///
+    /// # Safety
+    /// The CPU has `P`'s features.
+    #[inline(always)]
+    pub(crate) unsafe fn reduce4(&self, x: P::V) -> P::V {
+        // SAFETY: the features are enabled (caller).
+        unsafe { P::red(P::red(x, self.q2), self.q) }
+    }
+
+    /// `x mod q` for `x < 8q` (three conditional subtractions).
+    ///
+    /// # Safety
+    /// The CPU has `P`'s features.
+    #[inline(always)]
+    pub(crate) unsafe fn reduce8(&self, x: P::V) -> P::V {
+        // SAFETY: the features are enabled (caller).
+        unsafe { self.reduce4(P::red(x, self.q4)) }
+    }
+}
