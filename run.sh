@@ -134,6 +134,8 @@ case "$cmd" in
     cargo fmt --all -- --check
     echo "== cargo clippy -D warnings"
     cargo clippy --workspace --all-targets --release -q -- -D warnings
+    echo "== cargo doc -D warnings (every public item documented, no broken links)"
+    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
     echo "== cargo test (GPU kernels: bit-exact on the host emulator, compiled by NVRTC for sm_75..sm_90)"
     ensure_nvrtc
     cargo test --workspace --release

@@ -62,8 +62,8 @@ pub struct OffloadArgs {
     /// Internal: longest a --burn-core process spins, s.
     #[arg(long, hide = true, default_value_t = BURN_MAX_S)]
     pub burn_max_s: u64,
-    /// Devices, comma-separated: cpu[:workers], soft[:workers], kernel[:workers], gpu (HE jobs:
-    /// cpu-pool[:threads], gpu)
+    /// Devices, comma-separated: `cpu[:workers]`, `soft[:workers]`, `kernel[:workers]`, `gpu` (HE jobs:
+    /// `cpu-pool[:threads]`, `gpu`)
     /// (default workers split the cores among the CPU-bound devices).
     #[arg(long, default_value = "cpu,soft")]
     pub devices: String,

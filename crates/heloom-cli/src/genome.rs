@@ -123,7 +123,7 @@ struct DemoArgs {
     /// Print one JSON object instead of the report.
     #[arg(long)]
     json: bool,
-    /// Also write genome-<length>.json and .txt into this directory.
+    /// Also write `genome-<length>.json` and `.txt` into this directory.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
 }

@@ -134,7 +134,7 @@ enum BenchCommand {
         /// limbs): a correctness smoke test of the benchmark, not a speed.
         #[arg(long)]
         emulator: bool,
-        /// Also write gpu-<gpu name>.json, .txt and .svg (speedups over one core) into this
+        /// Also write `gpu-<gpu name>.json`, `.txt` and `.svg` (speedups over one core) into this
         /// directory.
         #[arg(long, value_name = "DIR")]
         out: Option<std::path::PathBuf>,

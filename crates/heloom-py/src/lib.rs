@@ -4,12 +4,12 @@
 //! into the extension module `heloom._heloom`; the `heloom` package re-exports it.
 //!
 //! Every heloom object is generic over its word size (`u32` or `u64`); each Python class wraps
-//! a [`words::Words`] enum over both instantiations, so Python sees the word size only as the
+//! a `words::Words` enum over both instantiations, so Python sees the word size only as the
 //! `word_bits` parameter. Heavy calls release the GIL. Values go in and out as numpy arrays.
 //! Evaluators carry a thread budget; task graphs and the scheduling simulator of
-//! `heloom-runtime` are exposed by [`graph`]; bulk AES over several devices and the device
-//! layer's comparisons (`heloom-devices`) by [`offload`]; encrypted CryptoNets inference on MNIST
-//! (`heloom-apps`) by [`mnist`].
+//! `heloom-runtime` are exposed by `graph`; bulk AES over several devices and the device
+//! layer's comparisons (`heloom-devices`) by `offload`; encrypted CryptoNets inference on MNIST
+//! (`heloom-apps`) by `mnist`.
 
 mod convert;
 mod errors;

@@ -9,7 +9,7 @@
 //! space, exactly as in the reference engine, so outputs match it byte for byte.
 //!
 //! Everything here is safe code on `nix`: `accept(2)` hands back a raw descriptor, which
-//! [`OpSocket`] closes on drop, and since no safe conversion to an owned descriptor exists, the
+//! `OpSocket` closes on drop, and since no safe conversion to an owned descriptor exists, the
 //! operation socket is never given socket options (the socket buffer sizes are read from their
 //! system defaults instead).
 

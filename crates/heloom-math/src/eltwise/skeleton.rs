@@ -36,7 +36,8 @@ pub(crate) trait Lanes: Sized {
     type Pre: Copy;
     /// Words per vector.
     const LANES: usize;
-    /// Whether [`Lanes::mul_add2`] is one fused pass (else two `mul_add` passes).
+    /// Whether the key-switching step `acc0 += x b; acc1 += x a` runs as one fused pass (else
+    /// as two `mul_add` passes).
     const FUSED_MUL_ADD2: bool = false;
 
     /// Whether the vector arithmetic takes modulus `m` (else the whole job runs portably).
