@@ -134,7 +134,9 @@ impl<W: Word> Context<W> {
         let digits = threads.map(num, |j| -> Result<RnsPoly<W>> {
             let t = threads.share(num, j);
             let (lo, hi) = self.digit_range(level, j);
-            let mut ext = self.pool().zero(qp, Form::Ntt);
+            // Every word of `ext` is written (raised limbs by the base conversion, own limbs
+            // copied), so a recycled buffer need not be zeroed first.
+            let mut ext = self.pool().for_overwrite(qp, Form::Ntt);
             self.raise_digit(d, &mut ext, level, j, t)?;
             t.try_for_each_chunk_mut(ext.as_mut_slice(), self.n(), |k, limb| -> Result<()> {
                 if k >= lo && k < hi {
@@ -346,7 +348,8 @@ impl<W: Word> Context<W> {
         let groups = threads.chunks_for(digits);
         let pool = self.pool();
         let new_acc = || DigitAcc {
-            ext: pool.zero(qp, Form::Ntt),
+            // Rewritten whole by every digit's `raise_digit`.
+            ext: pool.for_overwrite(qp, Form::Ntt),
             acc0: pool.zero(qp, Form::Ntt),
             acc1: pool.zero(qp, Form::Ntt),
         };

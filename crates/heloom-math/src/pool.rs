@@ -36,6 +36,27 @@ impl<W: Word> BufferPool<W> {
 
     /// A buffer of `len` zero words: the smallest free one that fits, or a new one.
     pub fn take(&self, len: usize) -> AlignedVec<W> {
+        let mut buf = self.find(len);
+        buf.clear();
+        buf.resize(len, W::ZERO);
+        buf
+    }
+
+    /// A buffer of `len` words for an output that is written whole before it is read: a
+    /// recycled buffer keeps its old words (initialized, just stale), so no time goes into
+    /// zeroing it; only words it never held are zeroed.
+    pub fn take_for_overwrite(&self, len: usize) -> AlignedVec<W> {
+        let mut buf = self.find(len);
+        if buf.len() >= len {
+            buf.truncate(len);
+        } else {
+            buf.resize(len, W::ZERO);
+        }
+        buf
+    }
+
+    /// The smallest free buffer with room for `len` words, or a new empty one.
+    fn find(&self, len: usize) -> AlignedVec<W> {
         let found = self.free.lock().ok().and_then(|mut free| {
             let best = free
                 .iter()
@@ -45,10 +66,7 @@ impl<W: Word> BufferPool<W> {
                 .map(|(i, _)| i)?;
             Some(free.swap_remove(best))
         });
-        let mut buf = found.unwrap_or_else(|| AlignedVec::with_capacity(64, len));
-        buf.clear();
-        buf.resize(len, W::ZERO);
-        buf
+        found.unwrap_or_else(|| AlignedVec::with_capacity(64, len))
     }
 
     /// Returns a buffer for reuse (freed instead when the pool is full).
@@ -66,6 +84,12 @@ impl<W: Word> BufferPool<W> {
     /// The zero polynomial of `basis` in `form`, in a recycled buffer.
     pub fn zero(&self, basis: &RnsBasis<W>, form: Form) -> RnsPoly<W> {
         basis.poly_in(self.take(basis.n() * basis.len()), form)
+    }
+
+    /// A polynomial of `basis` in `form` whose words are unspecified (a recycled buffer's old
+    /// words, or zeros), for an output every word of which is written before it is read.
+    pub fn for_overwrite(&self, basis: &RnsBasis<W>, form: Form) -> RnsPoly<W> {
+        basis.poly_in(self.take_for_overwrite(basis.n() * basis.len()), form)
     }
 
     /// Returns a polynomial's buffer for reuse.
@@ -163,5 +187,34 @@ mod tests {
         let q = pool.zero(&basis, Form::Coeff);
         assert!(basis.owns(&q) && q.form() == Form::Coeff);
         assert!(q.as_slice().iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn buffers_for_overwrite_skip_the_zeroing_of_recycled_words_only() {
+        let pool = BufferPool::<u32>::new();
+        let mut a = pool.take(100);
+        a.iter_mut().for_each(|x| *x = 5);
+        let pa = a.as_ptr();
+        pool.give(a);
+        // Recycled: the same memory, its old words kept (shorter request: truncated).
+        let b = pool.take_for_overwrite(60);
+        assert_eq!((b.as_ptr(), b.len()), (pa, 60));
+        assert!(b.iter().all(|&x| x == 5));
+        pool.give(b);
+        // Longer than the words it held (capacity 100, length 60): the new words are zero.
+        let c = pool.take_for_overwrite(100);
+        assert_eq!(c.as_ptr(), pa);
+        assert!(c[..60].iter().all(|&x| x == 5) && c[60..].iter().all(|&x| x == 0));
+        // Fresh: zeroed.
+        let d = pool.take_for_overwrite(1000);
+        assert!(d.len() == 1000 && d.iter().all(|&x| x == 0));
+        // As a polynomial: right basis and form.
+        let basis = crate::RnsBasis::<u32>::new(
+            16,
+            &crate::primes::ntt_primes::<u32>(30, 16, 2).expect("primes"),
+        )
+        .expect("basis");
+        let p = pool.for_overwrite(&basis, Form::Ntt);
+        assert!(basis.owns(&p) && p.form() == Form::Ntt);
     }
 }

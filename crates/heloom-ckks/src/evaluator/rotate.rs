@@ -67,7 +67,10 @@ impl<W: Word> Evaluator<W> {
         // sigma_g of both sums, limb by limb (every word of a0, a1 is written).
         let qp = self.ctx.qp_basis(ct.level)?;
         let pool = self.ctx.pool();
-        let (mut a0, mut a1) = (pool.zero(qp, Form::Ntt), pool.zero(qp, Form::Ntt));
+        let (mut a0, mut a1) = (
+            pool.for_overwrite(qp, Form::Ntt),
+            pool.for_overwrite(qp, Form::Ntt),
+        );
         {
             let mut limbs: Vec<(&mut [W], &[W])> = a0
                 .limbs_mut()
@@ -113,8 +116,9 @@ impl<W: Word> Evaluator<W> {
         let perm = self.ctx.permutation(g)?;
         let basis = self.ctx.q_basis(ct.level)?;
         let pool = self.ctx.pool();
+        // Every word is written by the permutation.
         let mut p = (0..2)
-            .map(|_| pool.zero(basis, Form::Ntt))
+            .map(|_| pool.for_overwrite(basis, Form::Ntt))
             .collect::<Vec<_>>();
         for_each_limb(self.threads, &mut p, |j, i, o| {
             Ok(perm.apply(ct.polys[j].limb(i), o)?)
