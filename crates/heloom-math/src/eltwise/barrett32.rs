@@ -40,7 +40,7 @@ pub(crate) struct Barrett32<P: Prim32> {
 impl<P: Prim32> Barrett32<P> {
     /// `x - q` if `x >= q`, else `x` (`x < 2q`).
     #[inline(always)]
-    pub(crate) unsafe fn csub(&self, x: P::V) -> P::V {
+    unsafe fn csub(&self, x: P::V) -> P::V {
         // SAFETY: the features are enabled (trait contract).
         unsafe { P::min(x, P::sub(x, self.q)) }
     }
