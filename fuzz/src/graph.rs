@@ -2,7 +2,7 @@
 //! `lib.rs` because heloom-ckks' tests compile `lib.rs` and cannot depend on the runtime;
 //! heloom-runtime's test `tests/graph_bytes.rs` compiles this file and runs the body.
 
-use heloom_ckks::{CkksParameters, PolyBasis, SecurityLevel};
+use heloom_ckks::{CkksParameters, PolyBasis};
 use heloom_runtime::graph::{exp_graph, polynomial_graph, ExpVariant};
 use heloom_runtime::TaskGraph;
 
@@ -32,15 +32,14 @@ pub fn task_graph(data: &[u8]) {
     }
 }
 
-/// The parameters of the seed graphs: N = 2^12, a 6-prime chain, scale 2^40.
+// The parameters heloom-ckks' e^x graph tests run on.
+#[path = "../../crates/heloom-ckks/tests/common/params.rs"]
+mod ckks_params;
+
+/// The parameters of the seed graphs: N = 2^12, a 6-prime chain, scale 2^40 (heloom-ckks'
+/// deep test parameters).
 pub fn seed_params() -> CkksParameters {
-    CkksParameters::builder(1 << 12)
-        .levels(5)
-        .first_bits(50)
-        .scale_bits(40)
-        .security(SecurityLevel::None)
-        .build()
-        .expect("the seed parameters are valid")
+    ckks_params::insecure_deep_params()
 }
 
 /// The seed graphs: the three e^x graphs and a Chebyshev polynomial on [`seed_params`]' chain.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -11,6 +12,16 @@ import pytest
 import heloom
 
 from conftest import Setup, small_params
+
+
+def raises_each(exc: type[Exception], *calls: Callable[[], object]) -> None:
+    """Asserts that every call raises ``exc`` (a failure names the call's line)."""
+    for call in calls:
+        try:
+            call()
+        except exc:
+            continue
+        pytest.fail(f"line {call.__code__.co_firstlineno}: did not raise {exc.__name__}")
 
 
 def test_hierarchy() -> None:
@@ -73,28 +84,20 @@ def other() -> Setup:
 def test_mismatched_contexts(s: Setup, other: Setup) -> None:
     a = s.enc(np.ones(8))
     b = other.enc(np.ones(8))
-    with pytest.raises(heloom.ParameterError):
-        s.ev.add(a, b)
-    with pytest.raises(heloom.ParameterError):
-        s.ev.multiply(a, b)
-    with pytest.raises(heloom.ParameterError):
-        a + b
-    with pytest.raises(heloom.ParameterError):
-        a * b
-    with pytest.raises(heloom.ParameterError):
-        other.ev.rotate(a, 1)
-    with pytest.raises(heloom.ParameterError):
-        s.ctx.decrypt(a, other.sk)
-    with pytest.raises(heloom.ParameterError):
-        other.ctx.decrypt(a, other.sk)
-    with pytest.raises(heloom.ParameterError):
-        s.ctx.encrypt(np.ones(4), other.pk)
-    with pytest.raises(heloom.ParameterError):
-        s.ctx.evaluator(other.keys.evaluation_keys)
-    with pytest.raises(heloom.ParameterError):
-        s.ev.add_plain(a, other.ctx.encode(np.ones(8)))
-    with pytest.raises(heloom.ParameterError):
-        s.ctx.decode(other.ctx.encode(np.ones(8)))
+    raises_each(
+        heloom.ParameterError,
+        lambda: s.ev.add(a, b),
+        lambda: s.ev.multiply(a, b),
+        lambda: a + b,
+        lambda: a * b,
+        lambda: other.ev.rotate(a, 1),
+        lambda: s.ctx.decrypt(a, other.sk),
+        lambda: other.ctx.decrypt(a, other.sk),
+        lambda: s.ctx.encrypt(np.ones(4), other.pk),
+        lambda: s.ctx.evaluator(other.keys.evaluation_keys),
+        lambda: s.ev.add_plain(a, other.ctx.encode(np.ones(8))),
+        lambda: s.ctx.decode(other.ctx.encode(np.ones(8))),
+    )
 
 
 def test_same_parameters_interoperate(s: Setup) -> None:
@@ -141,32 +144,25 @@ def test_wrong_operand_shapes_and_types(s: Setup) -> None:
     two_d = np.ones((2, 4))
     with pytest.raises(heloom.InputError, match="1-D"):
         s.ev.add(a, two_d)
-    with pytest.raises(heloom.InputError):
-        s.ev.multiply_plain(a, two_d)
-    with pytest.raises(heloom.InputError):
-        a + two_d
-    with pytest.raises(heloom.InputError):
-        a * two_d
-    with pytest.raises(heloom.InputError):
-        s.ev.multiply_plain(a, 2.0)  # a number: multiply_const
-    with pytest.raises(heloom.InputError):
-        s.ev.add_const(a, [1.0, 2.0])
-    with pytest.raises(heloom.InputError):
-        s.ev.multiply_const(a, np.ones(3))
-    with pytest.raises(heloom.InputError):
-        s.ev.add(a, np.array([np.nan]))
-    with pytest.raises(heloom.InputError):
-        s.ev.multiply_const(a, 1e300)  # does not fit at the scale
-    with pytest.raises(TypeError):
-        s.ev.add(a, "x")
-    with pytest.raises(TypeError):
-        s.ev.add(a, None)
-    with pytest.raises(TypeError):
-        s.ev.multiply_plain(a, a)  # two ciphertexts: multiply
-    with pytest.raises(TypeError):
-        s.ev.multiply(a, 2.0)
-    with pytest.raises(TypeError):
-        s.ctx.encrypt(np.ones(4), "not a key")
+    raises_each(
+        heloom.InputError,
+        lambda: s.ev.multiply_plain(a, two_d),
+        lambda: a + two_d,
+        lambda: a * two_d,
+        lambda: s.ev.multiply_plain(a, 2.0),  # a number: multiply_const
+        lambda: s.ev.add_const(a, [1.0, 2.0]),
+        lambda: s.ev.multiply_const(a, np.ones(3)),
+        lambda: s.ev.add(a, np.array([np.nan])),
+        lambda: s.ev.multiply_const(a, 1e300),  # does not fit at the scale
+    )
+    raises_each(
+        TypeError,
+        lambda: s.ev.add(a, "x"),
+        lambda: s.ev.add(a, None),
+        lambda: s.ev.multiply_plain(a, a),  # two ciphertexts: multiply
+        lambda: s.ev.multiply(a, 2.0),
+        lambda: s.ctx.encrypt(np.ones(4), "not a key"),
+    )
     with pytest.raises(heloom.InputError):
         s.ev.rotate_and_sum(a, 3)
     with pytest.raises(TypeError):
@@ -181,31 +177,27 @@ def test_scale_mismatch(s: Setup) -> None:
     unrescaled = s.ev.relinearize(s.ev.multiply(a, a))  # scale^2, same level
     with pytest.raises(heloom.ScaleError, match="scale"):
         s.ev.add(unrescaled, a)
-    with pytest.raises(heloom.ScaleError):
-        a + unrescaled  # moving scale^2 onto scale needs a factor ~1: impossible
-    with pytest.raises(heloom.ScaleError):
-        s.ev.add_plain(a, s.ctx.encode(np.ones(8), scale=2.0**20))
-    with pytest.raises(heloom.ScaleError):
-        s.ev.sub(a, a.with_scale(a.scale * 1.5))
+    raises_each(
+        heloom.ScaleError,
+        lambda: a + unrescaled,  # moving scale^2 onto scale needs a factor ~1: impossible
+        lambda: s.ev.add_plain(a, s.ctx.encode(np.ones(8), scale=2.0**20)),
+        lambda: s.ev.sub(a, a.with_scale(a.scale * 1.5)),
+    )
 
 
 def test_level_errors(s: Setup) -> None:
     a = s.enc(np.ones(8))
     bottom = s.ev.drop_to_level(a, 0)
-    with pytest.raises(heloom.LevelError):
-        s.ev.rescale(bottom)
-    with pytest.raises(heloom.LevelError):
-        s.ev.drop_level(bottom)
-    with pytest.raises(heloom.LevelError):
-        s.ev.drop_to_level(bottom, 1)
-    with pytest.raises(heloom.LevelError):
-        s.ev.multiply_const(bottom, 0.5)
-    with pytest.raises(heloom.LevelError):
-        bottom * 0.5
-    with pytest.raises(heloom.LevelError):
-        bottom * bottom
-    with pytest.raises(heloom.LevelError):
-        s.ctx.encode(np.ones(4), level=s.params.levels + 1)
+    raises_each(
+        heloom.LevelError,
+        lambda: s.ev.rescale(bottom),
+        lambda: s.ev.drop_level(bottom),
+        lambda: s.ev.drop_to_level(bottom, 1),
+        lambda: s.ev.multiply_const(bottom, 0.5),
+        lambda: bottom * 0.5,
+        lambda: bottom * bottom,
+        lambda: s.ctx.encode(np.ones(4), level=s.params.levels + 1),
+    )
     # Integers need no level.
     out = bottom * 3
     assert out.level == 0
@@ -243,11 +235,10 @@ def test_word_size_mismatch() -> None:
     a64 = s64.enc(np.ones(4))
     with pytest.raises(heloom.ParameterError, match="32-bit"):
         s64.ev.add(a64, a32)
-    with pytest.raises(heloom.ParameterError):
-        a64 + a32
-    with pytest.raises(heloom.ParameterError):
-        s64.ctx.decrypt(a32, s64.sk)
-    with pytest.raises(heloom.ParameterError):
-        s32.ctx.decrypt(a32, s64.sk)
-    with pytest.raises(heloom.ParameterError):
-        s64.ctx.evaluator(s32.keys.evaluation_keys)
+    raises_each(
+        heloom.ParameterError,
+        lambda: a64 + a32,
+        lambda: s64.ctx.decrypt(a32, s64.sk),
+        lambda: s32.ctx.decrypt(a32, s64.sk),
+        lambda: s64.ctx.evaluator(s32.keys.evaluation_keys),
+    )

@@ -5,13 +5,21 @@ use heloom_apps::cryptonets::linear::LazyWord;
 use heloom_apps::cryptonets::model::argmax;
 use heloom_apps::cryptonets::CryptoNet;
 use heloom_apps::mnist::Mnist;
-use heloom_ckks::{keygen, CkksParameters, Context, Decryptor, Evaluator, SecurityLevel, Threads};
+use heloom_ckks::{
+    keygen, CkksParameters, Context, Decryptor, Evaluator, KeySet, SecurityLevel, Threads,
+};
 use std::sync::Arc;
 
-fn check<W: LazyWord>(word: u32, scale: u32, bound: f64) {
+/// A context at N = 2^11 for `word`-bit words with `levels` levels of `scale`-bit primes (the
+/// first one bit wider), keys without rotations, and an evaluator holding them.
+fn setup<W: LazyWord>(
+    word: u32,
+    levels: usize,
+    scale: u32,
+) -> (Arc<Context<W>>, KeySet<W>, Evaluator<W>) {
     let p = CkksParameters::builder(1 << 11)
         .word_bits(word)
-        .levels(6)
+        .levels(levels)
         .scale_bits(scale)
         .first_bits(scale + 1)
         .security(SecurityLevel::None)
@@ -20,6 +28,11 @@ fn check<W: LazyWord>(word: u32, scale: u32, bound: f64) {
     let ctx = Context::<W>::new(p).expect("context");
     let keys = keygen(&ctx, &[], false).expect("keys");
     let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).expect("evaluator");
+    (ctx, keys, ev)
+}
+
+fn check<W: LazyWord>(word: u32, scale: u32, bound: f64) {
+    let (ctx, keys, ev) = setup::<W>(word, 6, scale);
     let net = CryptoNet::random(11);
     let batch = BatchNet::new(&net, &ev).expect("net");
     let mnist = Mnist::load_default_test().expect("MNIST");
@@ -70,15 +83,7 @@ fn batch_inference_matches_plaintext_u32() {
 
 #[test]
 fn bad_batches_are_refused() {
-    let p = CkksParameters::builder(1 << 11)
-        .levels(3)
-        .scale_bits(29)
-        .security(SecurityLevel::None)
-        .build()
-        .expect("params");
-    let ctx = Context::<u64>::new(p).expect("context");
-    let keys = keygen(&ctx, &[], false).expect("keys");
-    let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).expect("evaluator");
+    let (_, _, ev) = setup::<u64>(64, 3, 29);
     let e = BatchNet::new(&CryptoNet::random(1), &ev)
         .err()
         .expect("too few levels");

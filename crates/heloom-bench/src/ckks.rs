@@ -29,6 +29,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::progress::Progress;
+use crate::report::ParamSummary;
 use anyhow::{bail, Result};
 use heloom_ckks::{
     keygen, security, CkksParameters, Context, Decryptor, Encryptor, Evaluator, SecurityLevel,
@@ -198,16 +199,9 @@ pub struct ConfigInfo {
     pub moduli: Vec<u64>,
     /// Special primes.
     pub special: Vec<u64>,
-    /// log2 Q.
-    pub log_q: f64,
-    /// log2 QP.
-    pub log_qp: f64,
-    /// The 128-bit bound on log2 QP at this N.
-    pub max_log_qp: Option<u32>,
-    /// Decomposition number of hybrid key switching.
-    pub dnum: usize,
-    /// Special primes (primes per digit).
-    pub alpha: usize,
+    /// log Q, log QP, its 128-bit bound, dnum and alpha.
+    #[serde(flatten)]
+    pub params: ParamSummary,
     /// SIMD backend the kernels run on.
     pub backend: String,
     /// Default scale, log2.
@@ -451,11 +445,7 @@ fn config_info(fam: &Family, log_n: u32, shape: &str, p: &CkksParameters, vs: bo
         special_bits: fam.special_bits,
         moduli: p.moduli().to_vec(),
         special: p.special_moduli().to_vec(),
-        log_q: p.log_q(),
-        log_qp: p.log_qp(),
-        max_log_qp: security::max_log_qp(n, SecurityLevel::Bits128),
-        dnum: p.dnum(),
-        alpha: p.alpha(),
+        params: ParamSummary::of(p, SecurityLevel::Bits128),
         backend: p.auto_backend().name().to_string(),
         scale_bits: p.scale().log2(),
         seal_set: vs.then(|| format!("n{log_n}-{}", fam.seal_family)),
@@ -502,7 +492,7 @@ fn plan(opts: &CkksBenchOptions, skipped: &mut Vec<String>) -> Vec<Plan> {
                     if let Some(s) = &seal {
                         if s.moduli == info.moduli
                             && s.special == info.special
-                            && s.dnum == info.dnum
+                            && s.params.dnum == info.params.dnum
                         {
                             info.same_as = Some(s.id.clone());
                         }
@@ -953,38 +943,28 @@ pub fn render(rep: &CkksReport) -> String {
     );
     let _ = writeln!(
         s,
-        "  {:<18} {:>5} {:>4} {:<12} {:<14} {:<8} {:>7} {:>13} {:>5} {:>5} {:>6}",
+        "  {:<18} {:>5} {:>4} {:<12} {:<14} {:<8} {} {:>6}",
         "config",
         "N",
         "word",
         "backend",
         "q bits",
         "sp bits",
-        "log Q",
-        "log QP/max",
-        "dnum",
-        "alpha",
+        ParamSummary::header(13),
         "scale"
     );
     for c in &rep.configs {
         let sp: Vec<u32> = c.special.iter().map(|q| 64 - q.leading_zeros()).collect();
         let _ = writeln!(
             s,
-            "  {:<18} {:>5} {:>4} {:<12} {:<14} {:<8} {:>7.1} {:>13} {:>5} {:>5} {:>6}{}",
+            "  {:<18} {:>5} {:>4} {:<12} {:<14} {:<8} {} {:>6}{}",
             c.id,
             format!("2^{}", c.log_n),
             c.word_bits,
             c.backend,
             bits_summary(&c.prime_bits),
             bits_summary(&sp),
-            c.log_q,
-            format!(
-                "{:.1}/{}",
-                c.log_qp,
-                c.max_log_qp.map(|x| x.to_string()).unwrap_or("-".into())
-            ),
-            c.dnum,
-            c.alpha,
+            c.params.cells(13, "-"),
             format!("2^{:.0}", c.scale_bits),
             match (&c.same_as, &c.note) {
                 (Some(x), _) => format!("  (heloom's own choice = {x}: not measured twice)"),
@@ -1215,10 +1195,20 @@ mod tests {
         assert_eq!(plans.len(), 2 * (4 * 2 + 1));
         for p in &plans {
             let c = &p.info;
-            let bound = c.max_log_qp.expect("bound") as f64;
-            assert!(c.log_qp <= bound, "{}: {} > {bound}", c.id, c.log_qp);
+            let bound = c.params.max_log_qp.expect("bound") as f64;
+            assert!(
+                c.params.log_qp <= bound,
+                "{}: {} > {bound}",
+                c.id,
+                c.params.log_qp
+            );
             if c.shape == "seal" {
-                assert_eq!((c.alpha, c.dnum), (1, c.moduli.len()), "{}", c.id);
+                assert_eq!(
+                    (c.params.alpha, c.params.dnum),
+                    (1, c.moduli.len()),
+                    "{}",
+                    c.id
+                );
             }
             if c.family == "w64-p50" {
                 assert!(c.moduli.iter().chain(&c.special).all(|&q| q < 1 << 50));

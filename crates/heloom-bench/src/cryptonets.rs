@@ -2,7 +2,7 @@
 //! side in one run (seed 002's parameters for both: N = 2^14, seven 29-bit primes, scale
 //! 2^29), per stage, with the targets checked.
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use heloom_apps::cryptonets::words::{compare_word_sizes, WordComparison};
 use heloom_apps::cryptonets::CryptoNet;
 use serde::Serialize;
@@ -156,11 +156,5 @@ pub fn render(r: &CryptonetsReport) -> String {
 
 /// Writes `cryptonets-words.json` and `.txt` into `dir`; returns their paths.
 pub fn save(rep: &CryptonetsReport, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let json = dir.join("cryptonets-words.json");
-    let txt = dir.join("cryptonets-words.txt");
-    std::fs::write(&json, serde_json::to_string_pretty(rep)?)
-        .with_context(|| format!("writing {}", json.display()))?;
-    std::fs::write(&txt, render(rep)).with_context(|| format!("writing {}", txt.display()))?;
-    Ok(vec![json, txt])
+    crate::report::save_json_and_text(rep, &render(rep), dir, "cryptonets-words")
 }

@@ -530,10 +530,5 @@ pub fn render(r: &FormatsReport) -> String {
 
 /// Writes `formats.json` and `formats.txt` into `dir`.
 pub fn save(r: &FormatsReport, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
-    std::fs::create_dir_all(dir)?;
-    let json = dir.join("formats.json");
-    std::fs::write(&json, serde_json::to_string_pretty(r)?)?;
-    let txt = dir.join("formats.txt");
-    std::fs::write(&txt, render(r))?;
-    Ok(vec![json, txt])
+    crate::report::save_json_and_text(r, &render(r), dir, "formats")
 }

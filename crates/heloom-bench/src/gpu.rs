@@ -15,15 +15,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::progress::Progress;
+use crate::report::{save_json_and_text, ParamSummary};
 use crate::timing::fmt_sig;
 use anyhow::{anyhow, bail, Context as _, Result};
 use heloom_ckks::{
-    keygen, security, Ciphertext, CkksParameters, Context, Encryptor, Evaluator, SecurityLevel,
-    Threads,
+    keygen, Ciphertext, CkksParameters, Context, Encryptor, Evaluator, SecurityLevel, Threads,
 };
 use heloom_gpu::{Gpu, GpuContext, GpuEvaluator, GpuKind, GpuWord};
 use heloom_math::backend::{cpu_model, Backend};
-use heloom_math::{Form, RnsPoly};
+use heloom_math::sampler::uniform_from_seed;
+use heloom_math::{Form, RnsPoly, Seed};
 use plotters::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -235,16 +236,9 @@ pub struct SetInfo {
     pub n: usize,
     /// Ciphertext primes (limbs) at the top level.
     pub limbs: usize,
-    /// log2 Q.
-    pub log_q: f64,
-    /// log2 QP.
-    pub log_qp: f64,
-    /// The 128-bit bound on log2 QP at this N (`None`: security opted out).
-    pub max_log_qp: Option<u32>,
-    /// Decomposition number of hybrid key switching.
-    pub dnum: usize,
-    /// Special primes.
-    pub alpha: usize,
+    /// log Q, log QP, its 128-bit bound (`None`: security opted out), dnum and alpha.
+    #[serde(flatten)]
+    pub params: ParamSummary,
     /// log2 of the default scale.
     pub scale_bits: u32,
 }
@@ -397,20 +391,16 @@ fn random_values(seed: u64, len: usize) -> Vec<f64> {
     (0..len).map(|_| rng.gen_range(-1.0..=1.0)).collect()
 }
 
+/// A uniformly random polynomial at `level` in coefficient form, expanded from `seed`.
 fn random_coeff_poly<W: GpuWord>(ctx: &Context<W>, level: usize, seed: u64) -> Result<RnsPoly<W>> {
     let basis = ctx.q_basis(level)?;
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let words: Vec<u64> = basis
-        .moduli()
-        .iter()
-        .flat_map(|m| {
-            let q = m.value();
-            (0..ctx.n())
-                .map(|_| rng.gen_range(0..q))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    Ok(basis.poly_from_words(&words, Form::Coeff)?)
+    let mut poly = basis.zero(Form::Coeff);
+    let mut expanded = Seed::default();
+    expanded[..8].copy_from_slice(&seed.to_le_bytes());
+    uniform_from_seed(&expanded, basis, &mut poly)?;
+    // Uniform in either form: the sampler tags it NTT, the ops timed here take coefficients.
+    poly.set_form(Form::Coeff);
+    Ok(poly)
 }
 
 /// Where two word arrays first differ, as "word i (limb l, coefficient c)".
@@ -477,11 +467,7 @@ fn bench_set<W: GpuWord>(
         word_bits: spec.word_bits,
         n: params.n(),
         limbs: params.moduli().len(),
-        log_q: params.log_q(),
-        log_qp: params.log_qp(),
-        max_log_qp: security::max_log_qp(params.n(), params.security()),
-        dnum: params.dnum(),
-        alpha: params.alpha(),
+        params: ParamSummary::of(&params, params.security()),
         scale_bits: spec.scale_bits,
     };
     let ctx = Context::<W>::new(params)?;
@@ -699,17 +685,6 @@ fn bench_set<W: GpuWord>(
     Ok(info)
 }
 
-fn find<'a>(
-    rows: &'a [Row],
-    op: &str,
-    word_bits: u32,
-    log_n: u32,
-    limbs: usize,
-) -> Option<&'a Row> {
-    rows.iter()
-        .find(|r| r.op == op && r.word_bits == word_bits && r.n == 1 << log_n && r.limbs == limbs)
-}
-
 /// The targets (set for an H100 or H200), on 64-bit words.
 fn check_targets(rows: &[Row], emulated: bool, quick: bool) -> Vec<Target> {
     let specs: [(String, &str, u32, usize, f64, &'static str); 3] = [
@@ -744,13 +719,17 @@ fn check_targets(rows: &[Row], emulated: bool, quick: bool) -> Vec<Target> {
             let value = if emulated {
                 None
             } else {
-                find(rows, op, 64, log_n, limbs).and_then(|r| {
-                    if unit == "x" {
-                        r.speedup_1
-                    } else {
-                        Some(r.gpu_us)
-                    }
-                })
+                rows.iter()
+                    .find(|r| {
+                        r.op == op && r.word_bits == 64 && r.n == 1 << log_n && r.limbs == limbs
+                    })
+                    .and_then(|r| {
+                        if unit == "x" {
+                            r.speedup_1
+                        } else {
+                            Some(r.gpu_us)
+                        }
+                    })
             };
             let unmeasured = if emulated {
                 ": emulator"
@@ -885,26 +864,21 @@ pub fn render(rep: &GpuReport) -> String {
     let _ = writeln!(s, "Parameter sets (every op runs at the top level):");
     let _ = writeln!(
         s,
-        "  {:>4} {:>5} {:>5} {:>7} {:>12} {:>5} {:>5} {:>6}",
-        "word", "N", "limbs", "log Q", "log QP/max", "dnum", "alpha", "scale"
+        "  {:>4} {:>5} {:>5} {} {:>6}",
+        "word",
+        "N",
+        "limbs",
+        ParamSummary::header(12),
+        "scale"
     );
     for c in &rep.sets {
         let _ = writeln!(
             s,
-            "  {:>4} {:>5} {:>5} {:>7.1} {:>12} {:>5} {:>5} {:>6}",
+            "  {:>4} {:>5} {:>5} {} {:>6}",
             c.word_bits,
             format!("2^{}", c.n.trailing_zeros()),
             c.limbs,
-            c.log_q,
-            format!(
-                "{:.1}/{}",
-                c.log_qp,
-                c.max_log_qp
-                    .map(|x| x.to_string())
-                    .unwrap_or_else(|| "none".into())
-            ),
-            c.dnum,
-            c.alpha,
+            c.params.cells(12, "none"),
             format!("2^{}", c.scale_bits)
         );
     }
@@ -983,16 +957,12 @@ pub fn slug(name: &str) -> String {
 
 /// Writes `gpu-<slug>.json`, `.txt` and `.svg` into `dir`; returns their paths.
 pub fn save(rep: &GpuReport, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let base = format!("gpu-{}", slug(&rep.gpu.name));
-    let json = dir.join(format!("{base}.json"));
-    let txt = dir.join(format!("{base}.txt"));
+    let mut paths = save_json_and_text(rep, &render(rep), dir, &base)?;
     let svg = dir.join(format!("{base}.svg"));
-    std::fs::write(&json, serde_json::to_string_pretty(rep)?)
-        .with_context(|| format!("writing {}", json.display()))?;
-    std::fs::write(&txt, render(rep)).with_context(|| format!("writing {}", txt.display()))?;
     speedup_chart(rep, &svg).with_context(|| format!("drawing {}", svg.display()))?;
-    Ok(vec![json, txt, svg])
+    paths.push(svg);
+    Ok(paths)
 }
 
 /// Bar colours of the parameter sets, by position.
@@ -1112,6 +1082,7 @@ pub fn speedup_chart(rep: &GpuReport, path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use heloom_ckks::security;
 
     fn row(op: &'static str, word_bits: u32, log_n: u32, limbs: usize, gpu: f64) -> Row {
         Row {

@@ -11,6 +11,7 @@
 //! - [`target`]: the issues' targets and their pass/fail checks.
 //! - [`plot`]: every SVG chart (plotters).
 //! - [`progress`]: progress bars for long runs.
+//! - [`report`]: what the reports share: parameter-set columns, saved files, option checks.
 //! - Harnesses: [`ntt`], [`ckks`] (and SEAL through TenSEAL), [`matmul`], [`cryptonets`],
 //!   [`formats`], [`gpu`], [`profile`] (the runtime's cost profile), [`schedule`] (e^x job
 //!   streams under thread policies), [`offload`] (AES and HE work shared among devices, and
@@ -26,6 +27,7 @@ pub mod offload;
 pub mod plot;
 pub mod profile;
 pub mod progress;
+pub mod report;
 pub mod schedule;
 pub mod target;
 pub mod timing;

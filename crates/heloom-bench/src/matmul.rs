@@ -16,11 +16,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::progress::Progress;
+use crate::report::{save_json_and_text, ParamSummary};
 use crate::timing::fmt_sig;
 use anyhow::{bail, Context as _, Result};
 use heloom_apps::matmul::{diag, jiang, max_abs_error, Matrix};
 use heloom_ckks::{
-    keygen, security, Ciphertext, CkksParameters, Context, Decryptor, Encryptor, Evaluator, KeySet,
+    keygen, Ciphertext, CkksParameters, Context, Decryptor, Encryptor, Evaluator, KeySet,
     PublicKey, SecurityLevel, Threads,
 };
 use heloom_math::Word;
@@ -103,16 +104,9 @@ pub struct SetInfo {
     pub q_bits: String,
     /// Special prime sizes.
     pub special_bits: String,
-    /// log2 Q.
-    pub log_q: f64,
-    /// log2 QP.
-    pub log_qp: f64,
-    /// The 128-bit bound on log2 QP at this N.
-    pub max_log_qp: Option<u32>,
-    /// Decomposition number of hybrid key switching.
-    pub dnum: usize,
-    /// Special primes.
-    pub alpha: usize,
+    /// log Q, log QP, its 128-bit bound, dnum and alpha.
+    #[serde(flatten)]
+    pub params: ParamSummary,
     /// log2 of the scale.
     pub scale_bits: u32,
     /// SIMD backend.
@@ -246,11 +240,7 @@ fn set_info(p: &CkksParameters) -> SetInfo {
         levels: p.max_level(),
         q_bits: bits_list(p.moduli()),
         special_bits: bits_list(p.special_moduli()),
-        log_q: p.log_q(),
-        log_qp: p.log_qp(),
-        max_log_qp: security::max_log_qp(p.n(), SecurityLevel::Bits128),
-        dnum: p.dnum(),
-        alpha: p.alpha(),
+        params: ParamSummary::of(p, SecurityLevel::Bits128),
         scale_bits: SCALE_BITS,
         backend: p.auto_backend().name(),
     }
@@ -749,38 +739,26 @@ pub fn render(rep: &MatmulReport) -> String {
     let _ = writeln!(s, "Parameters: {}", rep.parameters_note);
     let _ = writeln!(
         s,
-        "  {:>4} {:>5} {:>6} {:>10} {:>7} {:>7} {:>12} {:>5} {:>5} {:>6} {:>12}",
+        "  {:>4} {:>5} {:>6} {:>10} {:>7} {} {:>6} {:>12}",
         "word",
         "N",
         "levels",
         "q bits",
         "sp bits",
-        "log Q",
-        "log QP/max",
-        "dnum",
-        "alpha",
+        ParamSummary::header(12),
         "scale",
         "backend"
     );
     for c in &rep.sets {
         let _ = writeln!(
             s,
-            "  {:>4} {:>5} {:>6} {:>10} {:>7} {:>7.1} {:>12} {:>5} {:>5} {:>6} {:>12}",
+            "  {:>4} {:>5} {:>6} {:>10} {:>7} {} {:>6} {:>12}",
             c.word_bits,
             format!("2^{}", c.n.trailing_zeros()),
             c.levels,
             c.q_bits,
             c.special_bits,
-            c.log_q,
-            format!(
-                "{:.1}/{}",
-                c.log_qp,
-                c.max_log_qp
-                    .map(|x| x.to_string())
-                    .unwrap_or_else(|| "none".into())
-            ),
-            c.dnum,
-            c.alpha,
+            c.params.cells(12, "none"),
             format!("2^{}", c.scale_bits),
             c.backend
         );
@@ -862,13 +840,7 @@ pub fn render(rep: &MatmulReport) -> String {
 
 /// Writes `matmul.json` and `matmul.txt` into `dir`; returns their paths.
 pub fn save(rep: &MatmulReport, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let json = dir.join("matmul.json");
-    let txt = dir.join("matmul.txt");
-    std::fs::write(&json, serde_json::to_string_pretty(rep)?)
-        .with_context(|| format!("writing {}", json.display()))?;
-    std::fs::write(&txt, render(rep)).with_context(|| format!("writing {}", txt.display()))?;
-    Ok(vec![json, txt])
+    save_json_and_text(rep, &render(rep), dir, "matmul")
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! `heloom profile`: measures this machine's cost profile (seed 000's Tables 1-5 for heloom) or
 //! shows a stored one.
 
+use crate::report::{at_least_one, check_word_bits};
 use crate::timing::fmt_sig;
 use anyhow::{Context, Result};
 use heloom_runtime::profile::{measure_host, MeasureConfig};
@@ -70,9 +71,7 @@ pub fn run(args: ProfileArgs) -> Result<()> {
 fn config(args: &ProfileArgs) -> Result<MeasureConfig> {
     let mut cfg = MeasureConfig::default();
     if let Some(w) = args.word_bits {
-        if w != 32 && w != 64 {
-            anyhow::bail!("--word-bits {w}: word sizes are 32 and 64");
-        }
+        check_word_bits(&[w])?;
         cfg.word_bits = w;
         if w == 32 {
             cfg.scale_bits = 28;
@@ -95,16 +94,10 @@ fn config(args: &ProfileArgs) -> Result<MeasureConfig> {
         cfg.first_bits = f;
     }
     if let Some(t) = args.max_threads {
-        if t == 0 {
-            anyhow::bail!("--max-threads must be at least 1");
-        }
-        cfg.max_threads = t;
+        cfg.max_threads = at_least_one("--max-threads", t)?;
     }
     if let Some(r) = args.reps {
-        if r == 0 {
-            anyhow::bail!("--reps must be at least 1");
-        }
-        cfg.reps = r;
+        cfg.reps = at_least_one("--reps", r)?;
     }
     Ok(cfg)
 }

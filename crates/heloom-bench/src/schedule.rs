@@ -241,33 +241,25 @@ impl Setup {
         let window = default_window(jobs);
         let pb = bar(jobs as u64, &format!("{} {policy} D={gap} ms", self.label));
         let mut tick = |d: usize, _t: usize| pb.set_position(d as u64);
+        // One simulated run on a fresh scheduler, its executor named `label`.
+        let simulated = |label: &str, progress: &mut dyn FnMut(usize, usize)| -> Result<_> {
+            let mut s = make()?;
+            Ok(simulate(
+                &mut s,
+                model.as_ref(),
+                &arrivals,
+                gap,
+                window,
+                label,
+                progress,
+            ))
+        };
         let (record, sim) = match &self.workload {
-            None => {
-                let mut s = make()?;
-                let r = simulate(
-                    &mut s,
-                    model.as_ref(),
-                    &arrivals,
-                    gap,
-                    window,
-                    &self.label,
-                    &mut tick,
-                );
-                (r, None)
-            }
+            None => (simulated(&self.label, &mut tick)?, None),
             Some(w) => {
                 let mut s = make()?;
                 let r = execute(&mut s, w, &arrivals, gap, window, &mut tick)?;
-                let mut s2 = make()?;
-                let sim = simulate(
-                    &mut s2,
-                    model.as_ref(),
-                    &arrivals,
-                    gap,
-                    window,
-                    "simulated:host",
-                    &mut |_, _| {},
-                );
+                let sim = simulated("simulated:host", &mut |_, _| {})?;
                 (r, Some(summarize(&sim).makespan_ms))
             }
         };

@@ -57,12 +57,7 @@ impl<W: Word> Context<W> {
         let n = params.n();
         let big_l = params.max_level();
         let alpha = params.alpha();
-        let all: Vec<u64> = params
-            .moduli()
-            .iter()
-            .chain(params.special_moduli())
-            .copied()
-            .collect();
+        let all: Vec<u64> = params.qp_moduli().collect();
         let full = RnsBasis::<W>::with_backend(n, &all, backend)?;
         let num_q = big_l + 1;
         let special_idx: Vec<usize> = (num_q..num_q + alpha).collect();

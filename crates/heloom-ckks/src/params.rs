@@ -114,6 +114,21 @@ fn max_prime_bits(word_bits: u32) -> u32 {
     }
 }
 
+/// The checks every parameter set starts with: a supported ring degree and word size.
+fn check_ring(n: usize, word_bits: u32) -> Result<()> {
+    if !n.is_power_of_two() || !((1 << MIN_LOG_N)..=(1 << MAX_LOG_N)).contains(&n) {
+        return Err(CkksError::InvalidParameters(format!(
+            "poly_degree must be a power of two from 2^{MIN_LOG_N} to 2^{MAX_LOG_N}, got {n}"
+        )));
+    }
+    if word_bits != 32 && word_bits != 64 {
+        return Err(CkksError::InvalidParameters(format!(
+            "word_bits must be 32 or 64, got {word_bits}"
+        )));
+    }
+    Ok(())
+}
+
 /// `count` distinct NTT primes as close as possible to `2^bits`, alternating above and below so
 /// that the scale stays near `2^bits` across rescalings (Lattigo's choice for scaling primes).
 fn primes_near(
@@ -263,18 +278,8 @@ impl CkksParameters {
 
     fn from_builder(b: ParametersBuilder) -> Result<Self> {
         let n = b.n;
-        if !n.is_power_of_two() || !((1 << MIN_LOG_N)..=(1 << MAX_LOG_N)).contains(&n) {
-            return Err(CkksError::InvalidParameters(format!(
-                "poly_degree must be a power of two from 2^{MIN_LOG_N} to 2^{MAX_LOG_N}, got {n}"
-            )));
-        }
+        check_ring(n, b.word_bits)?;
         let log_n = n.trailing_zeros();
-        if b.word_bits != 32 && b.word_bits != 64 {
-            return Err(CkksError::InvalidParameters(format!(
-                "word_bits must be 32 or 64, got {}",
-                b.word_bits
-            )));
-        }
         let wmax = max_prime_bits(b.word_bits);
         let min_bits = log_n + 3;
         let bits: Vec<u32> = match &b.prime_bits {
@@ -408,16 +413,19 @@ impl CkksParameters {
                 moduli[i] = primes_of_bits(b.word_bits, q, n, 1, &mut used)?[0];
             }
         }
-        Self::assemble(
+        CkksParameters {
             n,
-            b.word_bits,
+            word_bits: b.word_bits,
             moduli,
             special,
             dnum,
-            2f64.powi(b.scale_bits as i32),
-            b.security,
-            b.secret,
-        )
+            scale: 2f64.powi(b.scale_bits as i32),
+            security: b.security,
+            secret: b.secret,
+            sigma: heloom_math::sampler::DEFAULT_SIGMA,
+            fingerprint: 0,
+        }
+        .seal()
     }
 
     /// Rebuilds parameters from explicit primes (used by deserialization); re-checks everything.
@@ -432,16 +440,7 @@ impl CkksParameters {
         security: SecurityLevel,
         secret: SecretDistribution,
     ) -> Result<Self> {
-        if !n.is_power_of_two() || !((1 << MIN_LOG_N)..=(1 << MAX_LOG_N)).contains(&n) {
-            return Err(CkksError::InvalidParameters(format!(
-                "poly_degree must be a power of two from 2^{MIN_LOG_N} to 2^{MAX_LOG_N}, got {n}"
-            )));
-        }
-        if word_bits != 32 && word_bits != 64 {
-            return Err(CkksError::InvalidParameters(format!(
-                "word_bits must be 32 or 64, got {word_bits}"
-            )));
-        }
+        check_ring(n, word_bits)?;
         if moduli.is_empty() || special.is_empty() {
             return Err(CkksError::InvalidParameters(
                 "need at least one ciphertext prime and one special prime".into(),
@@ -477,46 +476,7 @@ impl CkksParameters {
                 )));
             }
         }
-        Self::assemble(n, word_bits, moduli, special, dnum, scale, security, secret)
-    }
-
-    /// The last step of both constructors: the exact security check on the generated primes,
-    /// that the primes fit the word size, the fingerprint.
-    #[allow(clippy::too_many_arguments)]
-    fn assemble(
-        n: usize,
-        word_bits: u32,
-        moduli: Vec<u64>,
-        special: Vec<u64>,
-        dnum: usize,
-        scale: f64,
-        security: SecurityLevel,
-        secret: SecretDistribution,
-    ) -> Result<Self> {
-        let log_qp: f64 = moduli
-            .iter()
-            .chain(&special)
-            .map(|&q| (q as f64).log2())
-            .sum();
-        if let Some(m) = security::max_log_qp(n, security) {
-            if log_qp > m as f64 {
-                return Err(CkksError::Insecure {
-                    n,
-                    log_qp,
-                    max_log_qp: m,
-                    security: security.bits(),
-                });
-            }
-        }
-        let all_bits = moduli
-            .iter()
-            .chain(&special)
-            .map(|q| 64 - q.leading_zeros())
-            .max()
-            .unwrap_or(max_prime_bits(word_bits));
-        // Some backend of this build runs these primes (the one used is chosen per context).
-        BackendChoice::Auto.resolve(word_bits, all_bits)?;
-        let mut p = CkksParameters {
+        CkksParameters {
             n,
             word_bits,
             moduli,
@@ -527,9 +487,36 @@ impl CkksParameters {
             secret,
             sigma: heloom_math::sampler::DEFAULT_SIGMA,
             fingerprint: 0,
-        };
-        p.fingerprint = p.compute_fingerprint();
-        Ok(p)
+        }
+        .seal()
+    }
+
+    /// The last step of both constructors: the exact security check on the generated primes,
+    /// that the primes fit the word size, the fingerprint.
+    fn seal(mut self) -> Result<Self> {
+        let log_qp: f64 = self.qp_moduli().map(|q| (q as f64).log2()).sum();
+        if let Some(m) = security::max_log_qp(self.n, self.security) {
+            if log_qp > m as f64 {
+                return Err(CkksError::Insecure {
+                    n: self.n,
+                    log_qp,
+                    max_log_qp: m,
+                    security: self.security.bits(),
+                });
+            }
+        }
+        // Some backend of this build runs these primes (the one used is chosen per context).
+        BackendChoice::Auto.resolve(self.word_bits, self.largest_prime_bits())?;
+        self.fingerprint = self.compute_fingerprint();
+        Ok(self)
+    }
+
+    /// Size in bits of the largest ciphertext or special prime.
+    fn largest_prime_bits(&self) -> u32 {
+        self.qp_moduli()
+            .map(|q| 64 - q.leading_zeros())
+            .max()
+            .unwrap_or(max_prime_bits(self.word_bits))
     }
 
     fn compute_fingerprint(&self) -> u64 {
@@ -583,6 +570,11 @@ impl CkksParameters {
     pub fn special_moduli(&self) -> &[u64] {
         &self.special
     }
+    /// Every prime of the key-switching modulus `Q * P`: the ciphertext primes, then the
+    /// special primes.
+    pub fn qp_moduli(&self) -> impl Iterator<Item = u64> + '_ {
+        self.moduli.iter().chain(&self.special).copied()
+    }
     /// Highest level `L` (number of rescalings available to a fresh ciphertext).
     pub fn max_level(&self) -> usize {
         self.moduli.len() - 1
@@ -622,16 +614,9 @@ impl CkksParameters {
     /// The SIMD backend [`crate::Context::new`] picks for these parameters on this CPU (the
     /// fastest one that runs their primes); [`crate::Context::with_backend`] chooses another.
     pub fn auto_backend(&self) -> heloom_math::Backend {
-        let bits = self
-            .moduli
-            .iter()
-            .chain(&self.special)
-            .map(|q| 64 - q.leading_zeros())
-            .max()
-            .unwrap_or(max_prime_bits(self.word_bits));
         // Checked when the parameters were built: some backend runs these primes.
         BackendChoice::Auto
-            .resolve(self.word_bits, bits)
+            .resolve(self.word_bits, self.largest_prime_bits())
             .unwrap_or(heloom_math::Backend::Scalar)
     }
 

@@ -411,6 +411,18 @@ fn expect_header<'a, W: Word>(
     Ok((h, r))
 }
 
+/// Loads a version-2 object of `kind` made for `ctx`: the header checks, then `parse` (which
+/// [`upgrade_v1`] runs on version-1 payloads too) on the payload.
+fn load<'a, W: Word, T>(
+    ctx: &Context<W>,
+    bytes: &'a [u8],
+    kind: ObjectKind,
+    parse: impl FnOnce(&Context<W>, &Header, Reader<'a>) -> Result<T>,
+) -> Result<T> {
+    let (h, r) = expect_header(ctx, bytes, kind)?;
+    parse(ctx, &h, r)
+}
+
 /// Frames `payload` as a version-2 object of `kind`: the header (with the object fingerprint
 /// of `descriptor`) and the checksum. For objects of other crates (task graphs).
 pub fn seal(
@@ -636,14 +648,23 @@ impl<'a> Reader<'a> {
         self.bytes.len() - self.pos
     }
 
+    /// The error for a payload that ends at the cursor before `need` (what needs how many
+    /// bytes) is met; `tail` ends the message.
+    fn truncated(&self, need: &str, tail: &str) -> CkksError {
+        format_err(format!(
+            "truncated {}: {need} at offset {} but only {} remain{tail}",
+            self.what,
+            self.base + self.pos,
+            self.remaining()
+        ))
+    }
+
     fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8]> {
         if n > self.remaining() {
-            return Err(format_err(format!(
-                "truncated {}: {field} needs {n} bytes at offset {} but only {} remain; the data was cut short or a length in it is corrupted",
-                self.what,
-                self.base + self.pos,
-                self.remaining()
-            )));
+            return Err(self.truncated(
+                &format!("{field} needs {n} bytes"),
+                "; the data was cut short or a length in it is corrupted",
+            ));
         }
         let s = &self.bytes[self.pos..self.pos + n];
         self.pos += n;
@@ -790,12 +811,7 @@ fn read_poly<W: Word>(
         total += packed_len(n, w);
     }
     if total > r.remaining() {
-        return Err(format_err(format!(
-            "truncated {}: {what} needs {total} bytes of coefficients at offset {} but only {} remain",
-            r.what,
-            r.base + r.pos,
-            r.remaining()
-        )));
+        return Err(r.truncated(&format!("{what} needs {total} bytes of coefficients"), ""));
     }
     let mut p = basis.zero(form);
     for (i, (&w, m)) in widths.iter().zip(basis.moduli()).enumerate() {
@@ -1189,8 +1205,7 @@ impl<W: Word> Ciphertext<W> {
     /// Loads a ciphertext written by [`Ciphertext::to_bytes`] for `ctx`'s parameters,
     /// re-expanding a seeded `c_1`.
     pub fn from_bytes(ctx: &Context<W>, bytes: &[u8]) -> Result<Self> {
-        let (h, r) = expect_header(ctx, bytes, ObjectKind::Ciphertext)?;
-        Self::parse(ctx, &h, r)
+        load(ctx, bytes, ObjectKind::Ciphertext, Self::parse)
     }
 
     fn parse(ctx: &Context<W>, h: &Header, mut r: Reader<'_>) -> Result<Self> {
@@ -1277,8 +1292,7 @@ impl<W: Word> Plaintext<W> {
 
     /// Loads a plaintext written by [`Plaintext::to_bytes`] for `ctx`'s parameters.
     pub fn from_bytes(ctx: &Context<W>, bytes: &[u8]) -> Result<Self> {
-        let (h, r) = expect_header(ctx, bytes, ObjectKind::Plaintext)?;
-        Self::parse(ctx, &h, r)
+        load(ctx, bytes, ObjectKind::Plaintext, Self::parse)
     }
 
     fn parse(ctx: &Context<W>, h: &Header, mut r: Reader<'_>) -> Result<Self> {
@@ -1323,8 +1337,7 @@ impl<W: Word> PublicKey<W> {
     /// Loads a public key written by [`PublicKey::to_bytes`] for `ctx`'s parameters,
     /// re-expanding `a` from its seed.
     pub fn from_bytes(ctx: &Context<W>, bytes: &[u8]) -> Result<Self> {
-        let (h, r) = expect_header(ctx, bytes, ObjectKind::PublicKey)?;
-        Self::parse(ctx, &h, r)
+        load(ctx, bytes, ObjectKind::PublicKey, Self::parse)
     }
 
     fn parse(ctx: &Context<W>, h: &Header, mut r: Reader<'_>) -> Result<Self> {
@@ -1468,8 +1481,7 @@ impl<W: Word> SwitchingKey<W> {
     /// Loads a switching key written by [`SwitchingKey::to_bytes`] for `ctx`'s parameters,
     /// re-expanding every `a_j` from its seed.
     pub fn from_bytes(ctx: &Context<W>, bytes: &[u8]) -> Result<Self> {
-        let (h, r) = expect_header(ctx, bytes, ObjectKind::SwitchingKey)?;
-        Self::parse(ctx, &h, r)
+        load(ctx, bytes, ObjectKind::SwitchingKey, Self::parse)
     }
 
     fn parse(ctx: &Context<W>, h: &Header, mut r: Reader<'_>) -> Result<Self> {
@@ -1529,8 +1541,7 @@ impl<W: Word> EvaluationKeys<W> {
     /// The relinearization key must have that role, Galois keys theirs, with elements odd,
     /// below `2N` and strictly increasing.
     pub fn from_bytes(ctx: &Context<W>, bytes: &[u8]) -> Result<Self> {
-        let (h, r) = expect_header(ctx, bytes, ObjectKind::EvaluationKeys)?;
-        Self::parse(ctx, &h, r)
+        load(ctx, bytes, ObjectKind::EvaluationKeys, Self::parse)
     }
 
     fn parse(ctx: &Context<W>, h: &Header, mut r: Reader<'_>) -> Result<Self> {

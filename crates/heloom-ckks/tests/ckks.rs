@@ -13,11 +13,9 @@
 
 mod common;
 
-use common::Bounded;
+use common::{max_err, rand_vec, secure_params, Bounded};
 use heloom_ckks::*;
 use heloom_math::Word;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
 const STEPS: [i64; 5] = [1, -1, 3, 8, 100];
@@ -31,34 +29,12 @@ fn setup<W: Word>(params: CkksParameters, bound: f64) -> Bounded<W> {
     }
 }
 
-fn p64() -> CkksParameters {
-    CkksParameters::builder(1 << 13)
-        .levels(3)
-        .first_bits(45)
-        .scale_bits(40)
-        .build()
-        .expect("params64")
-}
-
 fn p64_deep() -> CkksParameters {
     CkksParameters::new(1 << 14, 6, 40, 64).expect("params64 deep")
 }
 
 fn p32() -> CkksParameters {
     CkksParameters::new(1 << 13, 4, 28, 32).expect("params32")
-}
-
-fn rand_vec(seed: u64, n: usize) -> Vec<f64> {
-    let mut r = ChaCha8Rng::seed_from_u64(seed);
-    (0..n).map(|_| r.gen_range(-1.0..1.0)).collect()
-}
-
-fn max_err(got: &[f64], want: &[f64]) -> f64 {
-    assert!(got.len() >= want.len(), "{} < {}", got.len(), want.len());
-    want.iter()
-        .zip(got)
-        .map(|(w, g)| (w - g).abs())
-        .fold(0.0, f64::max)
 }
 
 fn check<W: Word>(s: &Bounded<W>, ct: &Ciphertext<W>, want: &[f64], bound: f64, what: &str) {
@@ -409,7 +385,7 @@ fn foreign<W: Word>(s: &Bounded<W>, other: CkksParameters) {
 
 #[test]
 fn ckks_64bit_all_operations() {
-    let s = setup::<u64>(p64(), 2f64.powi(-25));
+    let s = setup::<u64>(secure_params(3), 2f64.powi(-25));
     basic_ops(&s);
     rotations(&s);
     sparse(&s);

@@ -11,10 +11,12 @@
 #![allow(clippy::unwrap_used)]
 
 // Only the fuzz contexts are used here.
+mod common;
 #[allow(dead_code)]
 #[path = "../../../fuzz/src/lib.rs"]
 mod fuzz_bodies;
 
+use common::max_err;
 use heloom_ckks::serialize::{peek_header, ObjectKind};
 use heloom_ckks::*;
 use std::path::PathBuf;
@@ -35,11 +37,14 @@ fn read(name: &str) -> Vec<u8> {
     })
 }
 
-fn max_err(got: &[f64], want: &[f64]) -> f64 {
-    want.iter()
-        .zip(got)
-        .map(|(w, g)| (w - g).abs())
-        .fold(0.0, f64::max)
+/// Loads the fixture `$name` as a `$ty` for `$ctx` and checks that it writes back byte for byte.
+macro_rules! reload {
+    ($ty:ident, $ctx:expr, $name:literal) => {{
+        let bytes = read($name);
+        let obj = $ty::from_bytes($ctx, &bytes).unwrap();
+        assert_eq!(obj.to_bytes(), bytes, $name);
+        obj
+    }};
 }
 
 /// Writes the fixtures when `HELOOM_WRITE_FIXTURES=1`; otherwise does nothing.
@@ -115,21 +120,14 @@ fn frozen_v2_objects_load_write_back_and_compute() {
     let params = read("params64.bin");
     assert_eq!(CkksParameters::from_bytes(&params).unwrap(), *ctx.params());
     assert_eq!(ctx.params().to_bytes(), params);
-    let sk = SecretKey::from_bytes(ctx, &read("secret_key64.bin")).unwrap();
-    assert_eq!(sk.to_bytes(), read("secret_key64.bin"));
-    let pk = PublicKey::from_bytes(ctx, &read("public_key64.bin")).unwrap();
-    assert_eq!(pk.to_bytes(), read("public_key64.bin"));
-    let ek = EvaluationKeys::from_bytes(ctx, &read("evaluation_keys64.bin")).unwrap();
-    assert_eq!(ek.to_bytes(), read("evaluation_keys64.bin"));
-    let swk = SwitchingKey::from_bytes(ctx, &read("switching_key64.bin")).unwrap();
-    assert_eq!(swk.to_bytes(), read("switching_key64.bin"));
+    let sk = reload!(SecretKey, ctx, "secret_key64.bin");
+    let pk = reload!(PublicKey, ctx, "public_key64.bin");
+    let ek = reload!(EvaluationKeys, ctx, "evaluation_keys64.bin");
+    let swk = reload!(SwitchingKey, ctx, "switching_key64.bin");
     assert_eq!(swk.role(), KeyRole::Relinearization);
-    let ct = Ciphertext::from_bytes(ctx, &read("ciphertext64.bin")).unwrap();
-    assert_eq!(ct.to_bytes(), read("ciphertext64.bin"));
-    let seeded = Ciphertext::from_bytes(ctx, &read("ciphertext64-seeded.bin")).unwrap();
-    assert_eq!(seeded.to_bytes(), read("ciphertext64-seeded.bin"));
-    let pt = Plaintext::from_bytes(ctx, &read("plaintext64.bin")).unwrap();
-    assert_eq!(pt.to_bytes(), read("plaintext64.bin"));
+    let ct = reload!(Ciphertext, ctx, "ciphertext64.bin");
+    let seeded = reload!(Ciphertext, ctx, "ciphertext64-seeded.bin");
+    let pt = reload!(Plaintext, ctx, "plaintext64.bin");
 
     // The values they were made from.
     let n = VALUES.len();
@@ -154,10 +152,8 @@ fn frozen_v2_objects_load_write_back_and_compute() {
     // 32-bit words.
     let ctx32 = fuzz_bodies::ctx32();
     assert_eq!(ctx32.params().to_bytes(), read("params32.bin"));
-    let sk32 = SecretKey::from_bytes(ctx32, &read("secret_key32.bin")).unwrap();
-    assert_eq!(sk32.to_bytes(), read("secret_key32.bin"));
-    let ct32 = Ciphertext::from_bytes(ctx32, &read("ciphertext32.bin")).unwrap();
-    assert_eq!(ct32.to_bytes(), read("ciphertext32.bin"));
+    let sk32 = reload!(SecretKey, ctx32, "secret_key32.bin");
+    let ct32 = reload!(Ciphertext, ctx32, "ciphertext32.bin");
     let got = Decryptor::new(ctx32, &sk32)
         .unwrap()
         .decrypt(&ct32)

@@ -4,6 +4,9 @@
 //! output slot within 2^-20 of the plain result (up to 64 products summed, each with the
 //! rounding noise of one plaintext multiply and one rotation).
 
+mod common;
+
+use common::secure_params;
 use heloom_ckks::circuits::lintrans::{baby_steps, rotate_values};
 use heloom_ckks::*;
 use rand::{Rng, SeedableRng};
@@ -11,15 +14,6 @@ use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
 const BOUND: f64 = 1.0 / (1u64 << 20) as f64;
-
-fn params() -> CkksParameters {
-    CkksParameters::builder(1 << 13)
-        .levels(2)
-        .first_bits(45)
-        .scale_bits(40)
-        .build()
-        .expect("params")
-}
 
 fn random(rng: &mut ChaCha8Rng, n: usize) -> Vec<f64> {
     (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect()
@@ -45,7 +39,7 @@ struct Setup {
 }
 
 fn setup(steps: &[i64]) -> Setup {
-    let ctx = Context::<u64>::new(params()).expect("context");
+    let ctx = Context::<u64>::new(secure_params(2)).expect("context");
     let keys = keygen(&ctx, steps, false).expect("keygen");
     Setup { ctx, keys }
 }
@@ -99,7 +93,7 @@ fn banded_transform_on_packed_slots() {
         .collect();
     let baby = baby_steps(period);
     assert_eq!(baby, 8);
-    let probe = Context::<u64>::new(params()).expect("context");
+    let probe = Context::<u64>::new(secure_params(2)).expect("context");
     let t = LinearTransform::new(
         &probe,
         period,
@@ -127,7 +121,7 @@ fn banded_transform_on_packed_slots() {
 #[test]
 fn dense_transform_on_all_slots_with_a_lower_input_level() {
     let mut rng = ChaCha8Rng::seed_from_u64(2);
-    let s0 = Context::<u64>::new(params()).expect("context");
+    let s0 = Context::<u64>::new(secure_params(2)).expect("context");
     let period = s0.params().slots();
     // 12 dense diagonals over all N/2 slots, baby 4: giant steps 4 and 8.
     let count = 12;
@@ -153,7 +147,7 @@ fn dense_transform_on_all_slots_with_a_lower_input_level() {
 
 #[test]
 fn zero_transform_and_bad_inputs() {
-    let ctx = Context::<u64>::new(params()).expect("context");
+    let ctx = Context::<u64>::new(secure_params(2)).expect("context");
     let zero = LinearTransform::new(&ctx, 16, 16, 4, 2, |_| vec![0.0; 16], Threads::single())
         .expect("zero");
     assert_eq!((zero.nonzero_diagonals(), zero.used_steps().len()), (0, 0));

@@ -10,7 +10,7 @@ mod common;
 #[path = "../../../fuzz/src/lib.rs"]
 mod fuzz_bodies;
 
-use common::Setup;
+use common::{max_err, rand_vec, Setup};
 use heloom_ckks::serialize::{
     peek_header, peek_kind, upgrade_v1, upgrade_v1_params, ObjectKind, CHECKSUM_LEN,
     FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD_BYTES,
@@ -65,18 +65,6 @@ macro_rules! both {
             }
         }
     };
-}
-
-fn values(n: usize, seed: u64) -> Vec<f64> {
-    let mut r = ChaCha8Rng::seed_from_u64(seed);
-    (0..n).map(|_| r.gen_range(-1.0..1.0)).collect()
-}
-
-fn max_err(got: &[f64], want: &[f64]) -> f64 {
-    want.iter()
-        .zip(got)
-        .map(|(w, g)| (w - g).abs())
-        .fold(0.0, f64::max)
 }
 
 /// Loose decryption bound: the bit-identical checks are the real ones, this only says the
@@ -171,7 +159,7 @@ const CT_META: usize = 2 + 1 + 1 + 1 + 4 + 8;
 // ----- round trips -----
 
 fn ciphertext_public_key<W: Word>(s: &Setup<W>) {
-    let x = values(s.ctx.params().slots(), 1);
+    let x = rand_vec(1, s.ctx.params().slots());
     let ct = s.enc.encrypt(&x, &s.keys.public_key).expect("encrypt");
     assert!(!ct.is_seeded());
     let bytes = ct.to_bytes();
@@ -191,7 +179,7 @@ fn ciphertext_public_key<W: Word>(s: &Setup<W>) {
 both!(ciphertext_public_key_round_trip, ciphertext_public_key);
 
 fn ciphertext_symmetric<W: Word>(s: &Setup<W>) {
-    let x = values(s.ctx.params().slots(), 2);
+    let x = rand_vec(2, s.ctx.params().slots());
     let ct = s
         .enc
         .encrypt_symmetric(&x, &s.keys.secret_key)
@@ -224,7 +212,7 @@ fn ciphertext_symmetric<W: Word>(s: &Setup<W>) {
 both!(ciphertext_symmetric_round_trip, ciphertext_symmetric);
 
 fn ciphertext_three_polys<W: Word>(s: &Setup<W>) {
-    let x = values(s.ctx.params().slots(), 3);
+    let x = rand_vec(3, s.ctx.params().slots());
     let a = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
     let b = s.enc.encrypt_symmetric(&x, &s.keys.secret_key).unwrap();
     let m = s.ev.multiply(&a, &b).unwrap();
@@ -244,13 +232,22 @@ fn ciphertext_three_polys<W: Word>(s: &Setup<W>) {
 }
 both!(ciphertext_three_polys_round_trip, ciphertext_three_polys);
 
+/// Writes `$obj`, checks that the bytes say `ObjectKind::$ty` and loads them back as a `$ty`
+/// for `$ctx`: `(bytes, loaded copy)`.
+macro_rules! write_load {
+    ($ty:ident, $obj:expr, $ctx:expr) => {{
+        let bytes = $obj.to_bytes();
+        assert_eq!(peek_kind(&bytes).unwrap(), ObjectKind::$ty);
+        let back = $ty::from_bytes($ctx, &bytes).expect("load");
+        (bytes, back)
+    }};
+}
+
 fn plaintext<W: Word>(s: &Setup<W>) {
-    let x = values(100, 4);
+    let x = rand_vec(4, 100);
     for level in 0..=s.ctx.max_level() {
         let pt = s.ctx.encode_at(&x, level, 2f64.powi(25)).expect("encode");
-        let bytes = pt.to_bytes();
-        assert_eq!(peek_kind(&bytes).unwrap(), ObjectKind::Plaintext);
-        let back = Plaintext::from_bytes(&s.ctx, &bytes).expect("load");
+        let (bytes, back) = write_load!(Plaintext, pt, &s.ctx);
         assert!(pt.poly() == back.poly());
         assert_eq!(pt.level(), back.level());
         assert_eq!(pt.slots(), back.slots());
@@ -263,23 +260,16 @@ both!(plaintext_round_trip, plaintext);
 
 fn public_key<W: Word>(s: &Setup<W>) {
     let pk = &s.keys.public_key;
-    let bytes = pk.to_bytes();
-    assert_eq!(peek_kind(&bytes).unwrap(), ObjectKind::PublicKey);
-    let back = PublicKey::from_bytes(&s.ctx, &bytes).expect("load");
+    let (bytes, back) = write_load!(PublicKey, pk, &s.ctx);
     assert_eq!(back.fingerprint(), pk.fingerprint());
     assert_eq!(back.to_bytes(), bytes);
     // b packed, a as a seed.
     let p = s.ctx.params();
-    let all: Vec<u64> = p
-        .moduli()
-        .iter()
-        .chain(p.special_moduli())
-        .copied()
-        .collect();
+    let all: Vec<u64> = p.qp_moduli().collect();
     let most = FRAME + 32 + packed_poly_len(s.ctx.n(), &all);
     assert!(bytes.len() <= most && bytes.len() + all.len() * s.ctx.n() / 8 >= most);
     // Encrypting with the reloaded key decrypts (a wrong a would give noise).
-    let x = values(p.slots(), 5);
+    let x = rand_vec(5, p.slots());
     let ct = s.enc.encrypt(&x, &back).expect("encrypt with reloaded key");
     assert!(max_err(&s.dec.decrypt(&ct).unwrap(), &x) < BOUND);
     // At a lower level too (the key is cut down to q_0..q_l, P).
@@ -291,9 +281,7 @@ both!(public_key_round_trip, public_key);
 
 fn evaluation_keys<W: Word>(s: &Setup<W>) {
     let ek = &s.keys.evaluation_keys;
-    let bytes = ek.to_bytes();
-    assert_eq!(peek_kind(&bytes).unwrap(), ObjectKind::EvaluationKeys);
-    let back = EvaluationKeys::from_bytes(&s.ctx, &bytes).expect("load");
+    let (bytes, back) = write_load!(EvaluationKeys, ek, &s.ctx);
     assert_eq!(back.galois_elements(), ek.galois_elements());
     assert!(back.has_relin());
     assert_eq!(back.memory_bytes(), ek.memory_bytes());
@@ -301,7 +289,7 @@ fn evaluation_keys<W: Word>(s: &Setup<W>) {
     // Seeded a_j and packed b_j: about half of the in-memory size, times bits/word.
     assert!(bytes.len() < ek.memory_bytes() / 2 + 4096);
     let ev2 = Evaluator::new(&s.ctx, Arc::new(back)).unwrap();
-    let x = values(s.ctx.params().slots(), 6);
+    let x = rand_vec(6, s.ctx.params().slots());
     let a = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
     let m = s.ev.multiply(&a, &a).unwrap();
     let r1 = s.ev.relinearize(&m).unwrap();
@@ -379,7 +367,7 @@ fn parameters_round_trip() {
 /// Prints the sizes of a ciphertext (raw words, packed, seeded) for both word sizes: run with
 /// `--nocapture` to see them.
 fn sizes<W: Word>(s: &Setup<W>) {
-    let x = values(s.ctx.params().slots(), 7);
+    let x = rand_vec(7, s.ctx.params().slots());
     let ct = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
     let sym = s.enc.encrypt_symmetric(&x, &s.keys.secret_key).unwrap();
     let raw = raw_len(&ct);
@@ -597,7 +585,7 @@ fn write_bits(bytes: &mut [u8], at: usize, w: usize, v: u64) {
 }
 
 fn field_errors<W: Word>(s: &Setup<W>) {
-    let x = values(8, 9);
+    let x = rand_vec(9, 8);
     let ct = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
     let good = ct.to_bytes();
     let load = |b: &[u8]| Ciphertext::from_bytes(&s.ctx, &sealed(b));
@@ -1150,7 +1138,7 @@ fn secret_key<W: Word>(s: &Setup<W>) {
     let back = SecretKey::from_bytes(&s.ctx, &bytes).expect("load secret key");
     assert_eq!(back.to_bytes(), bytes);
     // The reloaded key decrypts what the original's public key encrypted.
-    let x = values(s.ctx.params().slots(), 11);
+    let x = rand_vec(11, s.ctx.params().slots());
     let ct = s.enc.encrypt(&x, &s.keys.public_key).unwrap();
     let dec = Decryptor::new(&s.ctx, &back).unwrap();
     assert_eq!(dec.decrypt(&ct).unwrap(), s.dec.decrypt(&ct).unwrap());
@@ -1307,8 +1295,8 @@ fn fuzz_name(kind: ObjectKind) -> &'static str {
 /// the same kind. Each is refused with a typed error or loads as one of the two originals.
 fn large_corruptions<W: Word>(s: &Setup<W>) {
     let mut rng = ChaCha8Rng::seed_from_u64(u64::from(W::BITS));
-    let x = values(64, 13);
-    let y = values(64, 14);
+    let x = rand_vec(13, 64);
+    let y = rand_vec(14, 64);
     let other = keygen(&s.ctx, &STEPS, true).unwrap();
     type Load<'a> = Box<dyn Fn(&[u8]) -> Result<Vec<u8>> + 'a>;
     let kinds: Vec<(&str, [Vec<u8>; 2], Load<'_>)> = vec![

@@ -24,6 +24,18 @@ fn params(word_bits: u32) -> CkksParameters {
         .unwrap()
 }
 
+/// A store that keeps at most `budget` bytes in memory and reloads what it spilled with `load`.
+fn spilling_store<T: Spill>(
+    budget: u64,
+    load: impl Fn(&[u8]) -> Result<T> + Send + Sync + 'static,
+) -> Store<T> {
+    let config = StoreConfig {
+        budget_bytes: Some(budget),
+        ..StoreConfig::default()
+    };
+    Store::new(config, move |b: &[u8]| load(b).map_err(|e| e.to_string())).unwrap()
+}
+
 fn values(i: usize, n: usize) -> Vec<f64> {
     (0..n)
         .map(|j| ((i * 131 + j * 17) % 1000) as f64 / 500.0 - 1.0)
@@ -128,14 +140,10 @@ fn keys_and_plaintexts_round_trip_through_a_store() {
 
     // Switching keys: budget for one, so the other spills.
     let c = Arc::clone(&ctx);
-    let store: Store<SwitchingKey<u64>> = Store::new(
-        StoreConfig {
-            budget_bytes: Some(relin.memory_bytes() as u64 + 1),
-            ..StoreConfig::default()
-        },
-        move |b: &[u8]| SwitchingKey::from_bytes(&c, b).map_err(|e| e.to_string()),
-    )
-    .unwrap();
+    let store: Store<SwitchingKey<u64>> =
+        spilling_store(relin.memory_bytes() as u64 + 1, move |b| {
+            SwitchingKey::from_bytes(&c, b)
+        });
     let g = keys.evaluation_keys.galois_elements()[0];
     let galois = keys.evaluation_keys.galois_key(g).unwrap().clone();
     store.insert(0, relin.clone()).unwrap();
@@ -147,14 +155,7 @@ fn keys_and_plaintexts_round_trip_through_a_store() {
 
     // Plaintexts.
     let c = Arc::clone(&ctx);
-    let pts: Store<Plaintext<u64>> = Store::new(
-        StoreConfig {
-            budget_bytes: Some(1),
-            ..StoreConfig::default()
-        },
-        move |b: &[u8]| Plaintext::from_bytes(&c, b).map_err(|e| e.to_string()),
-    )
-    .unwrap();
+    let pts: Store<Plaintext<u64>> = spilling_store(1, move |b| Plaintext::from_bytes(&c, b));
     let pt = ctx.encode(&values(3, 16)).unwrap();
     assert_eq!(pt.memory_bytes(), 3 * n * 8);
     pts.insert(7, pt.clone()).unwrap();
@@ -178,14 +179,8 @@ fn a_loader_for_other_parameters_is_a_load_error() {
     let ct = Encryptor::new(&ctx)
         .encrypt(&[0.5], &keys.public_key)
         .unwrap();
-    let store: Store<Ciphertext<u64>> = Store::new(
-        StoreConfig {
-            budget_bytes: Some(1),
-            ..StoreConfig::default()
-        },
-        move |b: &[u8]| Ciphertext::from_bytes(&other, b).map_err(|e| e.to_string()),
-    )
-    .unwrap();
+    let store: Store<Ciphertext<u64>> =
+        spilling_store(1, move |b| Ciphertext::from_bytes(&other, b));
     store.insert(1, ct).unwrap();
     store.flush().unwrap();
     let err = store.get(1).unwrap_err();

@@ -7,11 +7,9 @@
 
 mod common;
 
-use common::Bounded;
+use common::{rand_vec, Bounded};
 use heloom_ckks::*;
 use heloom_math::Word;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 
 const BUDGETS: [usize; 5] = [1, 2, 3, 4, 7];
 const STEPS: [i64; 3] = [1, -3, 5];
@@ -32,11 +30,6 @@ fn setup<W: Word>(params: CkksParameters, bound: f64) -> Bounded<W> {
         setup: common::Setup::new(params, &STEPS, true),
         bound,
     }
-}
-
-fn rand_vec(seed: u64, n: usize) -> Vec<f64> {
-    let mut r = ChaCha8Rng::seed_from_u64(seed);
-    (0..n).map(|_| r.gen_range(-1.0..1.0)).collect()
 }
 
 fn same<W: Word>(got: &Ciphertext<W>, want: &Ciphertext<W>, what: &str) {
@@ -209,6 +202,16 @@ fn check_polynomials<W: Word>(s: &Bounded<W>, bound: f64) {
     }
 }
 
+/// N = 2^12 parameters without a security bound: `levels` rescalings at `2^scale_bits` on
+/// `word_bits`-bit words.
+fn insecure(word_bits: u32, levels: usize, scale_bits: u32) -> ParametersBuilder {
+    CkksParameters::builder(1 << 12)
+        .word_bits(word_bits)
+        .levels(levels)
+        .scale_bits(scale_bits)
+        .security(SecurityLevel::None)
+}
+
 fn check_all<W: Word>(s: &Bounded<W>, poly_bound: f64) {
     for level in (0..=s.ctx.max_level()).rev() {
         check_level(s, level);
@@ -232,12 +235,9 @@ fn budgets_are_bit_identical_64bit() {
 fn budgets_are_bit_identical_64bit_odd_digits() {
     init();
     // Three digits of two primes at the top: rounds of digits plus a left-over digit.
-    let p = CkksParameters::builder(1 << 12)
-        .levels(5)
+    let p = insecure(64, 5, 40)
         .first_bits(50)
-        .scale_bits(40)
         .special_count(2)
-        .security(SecurityLevel::None)
         .build()
         .unwrap();
     assert_eq!(p.dnum(), 3);
@@ -247,13 +247,7 @@ fn budgets_are_bit_identical_64bit_odd_digits() {
 #[test]
 fn budgets_are_bit_identical_32bit() {
     init();
-    let p = CkksParameters::builder(1 << 12)
-        .word_bits(32)
-        .levels(4)
-        .scale_bits(28)
-        .security(SecurityLevel::None)
-        .build()
-        .unwrap();
+    let p = insecure(32, 4, 28).build().unwrap();
     check_all(&setup::<u32>(p, 2f64.powi(-10)), 2f64.powi(-7));
 }
 
@@ -261,13 +255,6 @@ fn budgets_are_bit_identical_32bit() {
 fn budgets_are_bit_identical_32bit_one_prime_digits() {
     init();
     // One special prime: a digit per ciphertext prime (SEAL's shape), single-prime mod-up.
-    let p = CkksParameters::builder(1 << 12)
-        .word_bits(32)
-        .levels(3)
-        .scale_bits(28)
-        .special_count(1)
-        .security(SecurityLevel::None)
-        .build()
-        .unwrap();
+    let p = insecure(32, 3, 28).special_count(1).build().unwrap();
     check_all(&setup::<u32>(p, 2f64.powi(-10)), 2f64.powi(-7));
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
+use heloom_apps::matmul::max_abs_error;
 use heloom_ckks::{keygen, CkksParameters, Context, Decryptor, Encryptor, Evaluator, PolyBasis};
 use heloom_math::backend::cpu_report;
 use heloom_math::Word;
@@ -30,15 +31,8 @@ impl Timer {
     }
 }
 
-fn max_err(got: &[f64], want: &[f64]) -> f64 {
-    want.iter()
-        .zip(got)
-        .map(|(w, g)| (w - g).abs())
-        .fold(0.0, f64::max)
-}
-
 fn report(name: &str, got: &[f64], want: &[f64], bound: f64, ok: &mut bool) {
-    let e = max_err(got, want);
+    let e = max_abs_error(got, want);
     let pass = e <= bound;
     *ok &= pass;
     println!(

@@ -591,6 +591,7 @@ pub fn demo_section() -> Result<()> {
 fn render(j: &serde_json::Value) -> String {
     use std::fmt::Write as _;
     let f = |k: &str| j[k].as_f64().unwrap_or(f64::NAN);
+    let yes = |k: &str| j[k].as_bool() == Some(true);
     let mut s = String::new();
     let r: Option<MatchResult> = serde_json::from_value::<(usize, usize)>(serde_json::json!([
         j["result"]["length"],
@@ -618,7 +619,7 @@ fn render(j: &serde_json::Value) -> String {
             r.count,
             j["reference"]["length"],
             j["reference"]["count"],
-            if j["all_match"].as_bool() == Some(true) {
+            if yes("all_match") {
                 "equal (every run)"
             } else {
                 "DIFFERENT"
@@ -664,7 +665,7 @@ fn render(j: &serde_json::Value) -> String {
         j["reps"],
         f("total_s_first_run"),
         f("target_total_s"),
-        if j["target_met"].as_bool() == Some(true) {
+        if yes("target_met") {
             "met"
         } else {
             "missed"

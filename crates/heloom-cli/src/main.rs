@@ -6,9 +6,11 @@ mod genome;
 mod mnist;
 
 use heloom_bench as bench;
+use heloom_bench::report::{at_least_one, check_word_bits};
 use heloom_bench::{offload, profile, schedule};
 
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 
 // HE ops allocate and free multi-megabyte polynomials; mimalloc keeps those pages mapped
 // instead of returning them to the OS (glibc's mmap path costs page faults on every op).
@@ -322,10 +324,7 @@ fn main() -> Result<()> {
                 opts.min_sample_us = 500.0;
             }
             if let Some(k) = samples {
-                if k == 0 {
-                    anyhow::bail!("--samples must be at least 1");
-                }
-                opts.samples = k;
+                opts.samples = at_least_one("--samples", k)?;
             }
             if !log_n.is_empty() {
                 for &l in &log_n {
@@ -340,11 +339,7 @@ fn main() -> Result<()> {
                 opts.log_ns.dedup();
             }
             if !word_bits.is_empty() {
-                for &w in &word_bits {
-                    if w != 32 && w != 64 {
-                        anyhow::bail!("--word-bits {w}: word sizes are 32 and 64");
-                    }
-                }
+                check_word_bits(&word_bits)?;
                 opts.word_bits = word_bits;
             }
             if vs == Some(Versus::Tenseal) {
@@ -383,16 +378,13 @@ fn main() -> Result<()> {
             };
             let opts = bench::gpu::GpuBenchOptions::new(quick, emulator);
             let report = bench::gpu::run(&gpu, &opts)?;
-            if let Some(dir) = out {
-                for p in bench::gpu::save(&report, &dir)? {
-                    eprintln!("wrote {}", p.display());
-                }
-            }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", bench::gpu::render(&report));
-            }
+            save_and_print(
+                &report,
+                out.as_deref(),
+                json,
+                bench::gpu::save,
+                bench::gpu::render,
+            )?;
             Ok(())
         }
         Command::Bench {
@@ -411,16 +403,13 @@ fn main() -> Result<()> {
                 threads: threads.unwrap_or_else(heloom_pool::cores),
             };
             let report = bench::cryptonets::run(&opts)?;
-            if let Some(dir) = out {
-                for p in bench::cryptonets::save(&report, &dir)? {
-                    eprintln!("wrote {}", p.display());
-                }
-            }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", bench::cryptonets::render(&report));
-            }
+            save_and_print(
+                &report,
+                out.as_deref(),
+                json,
+                bench::cryptonets::save,
+                bench::cryptonets::render,
+            )?;
             Ok(())
         }
         Command::Bench {
@@ -434,22 +423,16 @@ fn main() -> Result<()> {
         } => {
             let mut opts = bench::formats::FormatsBenchOptions::new(quick);
             if let Some(c) = corruptions {
-                if c == 0 {
-                    anyhow::bail!("--corruptions must be at least 1");
-                }
-                opts.corruptions = c;
+                opts.corruptions = at_least_one("--corruptions", c)?;
             }
             let report = bench::formats::run(&opts)?;
-            if let Some(dir) = out {
-                for p in bench::formats::save(&report, &dir)? {
-                    eprintln!("wrote {}", p.display());
-                }
-            }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", bench::formats::render(&report));
-            }
+            save_and_print(
+                &report,
+                out.as_deref(),
+                json,
+                bench::formats::save,
+                bench::formats::render,
+            )?;
             if report.accepted_total > 0 {
                 anyhow::bail!(
                     "{} corruptions were accepted or made a loader panic",
@@ -481,31 +464,43 @@ fn main() -> Result<()> {
                 opts.dims = dims;
             }
             if !word_bits.is_empty() {
-                for &w in &word_bits {
-                    if w != 32 && w != 64 {
-                        anyhow::bail!("--word-bits {w}: word sizes are 32 and 64");
-                    }
-                }
+                check_word_bits(&word_bits)?;
                 opts.word_bits = word_bits;
             }
             if let Some(r) = reps {
-                if r == 0 {
-                    anyhow::bail!("--reps must be at least 1");
-                }
-                opts.reps = r;
+                opts.reps = at_least_one("--reps", r)?;
             }
             let report = bench::matmul::run(&opts)?;
-            if let Some(dir) = out {
-                for p in bench::matmul::save(&report, &dir)? {
-                    eprintln!("wrote {}", p.display());
-                }
-            }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", bench::matmul::render(&report));
-            }
+            save_and_print(
+                &report,
+                out.as_deref(),
+                json,
+                bench::matmul::save,
+                bench::matmul::render,
+            )?;
             Ok(())
         }
     }
+}
+
+/// Saves a report's files into `out` (when given), naming each on stderr, then prints the report:
+/// JSON with `--json`, the table otherwise.
+fn save_and_print<R: serde::Serialize>(
+    report: &R,
+    out: Option<&Path>,
+    json: bool,
+    save: impl Fn(&R, &Path) -> Result<Vec<PathBuf>>,
+    render: impl Fn(&R) -> String,
+) -> Result<()> {
+    if let Some(dir) = out {
+        for p in save(report, dir)? {
+            eprintln!("wrote {}", p.display());
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        print!("{}", render(report));
+    }
+    Ok(())
 }

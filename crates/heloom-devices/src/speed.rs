@@ -55,6 +55,26 @@ fn crypt_err(_: aws_lc_rs::error::Unspecified) -> DeviceError {
     }
 }
 
+/// Calls `step` (one call on `size` bytes) in batches of `batch` until `dur` has passed since
+/// `start`; returns the bytes processed. The clock is read once a batch, so timing stays out of
+/// the loop.
+fn calls_for(
+    start: Instant,
+    dur: Duration,
+    batch: usize,
+    size: usize,
+    mut step: impl FnMut() -> Result<()>,
+) -> Result<u64> {
+    let mut done = 0u64;
+    while start.elapsed() < dur {
+        for _ in 0..batch {
+            step()?;
+            done += size as u64;
+        }
+    }
+    Ok(done)
+}
+
 /// One thread's loop: returns bytes processed in `dur`.
 fn one_thread(cipher: Cipher, direction: Direction, size: usize, dur: Duration) -> Result<u64> {
     let mut key = vec![0u8; cipher.key_len()];
@@ -63,74 +83,63 @@ fn one_thread(cipher: Cipher, direction: Direction, size: usize, dur: Duration) 
     rand::rngs::OsRng.fill_bytes(&mut iv);
     let mut buf = vec![0x5au8; size];
     let mut out = vec![0u8; size + 32];
-    let mut done = 0u64;
     let start = Instant::now();
-    // Check the clock every `batch` calls so timing stays out of the loop.
     let batch = (1 << 20) / size.max(16) + 1;
-    if cipher.is_gcm() {
+    let done = if cipher.is_gcm() {
         let k = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &key).map_err(key_err)?);
         let mut counter = 0u64;
         let mut tags = Vec::with_capacity(1);
-        while start.elapsed() < dur {
-            for _ in 0..batch {
-                counter += 1;
-                let mut n = [0u8; 12];
-                n[4..].copy_from_slice(&counter.to_be_bytes());
-                let nonce = Nonce::assume_unique_for_key(n);
-                match direction {
-                    Direction::Encrypt => {
-                        let tag = k
-                            .seal_in_place_separate_tag(nonce, Aad::empty(), &mut buf)
-                            .map_err(crypt_err)?;
-                        tags.clear();
-                        tags.push(tag);
-                    }
-                    Direction::Decrypt => {
-                        // Same work as a successful open: decrypt and compute the tag; the comparison fails
-                        // because the buffer holds no real ciphertext, which costs nothing extra.
-                        out[..size].copy_from_slice(&buf);
-                        let _ = k.open_in_place(nonce, Aad::empty(), &mut out[..size]);
-                    }
+        calls_for(start, dur, batch, size, || {
+            counter += 1;
+            let mut n = [0u8; 12];
+            n[4..].copy_from_slice(&counter.to_be_bytes());
+            let nonce = Nonce::assume_unique_for_key(n);
+            match direction {
+                Direction::Encrypt => {
+                    let tag = k
+                        .seal_in_place_separate_tag(nonce, Aad::empty(), &mut buf)
+                        .map_err(crypt_err)?;
+                    tags.clear();
+                    tags.push(tag);
                 }
-                done += size as u64;
+                Direction::Decrypt => {
+                    // Same work as a successful open: decrypt and compute the tag; the comparison fails
+                    // because the buffer holds no real ciphertext, which costs nothing extra.
+                    out[..size].copy_from_slice(&buf);
+                    let _ = k.open_in_place(nonce, Aad::empty(), &mut out[..size]);
+                }
             }
-        }
+            Ok(())
+        })?
     } else {
         let alg = match cipher {
             Cipher::Aes128Cbc => &AES_128,
             Cipher::Aes192Cbc => &AES_192,
             _ => &AES_256,
         };
-        match direction {
+        let key = UnboundCipherKey::new(alg, &key).map_err(key_err)?;
+        let done = match direction {
             Direction::Encrypt => {
-                let mut s = StreamingEncryptingKey::less_safe_cbc_pkcs7(
-                    UnboundCipherKey::new(alg, &key).map_err(key_err)?,
-                    EncryptionContext::Iv128(FixedLength::from(iv)),
-                )
-                .map_err(crypt_err)?;
-                while start.elapsed() < dur {
-                    for _ in 0..batch {
-                        s.less_safe_update(&buf, &mut out).map_err(crypt_err)?;
-                        done += size as u64;
-                    }
-                }
+                let ctx = EncryptionContext::Iv128(FixedLength::from(iv));
+                let mut s =
+                    StreamingEncryptingKey::less_safe_cbc_pkcs7(key, ctx).map_err(crypt_err)?;
+                calls_for(start, dur, batch, size, || {
+                    s.less_safe_update(&buf, &mut out)
+                        .map(drop)
+                        .map_err(crypt_err)
+                })?
             }
             Direction::Decrypt => {
-                let mut s = StreamingDecryptingKey::cbc_pkcs7(
-                    UnboundCipherKey::new(alg, &key).map_err(key_err)?,
-                    DecryptionContext::Iv128(FixedLength::from(iv)),
-                )
-                .map_err(crypt_err)?;
-                while start.elapsed() < dur {
-                    for _ in 0..batch {
-                        s.update(&buf, &mut out).map_err(crypt_err)?;
-                        done += size as u64;
-                    }
-                }
+                let ctx = DecryptionContext::Iv128(FixedLength::from(iv));
+                let mut s = StreamingDecryptingKey::cbc_pkcs7(key, ctx).map_err(crypt_err)?;
+                calls_for(start, dur, batch, size, || {
+                    s.update(&buf, &mut out).map(drop).map_err(crypt_err)
+                })?
             }
-        }
+        };
         buf[0] ^= out[0];
-    }
+        done
+    };
     std::hint::black_box(&buf);
     Ok(done)
 }

@@ -30,6 +30,28 @@
 //! # Ok::<(), heloom_math::MathError>(())
 //! ```
 
+/// Defines a method in two forms from one signature: `name(args)` on one thread, and
+/// `name_with(args, threads)` with a thread budget (the one meaning of `_with` in this workspace),
+/// whose body is given. `name` calls `name_with(args, Threads::single())`.
+macro_rules! threaded {
+    ($(
+        $(#[$doc:meta])*
+        fn $name:ident(&$self:ident $(, $arg:ident: $t:ty)*) -> $ret:ty;
+        $(#[$wdoc:meta])*
+        fn $with:ident(.., $threads:ident) $body:block
+    )*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&$self $(, $arg: $t)*) -> $ret {
+                $self.$with($($arg,)* $crate::Threads::single())
+            }
+
+            $(#[$wdoc])*
+            pub fn $with(&$self $(, $arg: $t)*, $threads: $crate::Threads) -> $ret $body
+        )*
+    };
+}
+
 pub mod automorphism;
 pub mod backend;
 pub mod eltwise;

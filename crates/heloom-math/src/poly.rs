@@ -340,13 +340,7 @@ impl<W: Word> RnsBasis<W> {
         let len = self.n * self.moduli.len();
         let mut data = AlignedVec::with_capacity(64, len);
         data.resize(len, W::ZERO);
-        RnsPoly {
-            n: self.n,
-            limbs: self.moduli.len(),
-            form,
-            fingerprint: self.fingerprint,
-            data,
-        }
+        self.poly_in(data, form)
     }
 
     /// A polynomial from limb-major values (`len() * N` of them), each reduced modulo its prime.
@@ -399,19 +393,26 @@ impl<W: Word> RnsBasis<W> {
         Ok(p)
     }
 
-    fn check(&self, p: &RnsPoly<W>) -> Result<()> {
-        if p.fingerprint != self.fingerprint || p.n != self.n || p.limbs != self.moduli.len() {
-            return Err(MathError::ShapeMismatch(format!(
-                "polynomial (N = {}, {} limbs, basis {:016x}) does not belong to this basis (N = {}, {} limbs, basis {:016x})",
-                p.n,
-                p.limbs,
-                p.fingerprint,
-                self.n,
-                self.moduli.len(),
-                self.fingerprint
-            )));
+    /// [`Self::owns`] as a result: a [`MathError::ShapeMismatch`] naming the operation `op` when
+    /// `p` does not belong to this basis.
+    pub fn check_owns(&self, op: &str, p: &RnsPoly<W>) -> Result<()> {
+        if self.owns(p) {
+            return Ok(());
         }
-        Ok(())
+        Err(MathError::ShapeMismatch(format!(
+            "{op}: the polynomial (N = {}, {} limbs, basis {:016x}) does not belong to the basis \
+             it is used with (N = {}, {} primes, basis {:016x}); use the basis it was built on",
+            p.n,
+            p.limbs,
+            p.fingerprint,
+            self.n,
+            self.moduli.len(),
+            self.fingerprint
+        )))
+    }
+
+    fn check(&self, p: &RnsPoly<W>) -> Result<()> {
+        self.check_owns("polynomial arithmetic", p)
     }
 
     fn check_form(op: &'static str, p: &RnsPoly<W>, expected: Form) -> Result<()> {
@@ -438,24 +439,20 @@ impl<W: Word> RnsBasis<W> {
         Ok(())
     }
 
-    /// Forward NTT of every limb; the polynomial must be in coefficient form.
-    pub fn forward(&self, p: &mut RnsPoly<W>) -> Result<()> {
-        self.forward_with(p, Threads::single())
-    }
+    threaded! {
+        /// Forward NTT of every limb; the polynomial must be in coefficient form.
+        fn forward(&self, p: &mut RnsPoly<W>) -> Result<()>;
+        /// [`Self::forward`] split over limbs with a thread budget (same result for any budget).
+        fn forward_with(.., threads) {
+            self.transform(p, threads, true)
+        }
 
-    /// [`Self::forward`] split over limbs with a thread budget (same result for any budget).
-    pub fn forward_with(&self, p: &mut RnsPoly<W>, threads: Threads) -> Result<()> {
-        self.transform(p, threads, true)
-    }
-
-    /// Inverse NTT of every limb; the polynomial must be in NTT form.
-    pub fn inverse(&self, p: &mut RnsPoly<W>) -> Result<()> {
-        self.inverse_with(p, Threads::single())
-    }
-
-    /// [`Self::inverse`] split over limbs with a thread budget (same result for any budget).
-    pub fn inverse_with(&self, p: &mut RnsPoly<W>, threads: Threads) -> Result<()> {
-        self.transform(p, threads, false)
+        /// Inverse NTT of every limb; the polynomial must be in NTT form.
+        fn inverse(&self, p: &mut RnsPoly<W>) -> Result<()>;
+        /// [`Self::inverse`] split over limbs with a thread budget (same result for any budget).
+        fn inverse_with(.., threads) {
+            self.transform(p, threads, false)
+        }
     }
 
     /// The forward (`fwd`) or inverse NTT of every limb, after checking the form.
@@ -501,116 +498,71 @@ impl<W: Word> RnsBasis<W> {
         })
     }
 
-    /// `a += b` limb by limb (same form).
-    pub fn add_assign(&self, a: &mut RnsPoly<W>, b: &RnsPoly<W>) -> Result<()> {
-        self.add_assign_with(a, b, Threads::single())
-    }
+    threaded! {
+        /// `a += b` limb by limb (same form).
+        fn add_assign(&self, a: &mut RnsPoly<W>, b: &RnsPoly<W>) -> Result<()>;
+        /// [`Self::add_assign`] split over limbs with a thread budget.
+        fn add_assign_with(.., threads) {
+            self.assign_with(BinOp::Add, a, b, threads)
+        }
 
-    /// [`Self::add_assign`] split over limbs with a thread budget.
-    pub fn add_assign_with(
-        &self,
-        a: &mut RnsPoly<W>,
-        b: &RnsPoly<W>,
-        threads: Threads,
-    ) -> Result<()> {
-        self.assign_with(BinOp::Add, a, b, threads)
-    }
+        /// `a -= b` limb by limb (same form).
+        fn sub_assign(&self, a: &mut RnsPoly<W>, b: &RnsPoly<W>) -> Result<()>;
+        /// [`Self::sub_assign`] split over limbs with a thread budget.
+        fn sub_assign_with(.., threads) {
+            self.assign_with(BinOp::Sub, a, b, threads)
+        }
 
-    /// `a -= b` limb by limb (same form).
-    pub fn sub_assign(&self, a: &mut RnsPoly<W>, b: &RnsPoly<W>) -> Result<()> {
-        self.sub_assign_with(a, b, Threads::single())
-    }
+        /// `a = -a`.
+        fn neg_assign(&self, a: &mut RnsPoly<W>) -> Result<()>;
+        /// [`Self::neg_assign`] split over limbs with a thread budget.
+        fn neg_assign_with(.., threads) {
+            self.check(a)?;
+            threads.try_for_each_chunk_mut(&mut a.data, self.n, |i, x| {
+                self.elt.neg_assign(&self.moduli[i], x)
+            })
+        }
 
-    /// [`Self::sub_assign`] split over limbs with a thread budget.
-    pub fn sub_assign_with(
-        &self,
-        a: &mut RnsPoly<W>,
-        b: &RnsPoly<W>,
-        threads: Threads,
-    ) -> Result<()> {
-        self.assign_with(BinOp::Sub, a, b, threads)
-    }
+        /// `out = a * b` (ring product); both in NTT form.
+        fn mul(&self, a: &RnsPoly<W>, b: &RnsPoly<W>) -> Result<RnsPoly<W>>;
+        /// [`Self::mul`] split over limbs with a thread budget.
+        fn mul_with(.., threads) {
+            self.check_pair("multiply", a, b)?;
+            Self::check_form("multiply", a, Form::Ntt)?;
+            let mut out = self.zero(Form::Ntt);
+            threads.try_for_each_chunk_mut(&mut out.data, self.n, |i, o| {
+                self.elt.mul(&self.moduli[i], o, a.limb(i), b.limb(i))
+            })?;
+            Ok(out)
+        }
 
-    /// `a = -a`.
-    pub fn neg_assign(&self, a: &mut RnsPoly<W>) -> Result<()> {
-        self.neg_assign_with(a, Threads::single())
-    }
+        /// `a *= b` (ring product); both in NTT form.
+        fn mul_assign(&self, a: &mut RnsPoly<W>, b: &RnsPoly<W>) -> Result<()>;
+        /// [`Self::mul_assign`] split over limbs with a thread budget.
+        fn mul_assign_with(.., threads) {
+            self.assign_with(BinOp::Mul, a, b, threads)
+        }
 
-    /// [`Self::neg_assign`] split over limbs with a thread budget.
-    pub fn neg_assign_with(&self, a: &mut RnsPoly<W>, threads: Threads) -> Result<()> {
-        self.check(a)?;
-        threads.try_for_each_chunk_mut(&mut a.data, self.n, |i, x| {
-            self.elt.neg_assign(&self.moduli[i], x)
-        })
-    }
+        /// `acc += a * b` (ring product); all in NTT form.
+        fn mul_add(&self, acc: &mut RnsPoly<W>, a: &RnsPoly<W>, b: &RnsPoly<W>) -> Result<()>;
+        /// [`Self::mul_add`] split over limbs with a thread budget.
+        fn mul_add_with(.., threads) {
+            self.check_pair("multiply-add", a, b)?;
+            self.check_pair("multiply-add", acc, a)?;
+            Self::check_form("multiply-add", a, Form::Ntt)?;
+            threads.try_for_each_chunk_mut(&mut acc.data, self.n, |i, o| {
+                self.elt.mul_add(&self.moduli[i], o, a.limb(i), b.limb(i))
+            })
+        }
 
-    /// `out = a * b` (ring product); both in NTT form.
-    pub fn mul(&self, a: &RnsPoly<W>, b: &RnsPoly<W>) -> Result<RnsPoly<W>> {
-        self.mul_with(a, b, Threads::single())
-    }
-
-    /// [`Self::mul`] split over limbs with a thread budget.
-    pub fn mul_with(&self, a: &RnsPoly<W>, b: &RnsPoly<W>, threads: Threads) -> Result<RnsPoly<W>> {
-        self.check_pair("multiply", a, b)?;
-        Self::check_form("multiply", a, Form::Ntt)?;
-        let mut out = self.zero(Form::Ntt);
-        threads.try_for_each_chunk_mut(&mut out.data, self.n, |i, o| {
-            self.elt.mul(&self.moduli[i], o, a.limb(i), b.limb(i))
-        })?;
-        Ok(out)
-    }
-
-    /// `a *= b` (ring product); both in NTT form.
-    pub fn mul_assign(&self, a: &mut RnsPoly<W>, b: &RnsPoly<W>) -> Result<()> {
-        self.mul_assign_with(a, b, Threads::single())
-    }
-
-    /// [`Self::mul_assign`] split over limbs with a thread budget.
-    pub fn mul_assign_with(
-        &self,
-        a: &mut RnsPoly<W>,
-        b: &RnsPoly<W>,
-        threads: Threads,
-    ) -> Result<()> {
-        self.assign_with(BinOp::Mul, a, b, threads)
-    }
-
-    /// `acc += a * b` (ring product); all in NTT form.
-    pub fn mul_add(&self, acc: &mut RnsPoly<W>, a: &RnsPoly<W>, b: &RnsPoly<W>) -> Result<()> {
-        self.mul_add_with(acc, a, b, Threads::single())
-    }
-
-    /// [`Self::mul_add`] split over limbs with a thread budget.
-    pub fn mul_add_with(
-        &self,
-        acc: &mut RnsPoly<W>,
-        a: &RnsPoly<W>,
-        b: &RnsPoly<W>,
-        threads: Threads,
-    ) -> Result<()> {
-        self.check_pair("multiply-add", a, b)?;
-        self.check_pair("multiply-add", acc, a)?;
-        Self::check_form("multiply-add", a, Form::Ntt)?;
-        threads.try_for_each_chunk_mut(&mut acc.data, self.n, |i, o| {
-            self.elt.mul_add(&self.moduli[i], o, a.limb(i), b.limb(i))
-        })
-    }
-
-    /// `a *= s` for an integer scalar (reduced modulo each prime).
-    pub fn mul_scalar_assign(&self, a: &mut RnsPoly<W>, s: u64) -> Result<()> {
-        self.mul_scalar_assign_with(a, s, Threads::single())
-    }
-
-    /// [`Self::mul_scalar_assign`] split over limbs with a thread budget.
-    pub fn mul_scalar_assign_with(
-        &self,
-        a: &mut RnsPoly<W>,
-        s: u64,
-        threads: Threads,
-    ) -> Result<()> {
-        self.check(a)?;
-        threads.try_for_each_chunk_mut(&mut a.data, self.n, |i, x| {
-            self.elt.mul_scalar_assign(&self.moduli[i], x, s)
-        })
+        /// `a *= s` for an integer scalar (reduced modulo each prime).
+        fn mul_scalar_assign(&self, a: &mut RnsPoly<W>, s: u64) -> Result<()>;
+        /// [`Self::mul_scalar_assign`] split over limbs with a thread budget.
+        fn mul_scalar_assign_with(.., threads) {
+            self.check(a)?;
+            threads.try_for_each_chunk_mut(&mut a.data, self.n, |i, x| {
+                self.elt.mul_scalar_assign(&self.moduli[i], x, s)
+            })
+        }
     }
 }

@@ -142,27 +142,21 @@ impl<W: Word> BasisConverter<W> {
         })
     }
 
-    /// Coefficient-form residues `x mod q_i` (`input[i]`, each N words, reduced) ->
-    /// `y_j = sum_i [x_i * qhat_i^{-1}]_{q_i} * qhat_i mod p_j`, where `qhat_i = Q/q_i`. The
-    /// result equals `x + u*Q (mod p_j)` with `0 <= u < k` (no correction of the Q-overflow).
-    ///
-    /// `output[j]` (N words) is overwritten with reduced residues modulo `p_j`. With one source
-    /// prime this is a plain reduction (`u = 0`). Errors ([`MathError::LengthMismatch`]): `input`
-    /// not `from_len()` slices, `output` not `to_len()` slices, or slices of different lengths.
-    pub fn convert(&self, input: &[&[W]], output: &mut [&mut [W]]) -> Result<()> {
-        self.convert_with(input, output, Threads::single())
-    }
-
-    /// [`Self::convert`] split over coefficient ranges with a thread budget: every coefficient
-    /// is computed on its own, so the result is the same for any budget.
-    pub fn convert_with(
-        &self,
-        input: &[&[W]],
-        output: &mut [&mut [W]],
-        threads: Threads,
-    ) -> Result<()> {
-        let n = self.check_shapes(input, output)?;
-        split_coeffs(input, output, n, threads, |x, y| self.convert_range(x, y))
+    threaded! {
+        /// Coefficient-form residues `x mod q_i` (`input[i]`, each N words, reduced) ->
+        /// `y_j = sum_i [x_i * qhat_i^{-1}]_{q_i} * qhat_i mod p_j`, where `qhat_i = Q/q_i`. The
+        /// result equals `x + u*Q (mod p_j)` with `0 <= u < k` (no correction of the Q-overflow).
+        ///
+        /// `output[j]` (N words) is overwritten with reduced residues modulo `p_j`. With one source
+        /// prime this is a plain reduction (`u = 0`). Errors ([`MathError::LengthMismatch`]): `input`
+        /// not `from_len()` slices, `output` not `to_len()` slices, or slices of different lengths.
+        fn convert(&self, input: &[&[W]], output: &mut [&mut [W]]) -> Result<()>;
+        /// [`Self::convert`] split over coefficient ranges with a thread budget: every coefficient
+        /// is computed on its own, so the result is the same for any budget.
+        fn convert_with(.., threads) {
+            let n = self.check_shapes(input, output)?;
+            split_coeffs(input, output, n, threads, |x, y| self.convert_range(x, y))
+        }
     }
 
     /// [`Self::convert`] on slices already checked to have the right counts and one length.
@@ -208,32 +202,26 @@ impl<W: Word> BasisConverter<W> {
         Ok(())
     }
 
-    /// Exact conversion of the centered representative: for `x` in `[-Q/2, Q/2)` given by its
-    /// residues, outputs `x mod p_j`. The overflow `u` of [`Self::convert`] is removed by
-    /// computing `v = round(sum_i y_i / q_i)` in floating point (Halevi-Polyakov-Shoup 2019,
-    /// Sec. 2.3): with `k` small the sum is far from a half-integer except with negligible
-    /// probability, and an off-by-one there only adds `±Q`-sized error in that coefficient's
-    /// rounding, i.e. a rounding error of one unit after division by `Q`.
-    ///
-    /// Used by mod-down (division by `P`) and mod-up in key switching and encryption: the
-    /// plain conversion's overflow has mean `k/2`, which after division by `P` adds a biased
-    /// term `(k/2) * s` to the noise; the centered one removes it.
-    pub fn convert_centered(&self, input: &[&[W]], output: &mut [&mut [W]]) -> Result<()> {
-        self.convert_centered_with(input, output, Threads::single())
-    }
-
-    /// [`Self::convert_centered`] split over coefficient ranges with a thread budget (same
-    /// result for any budget: each coefficient's rounding only looks at that coefficient).
-    pub fn convert_centered_with(
-        &self,
-        input: &[&[W]],
-        output: &mut [&mut [W]],
-        threads: Threads,
-    ) -> Result<()> {
-        let n = self.check_shapes(input, output)?;
-        split_coeffs(input, output, n, threads, |x, y| {
-            self.convert_centered_range(x, y)
-        })
+    threaded! {
+        /// Exact conversion of the centered representative: for `x` in `[-Q/2, Q/2)` given by its
+        /// residues, outputs `x mod p_j`. The overflow `u` of [`Self::convert`] is removed by
+        /// computing `v = round(sum_i y_i / q_i)` in floating point (Halevi-Polyakov-Shoup 2019,
+        /// Sec. 2.3): with `k` small the sum is far from a half-integer except with negligible
+        /// probability, and an off-by-one there only adds `±Q`-sized error in that coefficient's
+        /// rounding, i.e. a rounding error of one unit after division by `Q`.
+        ///
+        /// Used by mod-down (division by `P`) and mod-up in key switching and encryption: the
+        /// plain conversion's overflow has mean `k/2`, which after division by `P` adds a biased
+        /// term `(k/2) * s` to the noise; the centered one removes it.
+        fn convert_centered(&self, input: &[&[W]], output: &mut [&mut [W]]) -> Result<()>;
+        /// [`Self::convert_centered`] split over coefficient ranges with a thread budget (same
+        /// result for any budget: each coefficient's rounding only looks at that coefficient).
+        fn convert_centered_with(.., threads) {
+            let n = self.check_shapes(input, output)?;
+            split_coeffs(input, output, n, threads, |x, y| {
+                self.convert_centered_range(x, y)
+            })
+        }
     }
 
     /// [`Self::convert_centered`] on slices already checked.

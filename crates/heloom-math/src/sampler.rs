@@ -220,15 +220,7 @@ pub fn uniform_from_seed<W: Word>(
     basis: &RnsBasis<W>,
     p: &mut RnsPoly<W>,
 ) -> Result<()> {
-    if !basis.owns(p) {
-        return Err(MathError::ShapeMismatch(format!(
-            "uniform_from_seed: polynomial (N = {}, {} limbs) does not belong to the basis (N = {}, {} primes)",
-            p.n(),
-            p.num_limbs(),
-            basis.n(),
-            basis.len()
-        )));
-    }
+    basis.check_owns("uniform_from_seed", p)?;
     for (limb, m) in p.limbs_mut().zip(basis.moduli()) {
         let mut rng = ChaCha20Rng::from_seed(*seed);
         rng.set_stream(m.value());

@@ -44,15 +44,7 @@ fn check_inputs<W: Word>(
     polys: &[&RnsPoly<W>],
 ) -> Result<()> {
     for p in polys {
-        if !basis.owns(p) {
-            return Err(MathError::ShapeMismatch(format!(
-                "{op}: the polynomial (N = {}, {} limbs) does not belong to the basis it was built for (N = {}, {} primes)",
-                p.n(),
-                p.num_limbs(),
-                basis.n(),
-                basis.len()
-            )));
-        }
+        basis.check_owns(op, p)?;
         if p.form() != Form::Ntt {
             return Err(MathError::FormMismatch {
                 op,

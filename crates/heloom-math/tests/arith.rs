@@ -3,6 +3,8 @@
 // Index loops mirror the textbook formulas being checked.
 #![allow(clippy::needless_range_loop)]
 
+mod common;
+
 use heloom_math::{
     primes, Backend, BackendChoice, Eltwise, MathError, Modulus, Montgomery32, Word,
 };
@@ -95,22 +97,11 @@ fn pow_and_inverse() {
 }
 
 fn check_eltwise_backend<W: Word>(backend: Backend, q: u64, len: usize, seed: u64) {
-    let m = Modulus::<W>::new(q).expect("m");
+    let (m, fast, slow) = common::fast_and_scalar::<W>(backend, q);
     let bits = m.bits();
-    let fast = Eltwise::<W>::new(BackendChoice::Force(backend), bits).expect("backend");
-    let slow = Eltwise::<W>::new(BackendChoice::Force(Backend::Scalar), bits).expect("scalar");
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let gen = |rng: &mut ChaCha20Rng| -> Vec<W> {
-        (0..len)
-            .map(|i| match i % 5 {
-                0 => W::from_u64(q - 1),
-                1 => W::ZERO,
-                _ => W::from_u64(rng.gen_range(0..q)),
-            })
-            .collect()
-    };
-    let a = gen(&mut rng);
-    let b = gen(&mut rng);
+    let a = common::reduced::<W>(&mut rng, len, q, 5);
+    let b = common::reduced::<W>(&mut rng, len, q, 5);
     let s = rng.gen::<u64>();
     let ctx = format!("backend={backend} bits={bits} len={len}");
     type Op<W> = fn(&Eltwise<W>, &Modulus<W>, &mut [W], &[W], &[W]) -> heloom_math::Result<()>;
@@ -160,52 +151,18 @@ fn check_eltwise_backend<W: Word>(backend: Backend, q: u64, len: usize, seed: u6
     }
 }
 
-/// NTT primes of many sizes plus edge moduli: tiny, powers of two, Mersenne-like, non-NTT primes
-/// (kernels must fall back or stay exact for every modulus they accept).
-fn moduli_under_test<W: Word>(bits: &[u32], edge: &[u64]) -> Vec<u64> {
-    let mut qs: Vec<u64> = bits
-        .iter()
-        .map(|&b| primes::ntt_primes::<W>(b, 16, 1).expect("p")[0])
-        .collect();
-    qs.extend_from_slice(edge);
-    qs
-}
-
 #[test]
 fn eltwise_backends_match_scalar() {
     let lens = [0usize, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 4096, 4099];
-    let q64 = moduli_under_test::<u64>(
-        &[20, 30, 40, 49, 50, 55, 61],
-        &[
-            2,
-            3,
-            1 << 40,
-            (1 << 50) - 1,
-            (1 << 49) + 1,
-            (1 << 61) - 1,
-            1_000_000_007,
-        ],
+    let q64 = common::moduli::<u64>(&[20, 30, 40, 49, 50, 55, 61], 16, 1);
+    let q32 = common::moduli::<u32>(&[20, 25, 29, 30, 31], 16, 1);
+    common::each_backend(
+        &q64,
+        &q32,
+        &lens,
+        check_eltwise_backend::<u64>,
+        check_eltwise_backend::<u32>,
     );
-    let q32 = moduli_under_test::<u32>(
-        &[20, 25, 29, 30, 31],
-        &[3, 1 << 20, (1 << 31) - 1, 1_000_000_007, 65_537],
-    );
-    for backend in Backend::available() {
-        for &q in &q64 {
-            if backend.check(64, 64 - q.leading_zeros()).is_ok() {
-                for &len in &lens {
-                    check_eltwise_backend::<u64>(backend, q, len, q ^ len as u64);
-                }
-            }
-        }
-        for &q in &q32 {
-            if backend.check(32, 64 - q.leading_zeros()).is_ok() {
-                for &len in &lens {
-                    check_eltwise_backend::<u32>(backend, q, len, q ^ len as u64);
-                }
-            }
-        }
-    }
 }
 
 #[test]

@@ -5,6 +5,8 @@
 // Index loops mirror the textbook formulas being checked.
 #![allow(clippy::needless_range_loop)]
 
+mod common;
+
 use heloom_math::{primes, Backend, BackendChoice, Eltwise, MathError, Modulus, Word};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -13,17 +15,6 @@ const LENS: [usize; 15] = [0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 100, 4096, 40
 
 fn mulm(a: u64, b: u64, q: u64) -> u64 {
     ((a as u128 * b as u128) % q as u128) as u64
-}
-
-/// Reduced values with 0 and q-1 mixed in.
-fn reduced<W: Word>(rng: &mut ChaCha20Rng, len: usize, q: u64) -> Vec<W> {
-    (0..len)
-        .map(|i| match i % 7 {
-            0 => W::from_u64(q - 1),
-            1 => W::ZERO,
-            _ => W::from_u64(rng.gen_range(0..q)),
-        })
-        .collect()
 }
 
 /// Words of every size below `2^limit_bits`, with the extremes mixed in.
@@ -50,10 +41,7 @@ fn wide<W: Word>(rng: &mut ChaCha20Rng, len: usize, q: u64, limit_bits: u32) -> 
 }
 
 fn check_backend<W: Word>(backend: Backend, q: u64, len: usize, seed: u64) {
-    let m = Modulus::<W>::new(q).expect("m");
-    let bits = m.bits();
-    let fast = Eltwise::<W>::new(BackendChoice::Force(backend), bits).expect("backend");
-    let slow = Eltwise::<W>::new(BackendChoice::Force(Backend::Scalar), bits).expect("scalar");
+    let (m, fast, slow) = common::fast_and_scalar::<W>(backend, q);
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let ctx = format!("backend={backend} q={q} len={len} word={}", W::BITS);
 
@@ -72,7 +60,7 @@ fn check_backend<W: Word>(backend: Backend, q: u64, len: usize, seed: u64) {
 
     // mul_scalar_add: a below 2^(MAX_PRIME_BITS + 1).
     let a = wide::<W>(&mut rng, len, q, W::MAX_PRIME_BITS + 1);
-    let acc = reduced::<W>(&mut rng, len, q);
+    let acc = common::reduced::<W>(&mut rng, len, q, 7);
     for sc in [0, 1, q - 1, rng.gen_range(0..q)] {
         let (mut f, mut s) = (acc.clone(), acc.clone());
         fast.mul_scalar_add(&m, &mut f, &a, sc).expect("f");
@@ -83,14 +71,14 @@ fn check_backend<W: Word>(backend: Backend, q: u64, len: usize, seed: u64) {
             assert_eq!(s[i].to_u64(), want, "mul_scalar_add ref {ctx}");
         }
         // And with `a` reduced (the common case), which IFMA runs fully vectorized.
-        let ar = reduced::<W>(&mut rng, len, q);
+        let ar = common::reduced::<W>(&mut rng, len, q, 7);
         let (mut f, mut s) = (acc.clone(), acc.clone());
         fast.mul_scalar_add(&m, &mut f, &ar, sc).expect("f");
         slow.mul_scalar_add(&m, &mut s, &ar, sc).expect("s");
         assert!(f == s, "mul_scalar_add reduced s={sc} {ctx}");
 
         // sub_mul_scalar: a, b reduced.
-        let b = reduced::<W>(&mut rng, len, q);
+        let b = common::reduced::<W>(&mut rng, len, q, 7);
         let (mut f, mut s) = (acc.clone(), acc.clone());
         fast.sub_mul_scalar(&m, &mut f, &b, sc).expect("f");
         slow.sub_mul_scalar(&m, &mut s, &b, sc).expect("s");
@@ -102,49 +90,17 @@ fn check_backend<W: Word>(backend: Backend, q: u64, len: usize, seed: u64) {
     }
 }
 
-fn moduli<W: Word>(bits: &[u32], edge: &[u64]) -> Vec<u64> {
-    let mut qs: Vec<u64> = bits
-        .iter()
-        .flat_map(|&b| primes::ntt_primes::<W>(b, 1 << 12, 2).expect("p"))
-        .collect();
-    qs.extend_from_slice(edge);
-    qs
-}
-
 #[test]
 fn new_kernels_match_scalar_on_every_backend() {
-    let q64 = moduli::<u64>(
-        &[20, 30, 36, 40, 45, 49, 50, 55, 59, 60, 61],
-        &[
-            2,
-            3,
-            1 << 40,
-            (1 << 50) - 1,
-            (1 << 49) + 1,
-            (1 << 61) - 1,
-            1_000_000_007,
-        ],
+    let q64 = common::moduli::<u64>(&[20, 30, 36, 40, 45, 49, 50, 55, 59, 60, 61], 1 << 12, 2);
+    let q32 = common::moduli::<u32>(&[17, 20, 25, 28, 29, 30, 31], 1 << 12, 2);
+    common::each_backend(
+        &q64,
+        &q32,
+        &LENS,
+        check_backend::<u64>,
+        check_backend::<u32>,
     );
-    let q32 = moduli::<u32>(
-        &[17, 20, 25, 28, 29, 30, 31],
-        &[2, 3, 1 << 20, (1 << 31) - 1, 1_000_000_007, 65_537],
-    );
-    for backend in Backend::available() {
-        for &q in &q64 {
-            if backend.check(64, 64 - q.leading_zeros()).is_ok() {
-                for &len in &LENS {
-                    check_backend::<u64>(backend, q, len, q ^ len as u64);
-                }
-            }
-        }
-        for &q in &q32 {
-            if backend.check(32, 64 - q.leading_zeros()).is_ok() {
-                for &len in &LENS {
-                    check_backend::<u32>(backend, q, len, q ^ len as u64);
-                }
-            }
-        }
-    }
 }
 
 /// Residues of a 60-bit prime fed to a 40-bit prime's kernels (the base-conversion case).
@@ -236,11 +192,11 @@ fn mul_add2_equals_two_mul_adds_on_every_backend() {
                 };
                 for (i, &len) in LENS.iter().enumerate() {
                     let mut rng = ChaCha20Rng::seed_from_u64(7 + i as u64);
-                    let x = reduced::<W>(&mut rng, len, q);
-                    let kb = reduced::<W>(&mut rng, len, q);
-                    let ka = reduced::<W>(&mut rng, len, q);
-                    let acc0 = reduced::<W>(&mut rng, len, q);
-                    let acc1 = reduced::<W>(&mut rng, len, q);
+                    let x = common::reduced::<W>(&mut rng, len, q, 7);
+                    let kb = common::reduced::<W>(&mut rng, len, q, 7);
+                    let ka = common::reduced::<W>(&mut rng, len, q, 7);
+                    let acc0 = common::reduced::<W>(&mut rng, len, q, 7);
+                    let acc1 = common::reduced::<W>(&mut rng, len, q, 7);
                     let (mut f0, mut f1) = (acc0.clone(), acc1.clone());
                     elt.mul_add2(&m, &mut f0, &mut f1, &x, &kb, &ka)
                         .expect("mul_add2");

@@ -157,28 +157,26 @@ fn cases<W: Word>(sizes: &[(u32, u32)]) -> Vec<(Vec<u64>, Vec<u64>)> {
     out
 }
 
-#[test]
-fn convert_matches_exact_reference_u64() {
-    let cases = cases::<u64>(&[(60, 60), (61, 40), (36, 59), (50, 49), (45, 45), (30, 50)]);
+/// Every backend, every case, at lengths below, at and beyond one vector and the block size.
+fn check_cases<W: Word>(sizes: &[(u32, u32)]) {
+    let cases = cases::<W>(sizes);
     for backend in Backend::available() {
         for (i, (from, to)) in cases.iter().enumerate() {
             for count in [1, 7, 300, 4099] {
-                check::<u64>(backend, from, to, count, i as u64 * 31 + count as u64);
+                check::<W>(backend, from, to, count, i as u64 * 31 + count as u64);
             }
         }
     }
 }
 
 #[test]
+fn convert_matches_exact_reference_u64() {
+    check_cases::<u64>(&[(60, 60), (61, 40), (36, 59), (50, 49), (45, 45), (30, 50)]);
+}
+
+#[test]
 fn convert_matches_exact_reference_u32() {
-    let cases = cases::<u32>(&[(31, 31), (31, 28), (25, 30), (20, 20)]);
-    for backend in Backend::available() {
-        for (i, (from, to)) in cases.iter().enumerate() {
-            for count in [1, 7, 300, 4099] {
-                check::<u32>(backend, from, to, count, i as u64 * 31 + count as u64);
-            }
-        }
-    }
+    check_cases::<u32>(&[(31, 31), (31, 28), (25, 30), (20, 20)]);
 }
 
 /// Lengths beyond the internal block size, with a ragged last block.

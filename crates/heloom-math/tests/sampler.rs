@@ -5,7 +5,7 @@ use heloom_math::sampler::{
     fresh_seed, gaussian, ternary, ternary_hamming, uniform_from_seed, DiscreteGaussian,
     DEFAULT_SIGMA, MAX_SIGMA,
 };
-use heloom_math::{primes, Form, MathError, RnsBasis, Word};
+use heloom_math::{primes, Form, MathError, RnsBasis, RnsPoly, Word};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
@@ -152,21 +152,26 @@ fn fresh_seeds_differ() {
     assert_ne!(fresh_seed(), fresh_seed());
 }
 
+/// A fresh polynomial of `basis` sampled from `seed`.
+fn sampled<W: Word>(seed: &[u8; 32], basis: &RnsBasis<W>) -> RnsPoly<W> {
+    let mut p = basis.zero(Form::Ntt);
+    uniform_from_seed(seed, basis, &mut p).expect("sample");
+    p
+}
+
 fn check_uniform<W: Word>(bits: u32) {
     let n = 1 << 12;
     let qs = primes::ntt_primes::<W>(bits, n, 4).expect("primes");
     let basis = RnsBasis::<W>::new(n, &qs).expect("basis");
     let seed = [7u8; 32];
+    // Starts in coefficient form: the sampler sets the form it writes.
     let mut a = basis.zero(Form::Coeff);
-    let mut b = basis.zero(Form::Coeff);
     uniform_from_seed(&seed, &basis, &mut a).expect("a");
-    uniform_from_seed(&seed, &basis, &mut b).expect("b");
     assert_eq!(a.form(), Form::Ntt);
-    assert_eq!(a, b, "deterministic");
+    assert_eq!(a, sampled(&seed, &basis), "deterministic");
     let mut other = [7u8; 32];
     other[31] ^= 1;
-    let mut c = basis.zero(Form::Ntt);
-    uniform_from_seed(&other, &basis, &mut c).expect("c");
+    let c = sampled(&other, &basis);
     for i in 0..qs.len() {
         let same = a
             .limb(i)
@@ -180,13 +185,11 @@ fn check_uniform<W: Word>(bits: u32) {
     assert_ne!(a.limb(0)[..8], a.limb(1)[..8]);
     // Sub-basis (a subset in another order) gives the same limbs for the common primes.
     let sub = basis.select(&[2, 0]).expect("select");
-    let mut s = sub.zero(Form::Ntt);
-    uniform_from_seed(&seed, &sub, &mut s).expect("s");
+    let s = sampled(&seed, &sub);
     assert_eq!(s.limb(0), a.limb(2));
     assert_eq!(s.limb(1), a.limb(0));
     let fresh = RnsBasis::<W>::new(n, &qs[1..2]).expect("basis");
-    let mut f = fresh.zero(Form::Ntt);
-    uniform_from_seed(&seed, &fresh, &mut f).expect("f");
+    let f = sampled(&seed, &fresh);
     assert_eq!(f.limb(0), a.limb(1));
     // Range and mean.
     for (i, &q) in qs.iter().enumerate() {
@@ -225,10 +228,7 @@ fn uniform_from_seed_is_word_independent() {
     let b64 = RnsBasis::<u64>::new(n, &qs).expect("b");
     let b32 = RnsBasis::<u32>::new(n, &qs).expect("b");
     let seed = [3u8; 32];
-    let mut p64 = b64.zero(Form::Ntt);
-    let mut p32 = b32.zero(Form::Ntt);
-    uniform_from_seed(&seed, &b64, &mut p64).expect("64");
-    uniform_from_seed(&seed, &b32, &mut p32).expect("32");
+    let (p64, p32) = (sampled(&seed, &b64), sampled(&seed, &b32));
     let w: Vec<u64> = p32.as_slice().iter().map(|&x| u64::from(x)).collect();
     assert_eq!(p64.as_slice(), &w[..]);
 }

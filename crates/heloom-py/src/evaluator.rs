@@ -4,15 +4,19 @@ use crate::convert::{self, Arg, Numeric, Operand, Scalar};
 use crate::errors::{input_error, to_py};
 use crate::objects::{nogil, PyCiphertext, PyContext, PyEvaluationKeys, Shared};
 use crate::ops::{self, Mode};
-use crate::words::{words, words_wrap, CtW, EvW};
+use crate::words::{each, words, words_wrap, CtW, EvW};
 use heloom_ckks::{CkksError, Evaluator, PolyBasis, Threads};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use std::sync::Arc;
 
 /// The closure that runs `Evaluator::$name(ct, $args..)` on either word size, for
-/// [`PyEvaluator::unary`].
+/// [`PyEvaluator::unary`]; `method!(binary $name)` runs `Evaluator::$name(a, b)`, for
+/// [`PyEvaluator::binary`].
 macro_rules! method {
+    (binary $name:ident) => {
+        move |ev: &EvW, x: &CtW, y: &CtW| words_wrap!((ev, x, y) => |e, p, q| e.$name(p, q))
+    };
     ($name:ident $(, $arg:expr)*) => {
         move |ev: &EvW, x: &CtW| words_wrap!((ev, x) => |e, c| e.$name(c $(, $arg)*))
     };
@@ -227,12 +231,7 @@ impl PyEvaluator {
         a: &PyCiphertext,
         b: &PyCiphertext,
     ) -> PyResult<PyCiphertext> {
-        self.binary(
-            py,
-            a,
-            b,
-            |ev, x, y| words_wrap!((ev, x, y) => |e, p, q| e.multiply(p, q)),
-        )
+        self.binary(py, a, b, method!(binary multiply))
     }
 
     /// ``a * b`` relinearized and rescaled (what ``a * b`` on ciphertexts does).
@@ -242,12 +241,7 @@ impl PyEvaluator {
         a: &PyCiphertext,
         b: &PyCiphertext,
     ) -> PyResult<PyCiphertext> {
-        self.binary(
-            py,
-            a,
-            b,
-            |ev, x, y| words_wrap!((ev, x, y) => |e, p, q| e.multiply_relin_rescale(p, q)),
-        )
+        self.binary(py, a, b, method!(binary multiply_relin_rescale))
     }
 
     /// ``a * a``: size 3, scale squared (cheaper than ``multiply(a, a)``).
@@ -415,10 +409,7 @@ impl PyEvaluator {
 
     /// Whether two scales are equal within the tolerance ``add``/``sub`` accept.
     fn scales_match(&self, a: f64, b: f64) -> bool {
-        match &self.ev {
-            crate::words::Words::W32(e) => e.scales_match(a, b),
-            crate::words::Words::W64(e) => e.scales_match(a, b),
-        }
+        each!(&self.ev => |e| e.scales_match(a, b))
     }
 
     fn __repr__(&self) -> String {
@@ -441,10 +432,7 @@ pub(crate) fn with_threads(ev: &EvW, budget: Threads) -> EvW {
 
 /// `ev`'s thread budget.
 pub(crate) fn budget_of(ev: &EvW) -> Threads {
-    match ev {
-        crate::words::Words::W32(e) => e.threads(),
-        crate::words::Words::W64(e) => e.threads(),
-    }
+    each!(ev => |e| e.threads())
 }
 
 /// `*_plain` methods take a Plaintext or values, not a ciphertext or a number.

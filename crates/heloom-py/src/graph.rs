@@ -10,7 +10,7 @@ use crate::errors::{graph_to_py, input_error, profile_to_py, to_py, GraphError};
 use crate::evaluator::{budget_of, poly_basis, thread_budget, with_threads, PyEvaluator};
 use crate::objects::{PyCiphertext, PyContext};
 use crate::ops::Pick;
-use crate::words::{CtW, Words};
+use crate::words::{each, CtW, Words};
 use heloom_ckks::{Ciphertext, CkksError, Evaluator, PolyOps};
 use heloom_runtime::cost::CostModel;
 use heloom_runtime::graph::{self as rg, ExpVariant};
@@ -498,10 +498,7 @@ impl PyTaskGraph {
 }
 
 fn evaluator_moduli(ev: &PyEvaluator) -> Vec<u64> {
-    match &ev.ev {
-        Words::W32(e) => e.context().params().moduli().to_vec(),
-        Words::W64(e) => e.context().params().moduli().to_vec(),
-    }
+    each!(&ev.ev => |e| e.context().params().moduli().to_vec())
 }
 
 fn describe_chain(m: &[u64]) -> String {

@@ -5,7 +5,7 @@ use crate::errors::{input_error, to_py};
 use crate::evaluator::PyEvaluator;
 use crate::ops::{self, Mode};
 use crate::params::PyCkksParameters;
-use crate::words::{words, words_wrap, CtW, CtxW, EkW, EncW, EvW, PkW, PtW, SkW, Words};
+use crate::words::{each, words, words_wrap, CtW, CtxW, EkW, EncW, EvW, PkW, PtW, SkW, Words};
 use heloom_ckks::{
     keygen, Ciphertext, CkksError, CkksParameters, Context, Decryptor, Encryptor, EvaluationKeys,
     Evaluator, Plaintext, PublicKey, SecretKey,
@@ -60,10 +60,7 @@ impl Shared {
     }
 
     pub(crate) fn params(&self) -> &CkksParameters {
-        match &self.ctx {
-            Words::W32(c) => c.params(),
-            Words::W64(c) => c.params(),
-        }
+        each!(&self.ctx => |c| c.params())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, (Option<EvW>, bool)> {
@@ -150,10 +147,7 @@ impl PyContext {
     /// The SIMD backend the kernels of this context run on.
     #[getter]
     fn backend(&self) -> String {
-        match &self.shared.ctx {
-            Words::W32(c) => c.backend().to_string(),
-            Words::W64(c) => c.backend().to_string(),
-        }
+        each!(&self.shared.ctx => |c| c.backend().to_string())
     }
 
     /// The parameters.
@@ -394,10 +388,7 @@ impl PySecretKey {
     /// coefficient, checksummed). Never send these bytes: every loader of a public object
     /// refuses them.
     fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let v = match &self.sk {
-            Words::W32(k) => k.to_bytes(),
-            Words::W64(k) => k.to_bytes(),
-        };
+        let v = each!(&self.sk => |k| k.to_bytes());
         PyBytes::new(py, &v)
     }
 
@@ -405,10 +396,8 @@ impl PySecretKey {
     /// FormatError, keys of other parameters ParameterError.
     #[staticmethod]
     fn from_bytes(ctx: &PyContext, data: &[u8]) -> PyResult<PySecretKey> {
-        let sk = match &ctx.shared.ctx {
-            Words::W32(c) => Words::W32(SecretKey::from_bytes(c, data).map_err(to_py)?),
-            Words::W64(c) => Words::W64(SecretKey::from_bytes(c, data).map_err(to_py)?),
-        };
+        let sk =
+            words_wrap!((&ctx.shared.ctx) => |c| SecretKey::from_bytes(c, data)).map_err(to_py)?;
         Ok(PySecretKey { sk })
     }
 }
@@ -433,10 +422,7 @@ impl PyPublicKey {
 
     /// The key in heloom's binary format (its uniform half stored as a 32-byte seed).
     fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let v = match &self.pk {
-            Words::W32(k) => k.to_bytes(),
-            Words::W64(k) => k.to_bytes(),
-        };
+        let v = each!(&self.pk => |k| k.to_bytes());
         PyBytes::new(py, &v)
     }
 
@@ -444,10 +430,8 @@ impl PyPublicKey {
     /// other parameters raise ParameterError.
     #[staticmethod]
     fn from_bytes(ctx: &PyContext, data: &[u8]) -> PyResult<PyPublicKey> {
-        let pk = match &ctx.shared.ctx {
-            Words::W32(c) => Words::W32(PublicKey::from_bytes(c, data).map_err(to_py)?),
-            Words::W64(c) => Words::W64(PublicKey::from_bytes(c, data).map_err(to_py)?),
-        };
+        let pk =
+            words_wrap!((&ctx.shared.ctx) => |c| PublicKey::from_bytes(c, data)).map_err(to_py)?;
         Ok(PyPublicKey { pk })
     }
 }
@@ -462,10 +446,7 @@ pub struct PyEvaluationKeys {
 
 impl PyEvaluationKeys {
     fn elements(&self) -> Vec<u64> {
-        match &self.ek {
-            Words::W32(k) => k.galois_elements(),
-            Words::W64(k) => k.galois_elements(),
-        }
+        each!(&self.ek => |k| k.galois_elements())
     }
 }
 
@@ -480,10 +461,7 @@ impl PyEvaluationKeys {
     /// Whether the relinearization key is present.
     #[getter]
     fn has_relinearization(&self) -> bool {
-        match &self.ek {
-            Words::W32(k) => k.has_relin(),
-            Words::W64(k) => k.has_relin(),
-        }
+        each!(&self.ek => |k| k.has_relin())
     }
 
     /// Rotation steps with a key, sorted, in ``(-slots/2, slots/2]`` (a step and the same step
@@ -519,10 +497,7 @@ impl PyEvaluationKeys {
     /// Size of the keys in memory, in bytes.
     #[getter]
     fn memory_bytes(&self) -> usize {
-        match &self.ek {
-            Words::W32(k) => k.memory_bytes(),
-            Words::W64(k) => k.memory_bytes(),
-        }
+        each!(&self.ek => |k| k.memory_bytes())
     }
 
     fn __repr__(&self) -> String {
@@ -541,10 +516,7 @@ impl PyEvaluationKeys {
 
     /// The keys in heloom's binary format (bit-packed, uniform halves as seeds).
     fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let v = py.detach(|| match &self.ek {
-            Words::W32(k) => k.to_bytes(),
-            Words::W64(k) => k.to_bytes(),
-        });
+        let v = py.detach(|| each!(&self.ek => |k| k.to_bytes()));
         PyBytes::new(py, &v)
     }
 
@@ -622,19 +594,19 @@ impl PyPlaintext {
     /// Level (number of primes above q_0).
     #[getter]
     fn level(&self) -> usize {
-        words!((&self.pt) => |p| Ok::<_, CkksError>(p.level())).unwrap_or(0)
+        each!(&self.pt => |p| p.level())
     }
 
     /// Scale the values were multiplied by.
     #[getter]
     fn scale(&self) -> f64 {
-        words!((&self.pt) => |p| Ok::<_, CkksError>(p.scale())).unwrap_or(0.0)
+        each!(&self.pt => |p| p.scale())
     }
 
     /// Number of slots encoded (a power of two).
     #[getter]
     fn slots(&self) -> usize {
-        words!((&self.pt) => |p| Ok::<_, CkksError>(p.slots())).unwrap_or(0)
+        each!(&self.pt => |p| p.slots())
     }
 
     /// Word size in bits: 32 or 64.
@@ -661,20 +633,15 @@ impl PyPlaintext {
 
     /// The plaintext in heloom's binary format.
     fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let v = match &self.pt {
-            Words::W32(p) => p.to_bytes(),
-            Words::W64(p) => p.to_bytes(),
-        };
+        let v = each!(&self.pt => |p| p.to_bytes());
         PyBytes::new(py, &v)
     }
 
     /// Loads a plaintext made for ``ctx``'s parameters; bad bytes raise FormatError.
     #[staticmethod]
     fn from_bytes(ctx: &PyContext, data: &[u8]) -> PyResult<PyPlaintext> {
-        let pt = match &ctx.shared.ctx {
-            Words::W32(c) => Words::W32(Plaintext::from_bytes(c, data).map_err(to_py)?),
-            Words::W64(c) => Words::W64(Plaintext::from_bytes(c, data).map_err(to_py)?),
-        };
+        let pt =
+            words_wrap!((&ctx.shared.ctx) => |c| Plaintext::from_bytes(c, data)).map_err(to_py)?;
         Ok(PyPlaintext {
             pt,
             shared: Arc::clone(&ctx.shared),
@@ -738,11 +705,11 @@ impl PyCiphertext {
     }
 
     fn level_of(&self) -> usize {
-        words!((&self.ct) => |c| Ok::<_, CkksError>(c.level())).unwrap_or(0)
+        each!(&self.ct => |c| c.level())
     }
 
     fn scale_of(&self) -> f64 {
-        words!((&self.ct) => |c| Ok::<_, CkksError>(c.scale())).unwrap_or(0.0)
+        each!(&self.ct => |c| c.scale())
     }
 }
 
@@ -770,13 +737,13 @@ impl PyCiphertext {
     /// Number of polynomials: 2, or 3 after a multiplication before relinearization.
     #[getter]
     fn size(&self) -> usize {
-        words!((&self.ct) => |c| Ok::<_, CkksError>(c.size())).unwrap_or(0)
+        each!(&self.ct => |c| c.size())
     }
 
     /// Number of slots in use (a power of two; decryption returns this many values).
     #[getter]
     fn slots(&self) -> usize {
-        words!((&self.ct) => |c| Ok::<_, CkksError>(c.slots())).unwrap_or(0)
+        each!(&self.ct => |c| c.slots())
     }
 
     /// Word size in bits: 32 or 64.
@@ -788,7 +755,7 @@ impl PyCiphertext {
     /// Whether it is a fresh symmetric encryption (stored at half size).
     #[getter]
     fn is_seeded(&self) -> bool {
-        words!((&self.ct) => |c| Ok::<_, CkksError>(c.is_seeded())).unwrap_or(false)
+        each!(&self.ct => |c| c.is_seeded())
     }
 
     /// The context it was made with.
@@ -806,10 +773,7 @@ impl PyCiphertext {
             )));
         }
         let mut ct = self.ct.clone();
-        match &mut ct {
-            Words::W32(c) => c.set_scale(scale),
-            Words::W64(c) => c.set_scale(scale),
-        }
+        each!(&mut ct => |c| c.set_scale(scale));
         Ok(make_ciphertext(&self.shared, ct, self.ev.clone()))
     }
 
@@ -901,10 +865,7 @@ impl PyCiphertext {
     /// at their primes' sizes, and ``c_1`` stored as a 32-byte seed for a fresh secret-key
     /// encryption (half the size).
     fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let v = match &self.ct {
-            Words::W32(c) => c.to_bytes(),
-            Words::W64(c) => c.to_bytes(),
-        };
+        let v = each!(&self.ct => |c| c.to_bytes());
         PyBytes::new(py, &v)
     }
 
@@ -912,10 +873,8 @@ impl PyCiphertext {
     /// (with what is wrong); a ciphertext of other parameters raises ParameterError.
     #[staticmethod]
     fn from_bytes(ctx: &PyContext, data: &[u8]) -> PyResult<PyCiphertext> {
-        let ct = match &ctx.shared.ctx {
-            Words::W32(c) => Words::W32(Ciphertext::from_bytes(c, data).map_err(to_py)?),
-            Words::W64(c) => Words::W64(Ciphertext::from_bytes(c, data).map_err(to_py)?),
-        };
+        let ct =
+            words_wrap!((&ctx.shared.ctx) => |c| Ciphertext::from_bytes(c, data)).map_err(to_py)?;
         Ok(PyCiphertext::new(ct, &ctx.shared, None))
     }
 }

@@ -217,20 +217,22 @@ fn device_dict<'py>(py: Python<'py>, info: &DeviceInfo) -> PyResult<Bound<'py, P
     Ok(d)
 }
 
-/// `values` (one per device) as a dict keyed by device name, in device order.
-fn by_device<'py, T>(
-    py: Python<'py>,
+/// Sets `report[key]` to `values` (one per device) as a dict keyed by device name, in device
+/// order.
+fn set_by_device<'py, T>(
+    report: &Bound<'py, PyDict>,
+    key: &str,
     devices: &[DeviceInfo],
     values: &[T],
-) -> PyResult<Bound<'py, PyDict>>
+) -> PyResult<()>
 where
     T: Copy + IntoPyObject<'py>,
 {
-    let d = PyDict::new(py);
+    let d = PyDict::new(report.py());
     for (info, &v) in devices.iter().zip(values) {
         d.set_item(&info.name, v)?;
     }
-    Ok(d)
+    report.set_item(key, d)
 }
 
 /// What a bulk AES run produced, before the GIL is taken back.
@@ -326,21 +328,14 @@ fn bulk<'py>(
     }
     report.set_item("devices", devs)?;
     let names = &run.devices;
-    report.set_item(
-        "items_per_device",
-        by_device(py, names, &r.items_per_device)?,
-    )?;
-    report.set_item(
-        "bytes_per_device",
-        by_device(py, names, &r.weight_per_device)?,
-    )?;
-    report.set_item(
-        "busy_ms_per_device",
-        by_device(py, names, &r.busy_ms_per_device)?,
-    )?;
-    report.set_item(
+    set_by_device(&report, "items_per_device", names, &r.items_per_device)?;
+    set_by_device(&report, "bytes_per_device", names, &r.weight_per_device)?;
+    set_by_device(&report, "busy_ms_per_device", names, &r.busy_ms_per_device)?;
+    set_by_device(
+        &report,
         "finish_ms_per_device",
-        by_device(py, names, &r.finish_ms_per_device)?,
+        names,
+        &r.finish_ms_per_device,
     )?;
     Ok(PyAesResult {
         outputs: run
@@ -551,6 +546,31 @@ impl Progress {
     }
 }
 
+/// Runs the comparison `run` on the devices listed in `devices` without the GIL, calling
+/// `progress` after every run, and returns its result as Python objects.
+fn run_compare<'py, T, F>(
+    py: Python<'py>,
+    devices: &str,
+    progress: Option<Py<PyAny>>,
+    run: F,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    T: Serialize + Send,
+    F: FnOnce(&[DeviceSpec], &mut dyn FnMut(&str, usize, usize)) -> Result<T, DeviceError> + Send,
+{
+    let specs = parse_specs(devices)?;
+    let mut progress = Progress::new(progress);
+    let out = py
+        .detach(|| {
+            run(&specs, &mut |label, done, total| {
+                progress.call(label, done, total)
+            })
+        })
+        .map_err(device_to_py)?;
+    progress.finish()?;
+    to_python(py, &out)
+}
+
 /// Times every device alone and every balancer in ``methods`` on the same AES workloads (seed
 /// 001's Tables 2 and 3): for each item size in ``sizes`` a queue of ``items`` items of that
 /// size, and with ``mixed`` one more queue holding ``items / len(sizes)`` items of every size,
@@ -638,19 +658,11 @@ pub fn offload_compare<'py>(
         mixed,
         seed,
     };
-    let specs = parse_specs(devices)?;
-    let mut progress = Progress::new(progress);
-    let report = py
-        .detach(|| {
-            let devs = open_aes_devices(&specs)?;
-            let refs: Vec<&dyn Device<AesWorkload>> = devs.iter().map(|d| d.as_ref()).collect();
-            compare(&refs, &cfg, &mut |label, done, total| {
-                progress.call(label, done, total)
-            })
-        })
-        .map_err(device_to_py)?;
-    progress.finish()?;
-    to_python(py, &report)
+    run_compare(py, devices, progress, |specs, progress| {
+        let devs = open_aes_devices(specs)?;
+        let refs: Vec<&dyn Device<AesWorkload>> = devs.iter().map(|d| d.as_ref()).collect();
+        compare(&refs, &cfg, progress)
+    })
 }
 
 /// Runs a stream of ``jobs`` e^x jobs (the runtime's HE task graphs, each on its own encrypted
@@ -708,20 +720,12 @@ pub fn he_offload_compare<'py>(
         methods: self::methods(&methods)?,
         seed,
     };
-    let specs = parse_specs(devices)?;
-    let mut progress = Progress::new(progress);
-    let rows = py
-        .detach(|| {
-            let devs = open_he_devices(&specs)?;
-            let refs: Vec<&dyn Device<heloom_devices::he::HeJobs>> =
-                devs.iter().map(|d| d.as_ref()).collect();
-            compare_he(&refs, &cfg, &mut |label, done, total| {
-                progress.call(label, done, total)
-            })
-        })
-        .map_err(device_to_py)?;
-    progress.finish()?;
-    to_python(py, &rows)
+    run_compare(py, devices, progress, |specs, progress| {
+        let devs = open_he_devices(specs)?;
+        let refs: Vec<&dyn Device<heloom_devices::he::HeJobs>> =
+            devs.iter().map(|d| d.as_ref()).collect();
+        compare_he(&refs, &cfg, progress)
+    })
 }
 
 /// Registers the class and functions.

@@ -80,7 +80,20 @@ macro_rules! words_wrap {
     };
 }
 
-pub(crate) use {words, words_wrap};
+/// Runs `body` on the value inside one `Words`, whichever its word size; the body has the
+/// same type for both sizes (no mismatch is possible with one value).
+///
+/// `each!(&key => |k| k.to_bytes())`
+macro_rules! each {
+    ($v:expr => |$n:ident| $body:expr) => {
+        match $v {
+            $crate::words::Words::W32($n) => $body,
+            $crate::words::Words::W64($n) => $body,
+        }
+    };
+}
+
+pub(crate) use {each, words, words_wrap};
 
 impl From<Ciphertext<u32>> for CtW {
     fn from(c: Ciphertext<u32>) -> Self {

@@ -73,53 +73,44 @@ impl TaskGraph {
         }
         p.extend_from_slice(&(self.nodes().len() as u32).to_le_bytes());
         let id = |p: &mut Vec<u8>, v: usize| p.extend_from_slice(&(v as u32).to_le_bytes());
+        // Every node: its op code, its first node id (the index of an input), then the op's
+        // own bytes.
+        let op = |p: &mut Vec<u8>, code: u8, a: usize, rest: &[u8]| {
+            p.push(code);
+            id(p, a);
+            p.extend_from_slice(rest);
+        };
         for node in self.nodes() {
             match node.op {
-                NodeOp::Input(i) => {
-                    p.push(0);
-                    id(&mut p, i);
-                }
+                NodeOp::Input(i) => op(&mut p, 0, i, &[]),
                 NodeOp::Add(a, b) | NodeOp::Sub(a, b) | NodeOp::Multiply(a, b) => {
-                    p.push(match node.op {
+                    let code = match node.op {
                         NodeOp::Add(..) => 1,
                         NodeOp::Sub(..) => 2,
                         _ => 7,
-                    });
-                    id(&mut p, a);
+                    };
+                    op(&mut p, code, a, &[]);
                     id(&mut p, b);
                 }
                 NodeOp::AddConst(a, c) | NodeOp::MulConst(a, c) | NodeOp::SetScale(a, c) => {
-                    p.push(match node.op {
+                    let code = match node.op {
                         NodeOp::AddConst(..) => 3,
                         NodeOp::MulConst(..) => 6,
                         _ => 12,
-                    });
-                    id(&mut p, a);
-                    p.extend_from_slice(&c.to_le_bytes());
+                    };
+                    op(&mut p, code, a, &c.to_le_bytes());
                 }
-                NodeOp::MulInt(a, k) => {
-                    p.push(4);
-                    id(&mut p, a);
-                    p.extend_from_slice(&k.to_le_bytes());
-                }
-                NodeOp::MulConstExact(a, k) => {
-                    p.push(5);
-                    id(&mut p, a);
-                    p.extend_from_slice(&k.to_le_bytes());
-                }
+                NodeOp::MulInt(a, k) => op(&mut p, 4, a, &k.to_le_bytes()),
+                NodeOp::MulConstExact(a, k) => op(&mut p, 5, a, &k.to_le_bytes()),
                 NodeOp::Square(a) | NodeOp::Relinearize(a) | NodeOp::Rescale(a) => {
-                    p.push(match node.op {
+                    let code = match node.op {
                         NodeOp::Square(..) => 8,
                         NodeOp::Relinearize(..) => 9,
                         _ => 10,
-                    });
-                    id(&mut p, a);
+                    };
+                    op(&mut p, code, a, &[]);
                 }
-                NodeOp::DropToLevel(a, l) => {
-                    p.push(11);
-                    id(&mut p, a);
-                    p.extend_from_slice(&(l as u16).to_le_bytes());
-                }
+                NodeOp::DropToLevel(a, l) => op(&mut p, 11, a, &(l as u16).to_le_bytes()),
             }
             p.extend_from_slice(&(node.level as u16).to_le_bytes());
             p.extend_from_slice(&node.scale.to_le_bytes());
@@ -296,8 +287,8 @@ fn replay(b: &GraphBuilder, r: &mut Cursor<'_>, values: &[Value], i: usize) -> R
                 )));
             }
             // The input's level and scale follow the op; peek them.
-            let level = usize::from(r.peek_u16()?);
-            let scale = r.peek_f64_after_u16()?;
+            let level = usize::from(u16::from_le_bytes(r.peek(0, "level")?));
+            let scale = f64::from_le_bytes(r.peek(2, "scale")?);
             b.input(level, scale)?
         }
         1 | 2 | 7 => {
@@ -342,6 +333,18 @@ fn replay(b: &GraphBuilder, r: &mut Cursor<'_>, values: &[Value], i: usize) -> R
     Ok(v)
 }
 
+/// `fn $t(&mut self, what) -> Result<$t>` for each listed number type: the next value,
+/// little-endian.
+macro_rules! le_readers {
+    ($($t:ident),*) => {
+        $(
+            fn $t(&mut self, what: &str) -> Result<$t> {
+                Ok($t::from_le_bytes(self.array(what)?))
+            }
+        )*
+    };
+}
+
 /// A bounds-checked reader over the payload.
 struct Cursor<'a> {
     b: &'a [u8],
@@ -372,45 +375,17 @@ impl<'a> Cursor<'a> {
         Ok(a)
     }
 
-    fn u8(&mut self, what: &str) -> Result<u8> {
-        Ok(self.array::<1>(what)?[0])
-    }
-    fn u16(&mut self, what: &str) -> Result<u16> {
-        Ok(u16::from_le_bytes(self.array(what)?))
-    }
-    fn u32(&mut self, what: &str) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.array(what)?))
-    }
-    fn u64(&mut self, what: &str) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.array(what)?))
-    }
-    fn i64(&mut self, what: &str) -> Result<i64> {
-        Ok(i64::from_le_bytes(self.array(what)?))
-    }
-    fn i128(&mut self, what: &str) -> Result<i128> {
-        Ok(i128::from_le_bytes(self.array(what)?))
-    }
-    fn f64(&mut self, what: &str) -> Result<f64> {
-        Ok(f64::from_le_bytes(self.array(what)?))
-    }
+    le_readers!(u8, u16, u32, u64, i64, i128, f64);
 
-    /// The `u16` at the cursor, without moving it.
-    fn peek_u16(&self) -> Result<u16> {
+    /// The `K` bytes `skip` bytes past the cursor, without moving it (an input's level and
+    /// scale, which follow its op).
+    fn peek<const K: usize>(&self, skip: usize, what: &str) -> Result<[u8; K]> {
         let s = self
             .b
-            .get(self.at..self.at + 2)
-            .ok_or_else(|| bad("truncated: an input's level is missing".into()))?;
-        Ok(u16::from_le_bytes([s[0], s[1]]))
-    }
-
-    /// The `f64` after the `u16` at the cursor, without moving it.
-    fn peek_f64_after_u16(&self) -> Result<f64> {
-        let s = self
-            .b
-            .get(self.at + 2..self.at + 10)
-            .ok_or_else(|| bad("truncated: an input's scale is missing".into()))?;
-        let mut a = [0u8; 8];
+            .get(self.at + skip..self.at + skip + K)
+            .ok_or_else(|| bad(format!("truncated: an input's {what} is missing")))?;
+        let mut a = [0u8; K];
         a.copy_from_slice(s);
-        Ok(f64::from_le_bytes(a))
+        Ok(a)
     }
 }

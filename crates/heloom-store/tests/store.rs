@@ -47,6 +47,17 @@ fn store(budget: Option<u64>, prefetch_depth: usize) -> Store<Blob> {
     Store::new(config, |b: &[u8]| Ok(Blob(b.to_vec()))).unwrap()
 }
 
+/// Keys 0..5, 100 bytes each, inserted and flushed in a store with room for two and no
+/// automatic prefetch: 0, 1 and 2, the least recently used, are spilled.
+fn five_with_room_for_two() -> Store<Blob> {
+    let s = store(Some(250), 0);
+    for k in 0..5 {
+        s.insert(k, blob(k, 100)).unwrap();
+    }
+    s.flush().unwrap();
+    s
+}
+
 /// Polls `cond` (the store works in the background); fails after 10 s.
 fn wait_for(what: &str, cond: impl Fn() -> bool) {
     let t0 = Instant::now();
@@ -88,12 +99,7 @@ fn round_trip_under_a_budget_forcing_spills() {
 
 #[test]
 fn statistics_are_exact_in_a_deterministic_scenario() {
-    // Budget for 2 of 5 values of 100 bytes; no automatic prefetch.
-    let s = store(Some(250), 0);
-    for k in 0..5 {
-        s.insert(k, blob(k, 100)).unwrap();
-    }
-    s.flush().unwrap();
+    let s = five_with_room_for_two();
     let st = s.stats();
     // Without an order, LRU: 0, 1 and 2 were written and dropped.
     assert_eq!((st.evictions, st.bytes_written, st.gets), (3, 3 * FILE, 0));
@@ -178,11 +184,7 @@ fn belady_evicts_the_value_used_furthest_away() {
 
 #[test]
 fn explicit_prefetch_makes_the_get_a_hit() {
-    let s = store(Some(250), 0);
-    for k in 0..5 {
-        s.insert(k, blob(k, 100)).unwrap();
-    }
-    s.flush().unwrap();
+    let s = five_with_room_for_two();
     s.reset_stats();
     s.prefetch(&[0]);
     wait_for("prefetch of 0", || s.is_resident(0));
@@ -225,11 +227,7 @@ fn access_order_prefetch_turns_every_get_into_a_hit() {
 #[test]
 fn prefetch_never_evicts_a_value_needed_sooner() {
     // Budget for 2; resident 3 and 4 are needed before 0 in the order: no room, no prefetch.
-    let s = store(Some(250), 0);
-    for k in 0..5 {
-        s.insert(k, blob(k, 100)).unwrap();
-    }
-    s.flush().unwrap();
+    let s = five_with_room_for_two();
     s.set_access_order(&[3, 4, 0]);
     s.prefetch(&[0]);
     s.flush().unwrap();
@@ -249,11 +247,7 @@ fn flip_byte(path: &std::path::Path, at: u64) {
 
 #[test]
 fn a_corrupted_file_is_an_error_naming_the_key() {
-    let s = store(Some(250), 0);
-    for k in 0..5 {
-        s.insert(k, blob(k, 100)).unwrap();
-    }
-    s.flush().unwrap();
+    let s = five_with_room_for_two();
     let path = s.spill_path(1).unwrap();
     flip_byte(&path, HEADER_LEN as u64 + 50);
     match s.get(1) {
@@ -276,11 +270,7 @@ fn a_corrupted_file_is_an_error_naming_the_key() {
 
 #[test]
 fn a_truncated_file_is_an_error() {
-    let s = store(Some(250), 0);
-    for k in 0..5 {
-        s.insert(k, blob(k, 100)).unwrap();
-    }
-    s.flush().unwrap();
+    let s = five_with_room_for_two();
     for (key, len) in [(0u64, 90u64), (1, 10), (2, 0)] {
         let path = s.spill_path(key).unwrap();
         std::fs::OpenOptions::new()
@@ -300,11 +290,7 @@ fn a_truncated_file_is_an_error() {
 
 #[test]
 fn a_deleted_file_is_an_io_error_with_its_path() {
-    let s = store(Some(250), 0);
-    for k in 0..5 {
-        s.insert(k, blob(k, 100)).unwrap();
-    }
-    s.flush().unwrap();
+    let s = five_with_room_for_two();
     let path = s.spill_path(0).unwrap();
     std::fs::remove_file(&path).unwrap();
     match s.get(0) {
@@ -462,11 +448,7 @@ fn no_budget_never_spills() {
 
 #[test]
 fn remove_replace_and_cleanup() {
-    let s = store(Some(250), 0);
-    for k in 0..5 {
-        s.insert(k, blob(k, 100)).unwrap();
-    }
-    s.flush().unwrap();
+    let s = five_with_room_for_two();
     let dir = s.dir().to_path_buf();
     let path0 = s.spill_path(0).unwrap();
     // Remove of a spilled value reads it back and deletes its file.

@@ -170,28 +170,8 @@ impl CryptoNet {
                 }
             }
         }
-        let sq: Vec<f64> = h.iter().map(|v| v * v).collect();
-        let d1: Vec<f64> = (0..FC1)
-            .map(|o| {
-                self.fc1_b[o]
-                    + self.fc1_w[o * HIDDEN..(o + 1) * HIDDEN]
-                        .iter()
-                        .zip(&sq)
-                        .map(|(w, v)| w * v)
-                        .sum::<f64>()
-            })
-            .collect();
-        let sq2: Vec<f64> = d1.iter().map(|v| v * v).collect();
-        let logits: Vec<f64> = (0..CLASSES)
-            .map(|o| {
-                self.fc2_b[o]
-                    + self.fc2_w[o * FC1..(o + 1) * FC1]
-                        .iter()
-                        .zip(&sq2)
-                        .map(|(w, v)| w * v)
-                        .sum::<f64>()
-            })
-            .collect();
+        let d1 = square_dense(&h, &self.fc1_w, &self.fc1_b);
+        let logits = square_dense(&d1, &self.fc2_w, &self.fc2_b);
         Ok([h, d1, logits])
     }
 
@@ -205,6 +185,16 @@ impl CryptoNet {
     pub fn predict(&self, image: &[u8]) -> Result<usize> {
         Ok(argmax(&self.logits(image)?))
     }
+}
+
+/// The network's square activation then a dense layer: `out[o] = b[o] + sum_i w[o][i] x[i]^2`
+/// (`w` row-major, one row of `x.len()` weights per entry of `b`).
+fn square_dense(x: &[f64], w: &[f64], b: &[f64]) -> Vec<f64> {
+    let sq: Vec<f64> = x.iter().map(|v| v * v).collect();
+    b.iter()
+        .zip(w.chunks_exact(x.len()))
+        .map(|(b, row)| b + row.iter().zip(&sq).map(|(w, v)| w * v).sum::<f64>())
+        .collect()
 }
 
 /// Index of the largest value (the first of equal ones).

@@ -90,6 +90,14 @@ fn slot_of_hidden(h: usize) -> usize {
     (h / MAP) * BLOCK + h % MAP
 }
 
+/// A dense layer's bias `b` in every slot `s` where its output `s % rows` lands (0 for the
+/// padding rows beyond `b`).
+fn tiled_bias(b: &[f64], rows: usize, slots: usize) -> Vec<f64> {
+    (0..slots)
+        .map(|s| b.get(s % rows).copied().unwrap_or(0.0))
+        .collect()
+}
+
 /// The Halevi-Shoup product by a `rows x cols` matrix (`m(r, c)`, zero outside) for an input
 /// of period `cols` over all `slots`, with outputs folded afterwards by a sum over row blocks:
 /// `rows` diagonals `d_i[s] = m(s mod rows, (s mod cols + i) mod cols)`, encoded at `level`.
@@ -165,9 +173,7 @@ impl<W: Word> SingleNet<W> {
                 0.0
             }
         })?;
-        let d1_bias: Vec<f64> = (0..slots)
-            .map(|s| net.fc1_b.get(s % D1_ROWS).copied().unwrap_or(0.0))
-            .collect();
+        let d1_bias = tiled_bias(&net.fc1_b, D1_ROWS, slots);
         // Level top - 5: dense 100 -> 10.
         let d2 = dense(&ctx, (D2_ROWS, D1_ROWS, D2_BABY), top - 5, |r, c| {
             if r < CLASSES && c < FC1 {
@@ -176,9 +182,7 @@ impl<W: Word> SingleNet<W> {
                 0.0
             }
         })?;
-        let d2_bias: Vec<f64> = (0..slots)
-            .map(|s| net.fc2_b.get(s % D2_ROWS).copied().unwrap_or(0.0))
-            .collect();
+        let d2_bias = tiled_bias(&net.fc2_b, D2_ROWS, slots);
         Ok(Self {
             ctx,
             ev: ev.clone(),

@@ -2,12 +2,16 @@
 //! include this file with `#[path]`).
 
 // Each test file compiles this module on its own and uses only part of it.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
-use heloom_ckks::{
-    keygen, CkksParameters, Context, Decryptor, Encryptor, Evaluator, KeySet, SecurityLevel,
-};
+// Kept apart so that the fuzz seeds can include it without the rest (and its dependencies).
+mod params;
+pub use params::insecure_deep_params;
+
+use heloom_ckks::{keygen, CkksParameters, Context, Decryptor, Encryptor, Evaluator, KeySet};
 use heloom_math::Word;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
 /// A context with its keys, an encryptor, a decryptor and an evaluator holding the keys.
@@ -43,16 +47,30 @@ pub fn evaluator<W: Word>(ctx: &Arc<Context<W>>, keys: &KeySet<W>) -> Evaluator<
     Evaluator::new(ctx, Arc::new(keys.evaluation_keys.clone())).expect("evaluator")
 }
 
-/// N = 2^12, a 50-bit `q_0` under five 40-bit scaling primes, 64-bit words, no security
-/// check: small and fast, and deep enough for the e^x graphs.
-pub fn insecure_deep_params() -> CkksParameters {
-    CkksParameters::builder(1 << 12)
-        .levels(5)
-        .first_bits(50)
+/// N = 2^13 at 128-bit security, 64-bit words: a 45-bit `q_0` under `levels` 40-bit scaling
+/// primes.
+pub fn secure_params(levels: usize) -> CkksParameters {
+    CkksParameters::builder(1 << 13)
+        .levels(levels)
+        .first_bits(45)
         .scale_bits(40)
-        .security(SecurityLevel::None)
         .build()
         .expect("parameters")
+}
+
+/// `n` values uniform in `[-1, 1)`, the same for the same `seed`.
+pub fn rand_vec(seed: u64, n: usize) -> Vec<f64> {
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    (0..n).map(|_| r.gen_range(-1.0..1.0)).collect()
+}
+
+/// The largest `|got[i] - want[i]|` over `want` (`got` may hold more values).
+pub fn max_err(got: &[f64], want: &[f64]) -> f64 {
+    assert!(got.len() >= want.len(), "{} < {}", got.len(), want.len());
+    want.iter()
+        .zip(got)
+        .map(|(w, g)| (w - g).abs())
+        .fold(0.0, f64::max)
 }
 
 /// A [`Setup`] with the largest error its tests allow after a multiplication.

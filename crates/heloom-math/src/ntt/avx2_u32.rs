@@ -40,7 +40,7 @@ impl Tables {
     }
 }
 
-super::shoup32::kernel!("avx2", Avx2, __m256i, zero = _mm256_setzero_si256);
+super::shoup32::kernel!("avx2", Avx2, __m256i);
 
 /// Chunks interleaved by the tail: one chunk is a serial chain of butterflies and shuffles, so
 /// independent chunks side by side hide the multiply latencies.

@@ -117,12 +117,7 @@ static TO_NATURAL: [[u32; 16]; 2] = [perm_idx(0, 4, 0), perm_idx(0, 4, 1)];
 /// Inverse tail: natural order to layout 0.
 static TO_LAYOUT0: [[u32; 16]; 2] = [perm_idx(4, 0, 0), perm_idx(4, 0, 1)];
 
-super::shoup32::kernel!(
-    "avx512f,avx512dq,avx512bw,avx512vl",
-    Avx512,
-    __m512i,
-    zero = _mm512_setzero_si512
-);
+super::shoup32::kernel!("avx512f,avx512dq,avx512bw,avx512vl", Avx512, __m512i);
 
 /// Loads a 16-entry index table.
 #[inline]

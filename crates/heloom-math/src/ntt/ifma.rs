@@ -67,7 +67,7 @@ pub(crate) fn forward(core: &NttCore<u64>, t: &Tables, a: &mut [u64]) {
     assert_eq!(a.len(), core.n, "NTT length");
     // SAFETY: tables of this backend are only built after the CPU was checked for
     // avx512f/dq/bw/vl/ifma, and `a.len() == N` was asserted above.
-    unsafe { forward_impl(core, t, a) }
+    unsafe { transform::<true>(core, t, a) }
 }
 
 /// Inverse NTT in place.
@@ -75,7 +75,7 @@ pub(crate) fn inverse(core: &NttCore<u64>, t: &Tables, a: &mut [u64]) {
     assert_eq!(a.len(), core.n, "NTT length");
     // SAFETY: as in `forward`: the CPU features were checked when the table was built and the
     // length was asserted.
-    unsafe { inverse_impl(core, t, a) }
+    unsafe { transform::<false>(core, t, a) }
 }
 
 /// Broadcast constants of one modulus.
@@ -302,44 +302,29 @@ unsafe fn small_twiddles(w: *const u64, wp: *const u64, kk: usize) -> [(__m512i,
 }
 
 /// One pair of 8-word blocks through the forward distance-4, 2, 1 layers, then reduced to
-/// `[0, q)`.
+/// `[0, q)` (`FWD`), or through the inverse distance-1, 2, 4 layers.
 #[inline]
 #[target_feature(enable = "avx512f,avx512ifma")]
-fn fwd_pair(
+fn pair<const FWD: bool>(
     x: &mut __m512i,
     y: &mut __m512i,
     t: &[(__m512i, __m512i); 3],
     p: &[Perm; 4],
     c: Consts,
 ) {
-    p[0].apply(x, y);
-    ct(x, y, t[0].0, t[0].1, c);
-    p[1].apply(x, y);
-    ct(x, y, t[1].0, t[1].1, c);
-    p[2].apply(x, y);
-    ct(x, y, t[2].0, t[2].1, c);
-    // Fold the final reduction [0, 4q) -> [0, q) into this pass.
-    *x = csub(csub(*x, c.q2), c.q);
-    *y = csub(csub(*y, c.q2), c.q);
-    p[3].apply(x, y);
-}
-
-/// One pair of 8-word blocks through the inverse distance-1, 2, 4 layers.
-#[inline]
-#[target_feature(enable = "avx512f,avx512ifma")]
-fn inv_pair(
-    x: &mut __m512i,
-    y: &mut __m512i,
-    t: &[(__m512i, __m512i); 3],
-    p: &[Perm; 4],
-    c: Consts,
-) {
-    p[0].apply(x, y);
-    gs(x, y, t[2].0, t[2].1, c);
-    p[1].apply(x, y);
-    gs(x, y, t[1].0, t[1].1, c);
-    p[2].apply(x, y);
-    gs(x, y, t[0].0, t[0].1, c);
+    for l in 0..3 {
+        p[l].apply(x, y);
+        if FWD {
+            ct(x, y, t[l].0, t[l].1, c);
+        } else {
+            gs(x, y, t[2 - l].0, t[2 - l].1, c);
+        }
+    }
+    if FWD {
+        // Fold the final reduction [0, 4q) -> [0, q) into this pass.
+        *x = csub(csub(*x, c.q2), c.q);
+        *y = csub(csub(*y, c.q2), c.q);
+    }
     p[3].apply(x, y);
 }
 
@@ -366,13 +351,8 @@ unsafe fn small_layers<const FWD: bool>(
         Perm::new(&perms[2]),
         Perm::new(&perms[3]),
     ];
-    let run = |x: &mut __m512i, y: &mut __m512i, t: &[(__m512i, __m512i); 3]| {
-        if FWD {
-            fwd_pair(x, y, t, &p, c)
-        } else {
-            inv_pair(x, y, t, &p, c)
-        }
-    };
+    let run =
+        |x: &mut __m512i, y: &mut __m512i, t: &[(__m512i, __m512i); 3]| pair::<FWD>(x, y, t, &p, c);
     let pairs = len / 16;
     let mut pair = 0;
     while pair + 2 <= pairs {
@@ -406,26 +386,21 @@ unsafe fn small_layers<const FWD: bool>(
     }
 }
 
-/// Forward transform through the shared skeleton.
+/// Full forward (`FWD`) or inverse transform through the shared skeleton.
 ///
 /// # Safety
 /// CPU has avx512f/dq/bw/vl/ifma; `a.len() == core.n`.
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-unsafe fn forward_impl(core: &NttCore<u64>, t: &Tables, a: &mut [u64]) {
+unsafe fn transform<const FWD: bool>(core: &NttCore<u64>, t: &Tables, a: &mut [u64]) {
     let k = Kern::new(core, t);
     // SAFETY: the features are enabled here (caller) and `a` holds the N words.
-    unsafe { skeleton::forward(&k, a.as_mut_ptr()) }
-}
-
-/// Inverse transform through the shared skeleton.
-///
-/// # Safety
-/// As [`forward_impl`].
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-unsafe fn inverse_impl(core: &NttCore<u64>, t: &Tables, a: &mut [u64]) {
-    let k = Kern::new(core, t);
-    // SAFETY: as in `forward_impl`.
-    unsafe { skeleton::inverse(&k, a.as_mut_ptr()) }
+    unsafe {
+        if FWD {
+            skeleton::forward(&k, a.as_mut_ptr())
+        } else {
+            skeleton::inverse(&k, a.as_mut_ptr())
+        }
+    }
 }
 
 /// The IFMA butterflies and tail for one table.
@@ -472,51 +447,35 @@ impl Kernel for Kern<'_> {
         "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma",
         u64,
         __m512i,
-        zero = _mm512_setzero_si512,
+        zero = <crate::simd::avx512::Avx512 as crate::simd::Prim64>::zero,
         load = ld,
         store = st
     );
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-    unsafe fn fwd_tw(&self, idx: usize) -> (__m512i, __m512i) {
+    unsafe fn tw<const FWD: bool>(&self, idx: usize) -> (__m512i, __m512i) {
         let b = |x: u64| _mm512_set1_epi64(x as i64);
-        (b(self.core.roots[idx]), b(self.t.fwd_shoup[idx]))
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-    unsafe fn inv_tw(&self, idx: usize) -> (__m512i, __m512i) {
-        let b = |x: u64| _mm512_set1_epi64(x as i64);
-        (b(self.core.inv_roots[idx]), b(self.t.inv_shoup[idx]))
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-    unsafe fn fwd_bfs<const M: usize>(
-        &self,
-        mut x: [__m512i; M],
-        mut y: [__m512i; M],
-        t: [(__m512i, __m512i); M],
-        _first: bool,
-    ) -> ([__m512i; M], [__m512i; M]) {
-        for i in 0..M {
-            ct(&mut x[i], &mut y[i], t[i].0, t[i].1, self.c);
+        if FWD {
+            (b(self.core.roots[idx]), b(self.t.fwd_shoup[idx]))
+        } else {
+            (b(self.core.inv_roots[idx]), b(self.t.inv_shoup[idx]))
         }
-        (x, y)
     }
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-    unsafe fn inv_bfs<const M: usize>(
+    unsafe fn bfs<const FWD: bool, const M: usize>(
         &self,
         mut x: [__m512i; M],
         mut y: [__m512i; M],
         t: [(__m512i, __m512i); M],
-        top: bool,
+        edge: bool,
     ) -> ([__m512i; M], [__m512i; M]) {
         for i in 0..M {
-            if top {
+            if FWD {
+                ct(&mut x[i], &mut y[i], t[i].0, t[i].1, self.c);
+            } else if edge {
                 gs_last(&mut x[i], &mut y[i], self.ni, self.nw, self.c);
             } else {
                 gs(&mut x[i], &mut y[i], t[i].0, t[i].1, self.c);
@@ -527,20 +486,15 @@ impl Kernel for Kern<'_> {
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-    unsafe fn fwd_tail(&self, a: *mut u64, base: usize, len: usize) {
-        let n = self.core.n;
-        let (w, wp) = (self.core.roots.as_ptr(), self.t.fwd_shoup.as_ptr());
+    unsafe fn tail<const FWD: bool>(&self, a: *mut u64, base: usize, len: usize) {
+        let (n, c) = (self.core.n, self.core);
+        let (w, wp) = if FWD {
+            (c.roots.as_ptr(), self.t.fwd_shoup.as_ptr())
+        } else {
+            (c.inv_roots.as_ptr(), self.t.inv_shoup.as_ptr())
+        };
         // SAFETY: forwarded from the caller: `a[base..base+len]` lies in the N words, `len` is a
         // multiple of 16, and the tables hold N entries.
-        unsafe { small_layers::<true>(a.add(base), len, n / 8 + base / 8, w, wp, self.c) }
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")]
-    unsafe fn inv_head(&self, a: *mut u64, base: usize, len: usize) {
-        let n = self.core.n;
-        let (w, wp) = (self.core.inv_roots.as_ptr(), self.t.inv_shoup.as_ptr());
-        // SAFETY: as in `fwd_tail`.
-        unsafe { small_layers::<false>(a.add(base), len, n / 8 + base / 8, w, wp, self.c) }
+        unsafe { small_layers::<FWD>(a.add(base), len, n / 8 + base / 8, w, wp, self.c) }
     }
 }

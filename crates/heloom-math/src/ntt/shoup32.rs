@@ -417,7 +417,7 @@ impl<'a, P: Prim32, T: Tail32<P>, const L4: bool> Kern<'a, P, T, L4> {
 /// under its target features. Expects in scope: `NttCore`, `Kernel`, `Prim32`, `Tables`
 /// (implementing [`Tail32`]), `LANES`, `TAIL_LOG`, `BLOCK_LOG`, `TAIL_CHUNKS`.
 macro_rules! kernel {
-    ($feat:literal, $isa:ty, $v:ty, zero = $zero:expr) => {
+    ($feat:literal, $isa:ty, $v:ty) => {
         /// Forward NTT in place.
         pub(crate) fn forward(core: &NttCore<u32>, t: &Tables, a: &mut [u32]) {
             assert_eq!(a.len(), core.n, "NTT length");
@@ -495,63 +495,42 @@ macro_rules! kernel {
                 $feat,
                 u32,
                 $v,
-                zero = $zero,
+                zero = <$isa as Prim32>::zero,
                 load = <$isa as Prim32>::load,
-                store = <$isa as Prim32>::store
+                store = <$isa as Prim32>::store,
+                shoup_tw
             );
 
             #[inline]
             #[target_feature(enable = $feat)]
-            unsafe fn fwd_tw(&self, idx: usize) -> Self::Tw {
-                // SAFETY: the features are enabled here.
-                unsafe { Self::Tw::splat(self.core.roots[idx], self.core.roots_shoup[idx]) }
-            }
-
-            #[inline]
-            #[target_feature(enable = $feat)]
-            unsafe fn inv_tw(&self, idx: usize) -> Self::Tw {
-                // SAFETY: the features are enabled here.
-                unsafe { Self::Tw::splat(self.core.inv_roots[idx], self.core.inv_roots_shoup[idx]) }
-            }
-
-            #[inline]
-            #[target_feature(enable = $feat)]
-            unsafe fn fwd_bfs<const M: usize>(
+            unsafe fn bfs<const FWD: bool, const M: usize>(
                 &self,
                 x: [$v; M],
                 y: [$v; M],
                 t: [Self::Tw; M],
-                first: bool,
+                edge: bool,
             ) -> ([$v; M], [$v; M]) {
                 // SAFETY: the features are enabled here.
-                unsafe { Kern::<L4>::fwd_bfs(self, x, y, t, first) }
+                unsafe {
+                    if FWD {
+                        Kern::<L4>::fwd_bfs(self, x, y, t, edge)
+                    } else {
+                        Kern::<L4>::inv_bfs(self, x, y, t, edge)
+                    }
+                }
             }
 
             #[inline]
             #[target_feature(enable = $feat)]
-            unsafe fn inv_bfs<const M: usize>(
-                &self,
-                x: [$v; M],
-                y: [$v; M],
-                t: [Self::Tw; M],
-                top: bool,
-            ) -> ([$v; M], [$v; M]) {
-                // SAFETY: the features are enabled here.
-                unsafe { Kern::<L4>::inv_bfs(self, x, y, t, top) }
-            }
-
-            #[inline]
-            #[target_feature(enable = $feat)]
-            unsafe fn fwd_tail(&self, a: *mut u32, base: usize, len: usize) {
+            unsafe fn tail<const FWD: bool>(&self, a: *mut u32, base: usize, len: usize) {
                 // SAFETY: forwarded from the caller: features, `a` holds the N words.
-                unsafe { Kern::<L4>::fwd_tail::<TAIL_CHUNKS>(self, a, base, len) }
-            }
-
-            #[inline]
-            #[target_feature(enable = $feat)]
-            unsafe fn inv_head(&self, a: *mut u32, base: usize, len: usize) {
-                // SAFETY: as in `fwd_tail`.
-                unsafe { Kern::<L4>::inv_tail::<TAIL_CHUNKS>(self, a, base, len) }
+                unsafe {
+                    if FWD {
+                        Kern::<L4>::fwd_tail::<TAIL_CHUNKS>(self, a, base, len)
+                    } else {
+                        Kern::<L4>::inv_tail::<TAIL_CHUNKS>(self, a, base, len)
+                    }
+                }
             }
         }
     };

@@ -13,6 +13,7 @@
 //! Every function here is `#[inline(always)]` and needs the instruction set's features: it is
 //! compiled inside that set's `#[target_feature]` code.
 
+use super::NttCore;
 use crate::simd::{Multiples, Prim64, Shoup64};
 
 /// A twiddle factor in vector form (its companion scaled by 2^64).
@@ -56,11 +57,13 @@ pub(super) unsafe fn mul_lazy<P: Prim64, const K: usize>(
     }
 }
 
-/// `K` forward (Cooley-Tukey) butterflies after Harvey, in lockstep: inputs and outputs in
-/// `[0, 8q)`; `x` is reduced to `[0, 4q)` and the product, in `[0, 4q)`, is used unreduced.
-/// Returns `[x', y']` per butterfly.
+/// `K` butterflies after Harvey, in lockstep; returns `[x', y']` per butterfly.
+/// - Forward (`FWD`, Cooley-Tukey): inputs and outputs in `[0, 8q)`; `x` is reduced to
+///   `[0, 4q)` and the product `w y`, in `[0, 4q)`, is used unreduced.
+/// - Inverse (Gentleman-Sande): inputs and outputs in `[0, 4q)`; the sum is reduced from
+///   `[0, 8q)`, the product `w (x - y)` is used unreduced.
 #[inline(always)]
-pub(super) unsafe fn fwd_bf<P: Prim64, const K: usize>(
+pub(super) unsafe fn bf<P: Prim64, const K: usize, const FWD: bool>(
     x: [P::V; K],
     y: [P::V; K],
     tw: [Tw<P>; K],
@@ -68,71 +71,167 @@ pub(super) unsafe fn fwd_bf<P: Prim64, const K: usize>(
 ) -> [[P::V; 2]; K] {
     // SAFETY: the features are enabled (module contract).
     unsafe {
-        let v = mul_lazy(y, tw, c);
         let mut out = [[P::zero(); 2]; K];
-        for i in 0..K {
-            let u = P::red(x[i], c.q4);
-            out[i] = [P::add(u, v[i]), P::sub(P::add(u, c.q4), v[i])];
+        if FWD {
+            let v = mul_lazy(y, tw, c);
+            for i in 0..K {
+                let u = P::red(x[i], c.q4);
+                out[i] = [P::add(u, v[i]), P::sub(P::add(u, c.q4), v[i])];
+            }
+        } else {
+            let mut d = [P::zero(); K];
+            for i in 0..K {
+                d[i] = P::sub(P::add(x[i], c.q4), y[i]);
+            }
+            let v = mul_lazy(d, tw, c);
+            for i in 0..K {
+                out[i] = [P::red(P::add(x[i], y[i]), c.q4), v[i]];
+            }
         }
         out
     }
 }
 
-/// `K` inverse (Gentleman-Sande) butterflies after Harvey, in lockstep: inputs and outputs in
-/// `[0, 4q)`; the sum is reduced from `[0, 8q)`, the product is used unreduced.
+/// The register tail of a Shoup 64-bit instruction set: the layers whose pairs lie within one
+/// block of `2 * LANES` words (distances `LANES / 2` down to 1) run on whole blocks held in two
+/// registers, with shuffles between layers and per-lane twiddle vectors. An instruction set
+/// gives only its shuffles (on the two registers of a block); the loads, the block loop and the
+/// butterflies are this module's.
+///
+/// Every method needs the instruction set's features (module contract).
+pub(super) trait Tail64: Prim64 {
+    /// In-register layers: `log2(LANES) + 1`.
+    const LAYERS: usize;
+
+    /// `count` twiddle words at `w` (`count` = `LANES >> j` for the layer at distance `2^j`),
+    /// each repeated over `LANES / count` adjacent lanes. The caller guarantees `count`
+    /// readable words at `w`.
+    unsafe fn spread(w: *const u64, count: usize) -> Self::V;
+
+    /// Forward: a block (its two registers as loaded) as the pairs of its first layer
+    /// (distance `LANES / 2`).
+    unsafe fn fwd_split(a: Self::V, b: Self::V) -> (Self::V, Self::V);
+
+    /// Forward: the outputs of in-register layer `l` as the pairs of layer `l + 1`.
+    unsafe fn fwd_next(l: usize, x: Self::V, y: Self::V) -> (Self::V, Self::V);
+
+    /// Forward: the outputs of the last layer as the block's two registers, in natural order.
+    unsafe fn fwd_join(x: Self::V, y: Self::V) -> (Self::V, Self::V);
+
+    /// Inverse: a block as the pairs of its first layer (distance 1).
+    unsafe fn inv_split(a: Self::V, b: Self::V) -> (Self::V, Self::V);
+
+    /// Inverse: the outputs of in-register layer `l` as the pairs of layer `l + 1`.
+    unsafe fn inv_next(l: usize, x: Self::V, y: Self::V) -> (Self::V, Self::V);
+
+    /// Inverse: the outputs of the last layer as the block's two registers, in natural order.
+    unsafe fn inv_join(x: Self::V, y: Self::V) -> (Self::V, Self::V);
+}
+
+/// The in-register layers on `K` blocks at `a`, the blocks through each step in lockstep:
+/// forward (`FWD`, the last layers, plus the final reduction to `[0, q)`) or inverse (the first
+/// layers). The layer at distance `2^j` of the block at element `b` uses the `LANES >> j` group
+/// roots from `n/2^(j+1) + b/2^(j+1)`, spread over the lanes.
+///
+/// # Safety
+/// The features are enabled; `a` is element `k` of the transform's `n` words,
+/// `k + 2 LANES K <= n`, `k` a multiple of `2 LANES`.
 #[inline(always)]
-pub(super) unsafe fn inv_bf<P: Prim64, const K: usize>(
-    x: [P::V; K],
-    y: [P::V; K],
-    tw: [Tw<P>; K],
+unsafe fn blocks<P: Tail64, const K: usize, const FWD: bool>(
+    core: &NttCore<u64>,
     c: &Consts<P>,
-) -> [[P::V; 2]; K] {
-    // SAFETY: the features are enabled (module contract).
+    a: *mut u64,
+    k: usize,
+) {
+    let (n, lanes) = (core.n, P::LANES);
+    let (roots, s) = if FWD {
+        (core.roots.as_ptr(), core.roots_shoup.as_ptr())
+    } else {
+        (core.inv_roots.as_ptr(), core.inv_roots_shoup.as_ptr())
+    };
+    // SAFETY: the K blocks lie in the n words (caller); a twiddle read ends at
+    // n/2^(j+1) + (k + 2 LANES K)/2^(j+1) <= n, the length of the tables.
     unsafe {
-        let mut d = [P::zero(); K];
+        let (mut x, mut y) = ([P::zero(); K], [P::zero(); K]);
         for i in 0..K {
-            d[i] = P::sub(P::add(x[i], c.q4), y[i]);
+            let p = a.add(2 * lanes * i);
+            let (u, v) = (P::load(p), P::load(p.add(lanes)));
+            (x[i], y[i]) = if FWD {
+                P::fwd_split(u, v)
+            } else {
+                P::inv_split(u, v)
+            };
         }
-        let v = mul_lazy(d, tw, c);
-        let mut out = [[P::zero(); 2]; K];
+        for l in 0..P::LAYERS {
+            let j = if FWD { P::LAYERS - 1 - l } else { l };
+            let mut tw = [Tw::zero(); K];
+            for (i, t) in tw.iter_mut().enumerate() {
+                let g = (n >> (j + 1)) + ((k + 2 * lanes * i) >> (j + 1));
+                let w = P::spread(roots.add(g), lanes >> j);
+                *t = Tw::lanes(w, P::spread(s.add(g), lanes >> j));
+            }
+            let xy = bf::<P, K, FWD>(x, y, tw, c);
+            let last = l + 1 == P::LAYERS;
+            for (i, [u, v]) in xy.into_iter().enumerate() {
+                (x[i], y[i]) = match (FWD, last) {
+                    (true, false) => P::fwd_next(l, u, v),
+                    (true, true) => P::fwd_join(c.reduce8(u), c.reduce8(v)),
+                    (false, false) => P::inv_next(l, u, v),
+                    (false, true) => P::inv_join(u, v),
+                };
+            }
+        }
         for i in 0..K {
-            out[i] = [P::red(P::add(x[i], y[i]), c.q4), v[i]];
+            let p = a.add(2 * lanes * i);
+            P::store(p, x[i]);
+            P::store(p.add(lanes), y[i]);
         }
-        out
     }
 }
 
-/// Runs the register tail over `[off, off + len)`: `f(k, true)` on 32 words at `k` while they
-/// fit, then `f(k, false)` on 16 (`off` and `len` are multiples of 16).
+/// Runs the register tail over `[off, off + len)` (multiples of 16), forward (`FWD`) or
+/// inverse: 32 words at a time while they fit, then 16.
+///
+/// # Safety
+/// The features are enabled; `off + len <= n = core.n`.
 #[inline(always)]
-pub(super) fn tail_blocks(off: usize, len: usize, mut f: impl FnMut(usize, bool)) {
+pub(super) unsafe fn tail<P: Tail64, const FWD: bool>(
+    core: &NttCore<u64>,
+    c: &Consts<P>,
+    a: *mut u64,
+    off: usize,
+    len: usize,
+) {
     let mut k = off;
-    while k + 32 <= off + len {
-        f(k, true);
-        k += 32;
-    }
-    while k < off + len {
-        f(k, false);
-        k += 16;
+    // SAFETY: every call covers k + 32 (wide) or k + 16 <= off + len <= n words, and k is a
+    // multiple of 16, hence of the block (caller).
+    unsafe {
+        // Four and two blocks of 4 lanes, two and one of 8.
+        let run = |k: usize, wide: bool| match (P::LANES, wide) {
+            (4, true) => blocks::<P, 4, FWD>(core, c, a.add(k), k),
+            (4, false) | (_, true) => blocks::<P, 2, FWD>(core, c, a.add(k), k),
+            (_, false) => blocks::<P, 1, FWD>(core, c, a.add(k), k),
+        };
+        while k + 32 <= off + len {
+            run(k, true);
+            k += 32;
+        }
+        while k < off + len {
+            run(k, false);
+            k += 16;
+        }
     }
 }
 
 /// Defines the backend's `Tables`, `forward` and `inverse`, and `Kern`, the
 /// [`Kernel`](super::skeleton::Kernel) of a Shoup 64-bit instruction set `$isa` (registers `$v`),
 /// with the `forward_impl` / `inverse_impl` entry points under its target features. Expects in
-/// scope: `NttCore`, `Kernel`, `Prim64`, and the register tail and head functions named
-/// (`unsafe fn(&NttCore<u64>, &Consts<$isa>, *mut u64, off, len)`).
+/// scope: `NttCore`, `Kernel`, `Prim64`; `$isa` implements [`Tail64`].
 macro_rules! kernel {
     (
         $feat:literal,
         $isa:ty,
-        $v:ty,
-        lanes = $lanes:literal,
-        tail_log = $tail_log:literal,
-        max_pass = $max_pass:literal,
-        tail = $tail:ident,
-        head = $head:ident,
-        zero = $zero:path
+        $v:ty
     ) => {
         /// Backend-specific tables: none beyond the core's; the kernels read the roots and their
         /// 2^64-scaled Shoup companions directly (see `shoup64::mul_lazy`).
@@ -219,73 +318,44 @@ macro_rules! kernel {
             type W = u64;
             type V = $v;
             type Tw = Tw;
-            const LANES: usize = $lanes;
-            const TAIL_LOG: u32 = $tail_log;
+            const LANES: usize = <$isa as Prim64>::LANES;
+            // The register tail takes the layers within a block of two registers.
+            const TAIL_LOG: u32 = <$isa as super::shoup64::Tail64>::LAYERS as u32;
             const BLOCK_LOG: u32 = 11;
-            const MAX_PASS: u32 = $max_pass;
+            const MAX_PASS: u32 = <$isa as super::shoup64::Tail64>::LAYERS as u32;
             const WIDE: bool = true;
 
             super::skeleton::plumbing!(
                 $feat,
                 u64,
                 $v,
-                zero = $zero,
+                zero = <$isa as Prim64>::zero,
                 load = <$isa as Prim64>::load,
-                store = <$isa as Prim64>::store
+                store = <$isa as Prim64>::store,
+                shoup_tw
             );
 
             #[inline]
             #[target_feature(enable = $feat)]
-            unsafe fn fwd_tw(&self, idx: usize) -> Tw {
-                // SAFETY: the features are enabled here.
-                unsafe { Tw::splat(self.core.roots[idx], self.core.roots_shoup[idx]) }
-            }
-
-            #[inline]
-            #[target_feature(enable = $feat)]
-            unsafe fn inv_tw(&self, idx: usize) -> Tw {
-                // SAFETY: the features are enabled here.
-                unsafe { Tw::splat(self.core.inv_roots[idx], self.core.inv_roots_shoup[idx]) }
-            }
-
-            #[inline]
-            #[target_feature(enable = $feat)]
-            unsafe fn fwd_bfs<const M: usize>(
+            unsafe fn bfs<const FWD: bool, const M: usize>(
                 &self,
                 mut x: [$v; M],
                 mut y: [$v; M],
                 t: [Tw; M],
-                _first: bool,
-            ) -> ([$v; M], [$v; M]) {
-                // SAFETY: the features are enabled here.
-                let out = unsafe { super::shoup64::fwd_bf(x, y, t, &self.c) };
-                for i in 0..M {
-                    [x[i], y[i]] = out[i];
-                }
-                (x, y)
-            }
-
-            #[inline]
-            #[target_feature(enable = $feat)]
-            unsafe fn inv_bfs<const M: usize>(
-                &self,
-                mut x: [$v; M],
-                mut y: [$v; M],
-                t: [Tw; M],
-                top: bool,
+                edge: bool,
             ) -> ([$v; M], [$v; M]) {
                 let c = &self.c;
                 // SAFETY: the features are enabled here.
                 unsafe {
-                    if !top {
-                        let out = super::shoup64::inv_bf(x, y, t, c);
+                    if FWD || !edge {
+                        let out = super::shoup64::bf::<$isa, M, FWD>(x, y, t, c);
                         for i in 0..M {
                             [x[i], y[i]] = out[i];
                         }
                         return (x, y);
                     }
-                    // The last layer: inputs in [0, 4q), so the sum and the shifted difference
-                    // stay below 8q, and the products of any word are in [0, 4q).
+                    // The last inverse layer: inputs in [0, 4q), so the sum and the shifted
+                    // difference stay below 8q, and the products of any word are in [0, 4q).
                     let (mut s, mut d) = (x, y);
                     for i in 0..M {
                         s[i] = <$isa as Prim64>::add(x[i], y[i]);
@@ -303,16 +373,9 @@ macro_rules! kernel {
 
             #[inline]
             #[target_feature(enable = $feat)]
-            unsafe fn fwd_tail(&self, a: *mut u64, base: usize, len: usize) {
+            unsafe fn tail<const FWD: bool>(&self, a: *mut u64, base: usize, len: usize) {
                 // SAFETY: forwarded from the caller (features, bounds, multiples of 2^TAIL_LOG).
-                unsafe { $tail(self.core, &self.c, a, base, len) }
-            }
-
-            #[inline]
-            #[target_feature(enable = $feat)]
-            unsafe fn inv_head(&self, a: *mut u64, base: usize, len: usize) {
-                // SAFETY: as in `fwd_tail`.
-                unsafe { $head(self.core, &self.c, a, base, len) }
+                unsafe { super::shoup64::tail::<$isa, FWD>(self.core, &self.c, a, base, len) }
             }
         }
     };

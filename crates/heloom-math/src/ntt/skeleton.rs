@@ -71,43 +71,26 @@ pub(crate) trait Kernel {
     /// CPU features as [`Kernel::zero`]; `p..p+LANES` writable.
     unsafe fn store(&self, p: *mut Self::W, v: Self::V);
 
-    /// Forward root `idx` (bit-reversed table) broadcast.
+    /// Forward (`FWD`) or inverse root `idx` (bit-reversed table) broadcast.
     ///
     /// # Safety
     /// CPU features as [`Kernel::zero`]; `idx < N`.
-    unsafe fn fwd_tw(&self, idx: usize) -> Self::Tw;
+    unsafe fn tw<const FWD: bool>(&self, idx: usize) -> Self::Tw;
 
-    /// Inverse root `idx` (bit-reversed table) broadcast.
-    ///
-    /// # Safety
-    /// CPU features as [`Kernel::zero`]; `idx < N`.
-    unsafe fn inv_tw(&self, idx: usize) -> Self::Tw;
-
-    /// `M` independent forward (Cooley-Tukey) butterflies `(x, y) -> (x + w y, x - w y)` in the
-    /// kernel's lazy ranges; `first`: the inputs are reduced (the transform's first layer).
+    /// `M` independent butterflies in the kernel's lazy ranges. Forward (`FWD`, Cooley-Tukey):
+    /// `(x, y) -> (x + w y, x - w y)`; `edge`: the inputs are reduced (the transform's first
+    /// layer). Inverse (Gentleman-Sande): `(x, y) -> (x + y, (x - y) w)`; `edge`: the
+    /// transform's last layer, `N^-1` folded in (the twiddles `t` are then unused) and the
+    /// outputs fully reduced.
     ///
     /// # Safety
     /// CPU features as [`Kernel::zero`].
-    unsafe fn fwd_bfs<const M: usize>(
+    unsafe fn bfs<const FWD: bool, const M: usize>(
         &self,
         x: [Self::V; M],
         y: [Self::V; M],
         t: [Self::Tw; M],
-        first: bool,
-    ) -> ([Self::V; M], [Self::V; M]);
-
-    /// `M` independent inverse (Gentleman-Sande) butterflies `(x, y) -> (x + y, (x - y) w)`;
-    /// `top`: the transform's last layer, `N^-1` folded in (the twiddles `t` are then unused)
-    /// and the outputs fully reduced.
-    ///
-    /// # Safety
-    /// CPU features as [`Kernel::zero`].
-    unsafe fn inv_bfs<const M: usize>(
-        &self,
-        x: [Self::V; M],
-        y: [Self::V; M],
-        t: [Self::Tw; M],
-        top: bool,
+        edge: bool,
     ) -> ([Self::V; M], [Self::V; M]);
 
     /// One forward pass, [`fwd_pass`] compiled for this kernel's features as a function of its
@@ -136,26 +119,37 @@ pub(crate) trait Kernel {
         k_lo: u32,
     );
 
-    /// The forward layers with gaps below `2^TAIL_LOG` on `a[base..base+len]`, in registers,
-    /// outputs fully reduced.
+    /// The layers with gaps below `2^TAIL_LOG` on `a[base..base+len]`, in registers: the last
+    /// forward ones (`FWD`, outputs fully reduced) or the first inverse ones (with `N^-1` folded
+    /// in where `N = 2^TAIL_LOG`).
     ///
     /// # Safety
     /// CPU features as [`Kernel::zero`]; `a` holds the transform's `N` words, `base + len <= N`,
     /// both multiples of `2^TAIL_LOG`.
-    unsafe fn fwd_tail(&self, a: *mut Self::W, base: usize, len: usize);
-
-    /// The inverse layers with gaps below `2^TAIL_LOG` on `a[base..base+len]`, in registers
-    /// (with `N^-1` folded in where `N = 2^TAIL_LOG`).
-    ///
-    /// # Safety
-    /// As [`Kernel::fwd_tail`].
-    unsafe fn inv_head(&self, a: *mut Self::W, base: usize, len: usize);
+    unsafe fn tail<const FWD: bool>(&self, a: *mut Self::W, base: usize, len: usize);
 }
 
 /// The [`Kernel`] methods that are the same for every instruction set but must be compiled under
 /// its features: `log_n` (from a `core: &NttCore` field), `zero`, `load`, `store`, and the two
-/// pass wrappers that give each pass a function of its own. Used inside `impl Kernel for ...`.
+/// pass wrappers that give each pass a function of its own; with `shoup_tw`, also `tw` from the
+/// core's roots and Shoup companions (`Self::Tw::splat(w, s)`). Used inside `impl Kernel for`.
 macro_rules! plumbing {
+    ($feat:expr, $w:ty, $v:ty, zero = $zero:expr, load = $ld:expr, store = $st:expr, shoup_tw) => {
+        $crate::ntt::skeleton::plumbing!($feat, $w, $v, zero = $zero, load = $ld, store = $st);
+
+        #[inline]
+        #[target_feature(enable = $feat)]
+        unsafe fn tw<const FWD: bool>(&self, idx: usize) -> Self::Tw {
+            let c = self.core;
+            let (w, s) = if FWD {
+                (c.roots[idx], c.roots_shoup[idx])
+            } else {
+                (c.inv_roots[idx], c.inv_roots_shoup[idx])
+            };
+            // SAFETY: the features are enabled here.
+            unsafe { Self::Tw::splat(w, s) }
+        }
+    };
     ($feat:expr, $w:ty, $v:ty, zero = $zero:expr, load = $ld:expr, store = $st:expr) => {
         fn log_n(&self) -> u32 {
             self.core.log_n
@@ -164,7 +158,8 @@ macro_rules! plumbing {
         #[inline]
         #[target_feature(enable = $feat)]
         unsafe fn zero(&self) -> $v {
-            $zero()
+            // SAFETY: the features are enabled here.
+            unsafe { $zero() }
         }
 
         #[inline]
@@ -239,7 +234,7 @@ pub(crate) unsafe fn forward<K: Kernel>(k: &K, a: *mut K::W) {
         fwd_layers(k, a, 0, n, log_n - 1, block_log);
         for base in (0..n).step_by(block) {
             fwd_layers(k, a, base, block, block_log - 1, K::TAIL_LOG);
-            k.fwd_tail(a, base, block);
+            k.tail::<true>(a, base, block);
         }
     }
 }
@@ -257,7 +252,7 @@ pub(crate) unsafe fn inverse<K: Kernel>(k: &K, a: *mut K::W) {
     // SAFETY: as in `forward`.
     unsafe {
         for base in (0..n).step_by(block) {
-            k.inv_head(a, base, block);
+            k.tail::<false>(a, base, block);
             inv_layers(k, a, base, block, K::TAIL_LOG, block_log);
         }
         inv_layers(k, a, 0, n, block_log, log_n);
@@ -392,12 +387,12 @@ pub(crate) unsafe fn fwd_pass<K: Kernel, const R: usize, const C: usize, const F
     unsafe {
         for s in (base..base + len).step_by(span) {
             // Layer d of the pass uses the 2^d roots from (n >> (kd+1)) + (s >> (kd+1)).
-            let t0 = k.fwd_tw((n >> (k_hi + 1)) + (s >> (k_hi + 1)));
+            let t0 = k.tw::<true>((n >> (k_hi + 1)) + (s >> (k_hi + 1)));
             let mut tw = [t0; 7];
             for d in 1..R {
                 let kd = k_hi - d as u32;
                 for t in 0..(1usize << d) {
-                    tw[(1 << d) - 1 + t] = k.fwd_tw((n >> (kd + 1)) + (s >> (kd + 1)) + t);
+                    tw[(1 << d) - 1 + t] = k.tw::<true>((n >> (kd + 1)) + (s >> (kd + 1)) + t);
                 }
             }
             for j in (s..s + gap).step_by(C * K::LANES) {
@@ -410,7 +405,7 @@ pub(crate) unsafe fn fwd_pass<K: Kernel, const R: usize, const C: usize, const F
                     8 => fwd_net8::<K, R, FIRST>(k, &mut x, &tw),
                     4 => fwd_net4::<K, R, FIRST>(k, &mut x, &tw),
                     _ => {
-                        let ([x0], [x1]) = k.fwd_bfs([x[0]], [x[1]], [tw[0]], FIRST);
+                        let ([x0], [x1]) = k.bfs::<true, _>([x[0]], [x[1]], [tw[0]], FIRST);
                         (x[0], x[1]) = (x0, x1);
                     }
                 }
@@ -437,12 +432,12 @@ unsafe fn fwd_net8<K: Kernel, const R: usize, const FIRST: bool>(
     // SAFETY: forwarded from the caller.
     unsafe {
         let ([x0, x1, x2, x3], [x4, x5, x6, x7]) =
-            k.fwd_bfs([x0, x1, x2, x3], [x4, x5, x6, x7], [t[0]; 4], FIRST);
+            k.bfs::<true, _>([x0, x1, x2, x3], [x4, x5, x6, x7], [t[0]; 4], FIRST);
         if R == 1 {
             *x = [x0, x1, x2, x3, x4, x5, x6, x7];
             return;
         }
-        let ([x0, x1, x4, x5], [x2, x3, x6, x7]) = k.fwd_bfs(
+        let ([x0, x1, x4, x5], [x2, x3, x6, x7]) = k.bfs::<true, _>(
             [x0, x1, x4, x5],
             [x2, x3, x6, x7],
             [t[1], t[1], t[2], t[2]],
@@ -452,7 +447,7 @@ unsafe fn fwd_net8<K: Kernel, const R: usize, const FIRST: bool>(
             *x = [x0, x1, x2, x3, x4, x5, x6, x7];
             return;
         }
-        let ([x0, x2, x4, x6], [x1, x3, x5, x7]) = k.fwd_bfs(
+        let ([x0, x2, x4, x6], [x1, x3, x5, x7]) = k.bfs::<true, _>(
             [x0, x2, x4, x6],
             [x1, x3, x5, x7],
             [t[3], t[4], t[5], t[6]],
@@ -475,9 +470,9 @@ unsafe fn fwd_net4<K: Kernel, const R: usize, const FIRST: bool>(
     let [x0, x1, x2, x3, ..] = *x;
     // SAFETY: forwarded from the caller.
     unsafe {
-        let ([x0, x1], [x2, x3]) = k.fwd_bfs([x0, x1], [x2, x3], [t[0]; 2], FIRST);
+        let ([x0, x1], [x2, x3]) = k.bfs::<true, _>([x0, x1], [x2, x3], [t[0]; 2], FIRST);
         let (x0, x1, x2, x3) = if R == 2 {
-            let ([x0, x2], [x1, x3]) = k.fwd_bfs([x0, x2], [x1, x3], [t[1], t[2]], false);
+            let ([x0, x2], [x1, x3]) = k.bfs::<true, _>([x0, x2], [x1, x3], [t[1], t[2]], false);
             (x0, x1, x2, x3)
         } else {
             (x0, x1, x2, x3)
@@ -512,14 +507,14 @@ pub(crate) unsafe fn inv_pass<K: Kernel, const R: usize, const C: usize, const T
     unsafe {
         for s in (base..base + len).step_by(span) {
             // Layer d (gap 2^(k_lo+d)) uses 2^(R-1-d) roots; the top layer uses N^-1 instead.
-            let t0 = k.inv_tw((n >> (k_lo + 1)) + (s >> (k_lo + 1)));
+            let t0 = k.tw::<false>((n >> (k_lo + 1)) + (s >> (k_lo + 1)));
             let mut tw = [t0; 7];
             let mut next = 0;
             for d in 0..R {
                 let kd = k_lo + d as u32;
                 for t in 0..(1usize << (R - 1 - d)) {
                     if !(TOP && d == R - 1) {
-                        tw[next] = k.inv_tw((n >> (kd + 1)) + (s >> (kd + 1)) + t);
+                        tw[next] = k.tw::<false>((n >> (kd + 1)) + (s >> (kd + 1)) + t);
                     }
                     next += 1;
                 }
@@ -534,7 +529,7 @@ pub(crate) unsafe fn inv_pass<K: Kernel, const R: usize, const C: usize, const T
                     8 => inv_net8::<K, R, TOP>(k, &mut x, &tw),
                     4 => inv_net4::<K, R, TOP>(k, &mut x, &tw),
                     _ => {
-                        let ([x0], [x1]) = k.inv_bfs([x[0]], [x[1]], [tw[0]], TOP);
+                        let ([x0], [x1]) = k.bfs::<false, _>([x[0]], [x[1]], [tw[0]], TOP);
                         (x[0], x[1]) = (x0, x1);
                     }
                 }
@@ -561,7 +556,7 @@ unsafe fn inv_net8<K: Kernel, const R: usize, const TOP: bool>(
     // SAFETY: forwarded from the caller.
     unsafe {
         let (x0, x1, x2, x3, x4, x5, x6, x7) = if R == 3 {
-            let ([x0, x2, x4, x6], [x1, x3, x5, x7]) = k.inv_bfs(
+            let ([x0, x2, x4, x6], [x1, x3, x5, x7]) = k.bfs::<false, _>(
                 [x0, x2, x4, x6],
                 [x1, x3, x5, x7],
                 [t[0], t[1], t[2], t[3]],
@@ -574,7 +569,7 @@ unsafe fn inv_net8<K: Kernel, const R: usize, const TOP: bool>(
         // The distance-2 layer's twiddles follow the distance-1 layer's (none when R < 3).
         let t2 = if R == 3 { 4 } else { 0 };
         let (x0, x1, x2, x3, x4, x5, x6, x7) = if R >= 2 {
-            let ([x0, x1, x4, x5], [x2, x3, x6, x7]) = k.inv_bfs(
+            let ([x0, x1, x4, x5], [x2, x3, x6, x7]) = k.bfs::<false, _>(
                 [x0, x1, x4, x5],
                 [x2, x3, x6, x7],
                 [t[t2], t[t2], t[t2 + 1], t[t2 + 1]],
@@ -586,7 +581,7 @@ unsafe fn inv_net8<K: Kernel, const R: usize, const TOP: bool>(
         };
         let t4 = (1 << R) - 2;
         let ([x0, x1, x2, x3], [x4, x5, x6, x7]) =
-            k.inv_bfs([x0, x1, x2, x3], [x4, x5, x6, x7], [t[t4]; 4], TOP);
+            k.bfs::<false, _>([x0, x1, x2, x3], [x4, x5, x6, x7], [t[t4]; 4], TOP);
         *x = [x0, x1, x2, x3, x4, x5, x6, x7];
     }
 }
@@ -605,13 +600,13 @@ unsafe fn inv_net4<K: Kernel, const R: usize, const TOP: bool>(
     // SAFETY: forwarded from the caller.
     unsafe {
         let (x0, x1, x2, x3) = if R == 2 {
-            let ([x0, x2], [x1, x3]) = k.inv_bfs([x0, x2], [x1, x3], [t[0], t[1]], false);
+            let ([x0, x2], [x1, x3]) = k.bfs::<false, _>([x0, x2], [x1, x3], [t[0], t[1]], false);
             (x0, x1, x2, x3)
         } else {
             (x0, x1, x2, x3)
         };
         let t2 = (1 << R) - 2;
-        let ([x0, x1], [x2, x3]) = k.inv_bfs([x0, x1], [x2, x3], [t[t2]; 2], TOP);
+        let ([x0, x1], [x2, x3]) = k.bfs::<false, _>([x0, x1], [x2, x3], [t[t2]; 2], TOP);
         (x[0], x[1], x[2], x[3]) = (x0, x1, x2, x3);
     }
 }

@@ -12,13 +12,24 @@ pub(crate) mod avx2;
 pub(crate) mod avx512;
 
 /// Defines one-instruction trait methods under a target feature, one line each:
-/// `prims! { "avx2"; fn add(a: V, b: V) -> V = _mm256_add_epi32(a, b); }`.
+/// `prims! { "avx2"; fn add(a: V, b: V) -> V = _mm256_add_epi32(a, b); }`. With `safe` first,
+/// defines (safe) register-only helper functions in the same way.
 macro_rules! prims {
     ($feat:literal; $(fn $name:ident($($arg:ident: $t:ty),*) -> $r:ty = $body:expr;)*) => {
         $(
             #[inline]
             #[target_feature(enable = $feat)]
             unsafe fn $name($($arg: $t),*) -> $r {
+                $body
+            }
+        )*
+    };
+    (safe $feat:literal; $($(#[$doc:meta])* fn $name:ident($($arg:ident: $t:ty),*) -> $r:ty = $body:expr;)*) => {
+        $(
+            $(#[$doc])*
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn $name($($arg: $t),*) -> $r {
                 $body
             }
         )*

@@ -77,15 +77,16 @@ pub fn exp_graph(
 ) -> Result<TaskGraph> {
     let c = exp_coefficients(6);
     if level < variant.depth() {
-        return Err(GraphError::Ckks(CkksError::OutOfLevels {
+        let hint = format!(
+            "the e^x job ({}) needs {} levels; the input is at level {level}",
+            variant.name(),
+            variant.depth()
+        );
+        return Err(GraphError::Ckks(out_of_levels(
             level,
-            needed: variant.depth(),
-            hint: format!(
-                "the e^x job ({}) needs {} levels; the input is at level {level}",
-                variant.name(),
-                variant.depth()
-            ),
-        }));
+            variant.depth(),
+            hint,
+        )));
     }
     if variant == ExpVariant::Bsgs {
         return polynomial_graph(variant.name(), moduli, level, scale, &c, PolyBasis::Power);

@@ -250,14 +250,19 @@ fn invalid<T>(msg: impl Into<String>) -> heloom_ckks::Result<T> {
     Err(CkksError::InvalidInput(msg.into()))
 }
 
+/// The error of an op that needs `needed` levels on a ciphertext at `level`.
+fn out_of_levels(level: usize, needed: usize, hint: impl Into<String>) -> CkksError {
+    CkksError::OutOfLevels {
+        level,
+        needed,
+        hint: hint.into(),
+    }
+}
+
 /// OutOfLevels with `hint` when `level` is 0 (the op needs one level to go down).
 fn above_level_0(level: usize, hint: &str) -> heloom_ckks::Result<()> {
     if level == 0 {
-        return Err(CkksError::OutOfLevels {
-            level: 0,
-            needed: 1,
-            hint: hint.into(),
-        });
+        return Err(out_of_levels(0, 1, hint));
     }
     Ok(())
 }
@@ -404,11 +409,8 @@ impl GraphBuilder {
         let q = *self
             .moduli
             .get(level + 1)
-            .ok_or_else(|| CkksError::OutOfLevels {
-                level,
-                needed: level + 1,
-                hint: format!("no level above {level}"),
-            })? as f64;
+            .ok_or_else(|| out_of_levels(level, level + 1, format!("no level above {level}")))?
+            as f64;
         let big = scale * q;
         let mut acc: Option<Value> = None;
         for (k, &c) in coeffs.iter().enumerate().skip(1) {
@@ -690,14 +692,11 @@ impl PolyOps for GraphBuilder {
     }
     fn drop_to_level(&self, a: &Value, level: usize) -> heloom_ckks::Result<Value> {
         if level > a.level {
-            return Err(CkksError::OutOfLevels {
-                level: a.level,
-                needed: level,
-                hint: format!(
-                    "cannot raise a ciphertext from level {} to {level}",
-                    a.level
-                ),
-            });
+            let hint = format!(
+                "cannot raise a ciphertext from level {} to {level}",
+                a.level
+            );
+            return Err(out_of_levels(a.level, level, hint));
         }
         if level == a.level {
             return Ok(*a);

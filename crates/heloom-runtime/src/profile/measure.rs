@@ -51,16 +51,13 @@ pub(super) const OVERHEAD_TRIPS: usize = 200;
 
 /// The CPU model from `/proc/cpuinfo` (`unknown` where there is none).
 pub fn host_machine() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".to_string())
+    let model = heloom_math::backend::cpu_model();
+    // A blank `model name` line is unknown too.
+    if model.is_empty() {
+        "unknown".to_string()
+    } else {
+        model
+    }
 }
 
 pub(super) fn median(v: &mut [f64]) -> f64 {

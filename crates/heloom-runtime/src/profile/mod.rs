@@ -513,6 +513,24 @@ mod tests {
         Profile::builtin(XEON_PHI).unwrap()
     }
 
+    /// Asserts `p.op_ms(op, nq, threads) == ms` for every `(op, nq, threads, ms)`.
+    fn assert_op_ms(p: &Profile, cases: &[(OpKind, usize, usize, f64)]) {
+        for &(op, nq, t, want) in cases {
+            assert_eq!(p.op_ms(op, nq, t), want, "{op} n_q={nq} threads={t}");
+        }
+    }
+
+    /// [`assert_op_ms`] within 1e-9, for values derived by arithmetic on the tables.
+    fn assert_op_ms_near(p: &Profile, cases: &[(OpKind, usize, usize, f64)]) {
+        for &(op, nq, t, want) in cases {
+            let got = p.op_ms(op, nq, t);
+            assert!(
+                (got - want).abs() < 1e-9,
+                "{op} n_q={nq} threads={t}: {got} vs {want}"
+            );
+        }
+    }
+
     #[test]
     fn phi_reproduces_tables_1_2_3() {
         let p = phi();
@@ -529,14 +547,19 @@ mod tests {
             }
         }
         // Spot checks against the paper's text.
-        assert_eq!(p.op_ms(OpKind::Relin, 8, 1), 349.0);
-        assert_eq!(p.op_ms(OpKind::Relin, 8, 8), 47.0);
-        assert_eq!(p.op_ms(OpKind::Rescale, 5, 10), 19.0);
-        assert_eq!(p.op_ms(OpKind::Mul, 8, 1), 55.0);
-        assert_eq!(p.op_ms(OpKind::AddPlain, 2, 1), 1.0);
-        // Limb-parallel ops: T1 * ceil(nq / t) / nq.
-        assert_eq!(p.op_ms(OpKind::Mul, 8, 3), 55.0 * 3.0 / 8.0);
-        assert_eq!(p.op_ms(OpKind::Square, 8, 8), 39.0 / 8.0);
+        assert_op_ms(
+            &p,
+            &[
+                (OpKind::Relin, 8, 1, 349.0),
+                (OpKind::Relin, 8, 8, 47.0),
+                (OpKind::Rescale, 5, 10, 19.0),
+                (OpKind::Mul, 8, 1, 55.0),
+                (OpKind::AddPlain, 2, 1, 1.0),
+                // Limb-parallel ops: T1 * ceil(nq / t) / nq.
+                (OpKind::Mul, 8, 3, 55.0 * 3.0 / 8.0),
+                (OpKind::Square, 8, 8, 39.0 / 8.0),
+            ],
+        );
         assert_eq!(p.capacity, 126);
         assert_eq!((p.n, p.word_bits, p.max_nq), (32768, 64, 8));
     }
@@ -545,31 +568,41 @@ mod tests {
     fn phi_threads_beyond_table_and_zero() {
         let p = phi();
         // threads = 0 counts as 1.
-        assert_eq!(p.op_ms(OpKind::Relin, 8, 0), 349.0);
-        // Relin at n_q = 8: ceil(8 / t) = 1 from t = 8 on, so no gain past column 12.
-        assert_eq!(p.op_ms(OpKind::Relin, 8, 16), 46.0);
-        assert_eq!(p.op_ms(OpKind::Relin, 8, 100), 46.0);
-        // Rescale at n_q = 8: ceil(16 / 12) = 2 -> ceil(16 / 16) = 1 halves.
-        assert_eq!(p.op_ms(OpKind::Rescale, 8, 13), 35.0);
-        assert_eq!(p.op_ms(OpKind::Rescale, 8, 16), 17.5);
-        assert_eq!(p.op_ms(OpKind::Rescale, 8, 64), 17.5);
+        assert_op_ms(
+            &p,
+            &[
+                (OpKind::Relin, 8, 0, 349.0),
+                // Relin at n_q = 8: ceil(8 / t) = 1 from t = 8 on, so no gain past column 12.
+                (OpKind::Relin, 8, 16, 46.0),
+                (OpKind::Relin, 8, 100, 46.0),
+                // Rescale at n_q = 8: ceil(16 / 12) = 2 -> ceil(16 / 16) = 1 halves.
+                (OpKind::Rescale, 8, 13, 35.0),
+                (OpKind::Rescale, 8, 16, 17.5),
+                (OpKind::Rescale, 8, 64, 17.5),
+            ],
+        );
     }
 
     #[test]
     fn phi_nq_extrapolation() {
         let p = phi();
         // Above: quadratic for relin, linear for the rest (one thread).
-        assert!((p.op_ms(OpKind::Relin, 9, 1) - 349.0 * 81.0 / 64.0).abs() < 1e-9);
-        assert!((p.op_ms(OpKind::Mul, 16, 1) - 110.0).abs() < 1e-9);
-        assert!((p.op_ms(OpKind::Rescale, 16, 1) - 324.0).abs() < 1e-9);
-        // Below: proportional.
-        assert!((p.op_ms(OpKind::Relin, 1, 1) - 16.5).abs() < 1e-9);
-        assert!((p.op_ms(OpKind::Rescale, 1, 1) - 15.5).abs() < 1e-9);
-        // Above with threads: relin n_q = 16 at 12 threads: per-limb time 46 * 16 / 8 = 92,
-        // ceil(16 / 12) = 2 rounds.
-        assert!((p.op_ms(OpKind::Relin, 16, 12) - 184.0).abs() < 1e-9);
-        // ... and at 16 threads one round.
-        assert!((p.op_ms(OpKind::Relin, 16, 16) - 92.0).abs() < 1e-9);
+        assert_op_ms_near(
+            &p,
+            &[
+                (OpKind::Relin, 9, 1, 349.0 * 81.0 / 64.0),
+                (OpKind::Mul, 16, 1, 110.0),
+                (OpKind::Rescale, 16, 1, 324.0),
+                // Below: proportional.
+                (OpKind::Relin, 1, 1, 16.5),
+                (OpKind::Rescale, 1, 1, 15.5),
+                // Above with threads: relin n_q = 16 at 12 threads: per-limb time 46 * 16 / 8 = 92,
+                // ceil(16 / 12) = 2 rounds.
+                (OpKind::Relin, 16, 12, 184.0),
+                // ... and at 16 threads one round.
+                (OpKind::Relin, 16, 16, 92.0),
+            ],
+        );
     }
 
     fn sparse() -> Profile {
@@ -595,22 +628,27 @@ mod tests {
         let p = sparse();
         p.validate().unwrap();
         // Between rows: linear.
-        assert_eq!(p.op_ms(OpKind::Mul, 3, 1), 20.0);
-        assert_eq!(p.op_ms(OpKind::Mul, 3, 4), 6.5);
-        // Between columns: nearest lower.
-        assert_eq!(p.op_ms(OpKind::Mul, 3, 2), 20.0);
-        assert_eq!(p.op_ms(OpKind::Mul, 4, 3), 30.0);
-        // Below / above the rows.
-        assert_eq!(p.op_ms(OpKind::Mul, 1, 1), 5.0);
-        assert_eq!(p.op_ms(OpKind::Mul, 8, 1), 60.0);
-        assert_eq!(p.op_ms(OpKind::Relin, 8, 1), 120.0);
-        // Beyond the columns: ceil model from column 4.
-        assert_eq!(p.op_ms(OpKind::Mul, 4, 8), 9.0);
-        // n_q 8 at column 4: 9 per round, 2 rounds = 18; at 8 threads one round.
-        assert_eq!(p.op_ms(OpKind::Mul, 8, 4), 18.0);
-        assert_eq!(p.op_ms(OpKind::Mul, 8, 8), 9.0);
-        // Rescale splits 2 n_q items: at n_q = 4 column 4 has 2 rounds; 8 threads -> 1.
-        assert_eq!(p.op_ms(OpKind::Rescale, 4, 8), 4.5);
+        assert_op_ms(
+            &p,
+            &[
+                (OpKind::Mul, 3, 1, 20.0),
+                (OpKind::Mul, 3, 4, 6.5),
+                // Between columns: nearest lower.
+                (OpKind::Mul, 3, 2, 20.0),
+                (OpKind::Mul, 4, 3, 30.0),
+                // Below / above the rows.
+                (OpKind::Mul, 1, 1, 5.0),
+                (OpKind::Mul, 8, 1, 60.0),
+                (OpKind::Relin, 8, 1, 120.0),
+                // Beyond the columns: ceil model from column 4.
+                (OpKind::Mul, 4, 8, 9.0),
+                // n_q 8 at column 4: 9 per round, 2 rounds = 18; at 8 threads one round.
+                (OpKind::Mul, 8, 4, 18.0),
+                (OpKind::Mul, 8, 8, 9.0),
+                // Rescale splits 2 n_q items: at n_q = 4 column 4 has 2 rounds; 8 threads -> 1.
+                (OpKind::Rescale, 4, 8, 4.5),
+            ],
+        );
     }
 
     #[test]
@@ -632,12 +670,16 @@ mod tests {
     fn slowdown_curve() {
         let p = sparse();
         let c = ContentionClass::KeySwitch;
-        assert_eq!(p.slowdown(c, 0.0), 1.0);
-        assert_eq!(p.slowdown(c, 1.0), 1.0);
-        assert_eq!(p.slowdown(c, 3.0), 1.0);
-        assert_eq!(p.slowdown(c, 6.0), 2.0);
-        assert_eq!(p.slowdown(c, 8.0), 3.0);
-        assert_eq!(p.slowdown(c, 12.0), 5.0);
+        for (busy, want) in [
+            (0.0, 1.0),
+            (1.0, 1.0),
+            (3.0, 1.0),
+            (6.0, 2.0),
+            (8.0, 3.0),
+            (12.0, 5.0),
+        ] {
+            assert_eq!(p.slowdown(c, busy), want, "busy {busy}");
+        }
         // No curve: no slowdown.
         assert_eq!(p.slowdown(ContentionClass::Other, 100.0), 1.0);
     }
