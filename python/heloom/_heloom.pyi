@@ -635,6 +635,14 @@ class GraphBuilder:
     def multiply_const(self, a: Value, c: float) -> Value:
         """``a * c`` for a real constant ``c`` encoded at the scale of ``a``'s last prime, not
         rescaled (``rescale`` afterwards restores ``a``'s scale). LevelError at level 0."""
+    def multiply_plain_slots(self, a: Value, values: _Values) -> Value:
+        """``a * values`` slot-wise for real ``values`` (1 to N/2 of them; a shorter vector
+        is padded with zeros to a power of two and repeats with that period over the slots),
+        encoded at the scale of ``a``'s last prime, not rescaled. LevelError at level 0;
+        InputError for an empty or non-finite vector (a too long one when the graph runs)."""
+    def rotate(self, a: Value, step: SupportsIndex) -> Value:
+        """Slots rotated left by ``step`` (right when negative); ``a`` must be size 2
+        (running it needs the Galois key of the step, ``keygen(rotations=[...])``)."""
     def multiply(self, a: Value, b: Value) -> Value:
         """``a * b``: size 3, at the product of the scales (both operands must be size 2)."""
     def square(self, a: Value) -> Value:

@@ -246,6 +246,40 @@ def test_custom_graph_single_ops_match_the_evaluator(g64: Setup) -> None:
         assert x.to_bytes() == y.to_bytes(), f"output {i}"
 
 
+def test_graph_rotations_and_plaintext_slots(g64: Setup) -> None:
+    """Rotations and slot-wise plaintext products: recorded, run, equal to the evaluator's
+    bytes, and decrypting to the rotated products (a short vector repeats over the slots)."""
+    x, a = inputs(g64, seed=5)
+    v = np.random.default_rng(6).uniform(-2.0, 2.0, 64)
+    short = np.array([0.5, -1.0, 2.0, 0.25])
+    b = heloom.GraphBuilder(g64.ctx)
+    va = b.input_like(a)
+    full = b.rescale(b.multiply_plain_slots(b.rotate(va, 1), v))
+    rep = b.rescale(b.multiply_plain_slots(b.rotate(va, -1), short))
+    g = b.finish([full, rep])
+    assert any(t["ops"][:2] == ["rotate", "mul-plain"] for t in g.tasks)
+    got = g.run(g64.ev, [a])
+    ev = g64.ev
+    assert got[0].to_bytes() == ev.rescale(ev.multiply_plain(ev.rotate(a, 1), v)).to_bytes()
+    assert max_err(g64.dec(got[0], 64).real, np.roll(x, -1) * v) < 1e-6
+    assert max_err(g64.dec(got[1], 64).real, np.roll(x, 1) * np.tile(short, 16)) < 1e-6
+    back = heloom.TaskGraph.from_bytes(g.to_bytes())
+    assert back.to_bytes() == g.to_bytes()
+    b2 = heloom.GraphBuilder(g64.ctx)
+    sq = b2.square(b2.input())
+    with pytest.raises(heloom.InputError, match="relinearize first"):
+        b2.rotate(sq, 1)
+    b3 = heloom.GraphBuilder(g64.ctx)
+    with pytest.raises(heloom.InputError, match="at least one"):
+        b3.multiply_plain_slots(b3.input(), [])
+    with pytest.raises(heloom.LevelError):
+        b3.multiply_plain_slots(b3.input(level=0), [1.0])
+    b4 = heloom.GraphBuilder(g64.ctx)
+    g5 = b4.finish([b4.rotate(b4.input_like(a), 5)])
+    with pytest.raises(heloom.MissingKeyError):
+        g5.run(g64.ev, [a])
+
+
 # ---------------------------------------------------------------- errors
 
 

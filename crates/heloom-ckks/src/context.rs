@@ -45,8 +45,8 @@ impl<W: Word> Context<W> {
     /// Errors when the backend cannot run here or cannot run these primes.
     pub fn with_backend(params: CkksParameters, backend: BackendChoice) -> Result<Arc<Self>> {
         // Large polynomials are freed and reallocated all the time: keep freed memory mapped
-        // (glibc), so programs on the system allocator run as fast as on mimalloc.
-        heloom_pool::retain_system_allocator_memory();
+        // (mimalloc, which holds every polynomial buffer, and glibc for the rest).
+        heloom_pool::retain_freed_memory();
         if params.word_bits() != W::BITS {
             return Err(CkksError::InvalidParameters(format!(
                 "parameters are for {}-bit words but the context was built for {}-bit words",

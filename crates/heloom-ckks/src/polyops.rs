@@ -3,7 +3,8 @@
 //! alignment rule every backend shares ([`align_on`], [`set_scale_by_rescale_on`]), so
 //! their results agree word for word.
 
-use crate::ciphertext::Ciphertext;
+use crate::ciphertext::{Ciphertext, Plaintext};
+use crate::context::Context;
 use crate::error::{CkksError, Result};
 use crate::evaluator::Evaluator;
 use heloom_math::Word;
@@ -46,6 +47,69 @@ pub trait PolyOps {
     fn rescale(&self, a: &Self::Ct) -> Result<Self::Ct>;
     /// [`Evaluator::drop_to_level`].
     fn drop_to_level(&self, a: &Self::Ct, level: usize) -> Result<Self::Ct>;
+    /// `ct` with its slots rotated left by `step` (right when negative), with the backend's
+    /// Galois key for the step ([`Evaluator::rotate`]); `ct` must have two polynomials. A step
+    /// that is a multiple of the slot count returns `ct` unchanged.
+    fn rotate(&self, ct: &Self::Ct, step: i64) -> Result<Self::Ct>;
+    /// `ct` rotated by each of `steps`, in order. By default one [`PolyOps::rotate`] per step;
+    /// the CPU evaluator shares one key-switching decomposition between them
+    /// ([`Evaluator::rotate_many`]).
+    fn rotate_many(&self, ct: &Self::Ct, steps: &[i64]) -> Result<Vec<Self::Ct>> {
+        steps.iter().map(|&s| self.rotate(ct, s)).collect()
+    }
+    /// `ct * values` slot-wise, the values encoded at `ct`'s level with scale `q_level` (the
+    /// prime a following rescale divides by, as [`PolyOps::multiply_const`]): the result has
+    /// scale `scale * q_level`; rescale it to get `ct`'s scale back.
+    ///
+    /// The encoder's rules apply ([`Context::encode_at`]): `values` holds 1 to N/2 finite
+    /// numbers; a length that is not a power of two is padded with zeros to the next one, `p`,
+    /// and the plaintext repeats with period `p` over the N/2 slots (so a vector shorter than
+    /// the ciphertext's slot count repeats across them). An empty or too long vector, a
+    /// non-finite value or a ciphertext at level 0 is an error.
+    fn multiply_plain_slots(&self, ct: &Self::Ct, values: &[f64]) -> Result<Self::Ct>;
+}
+
+/// Checks what [`PolyOps::multiply_plain_slots`] can check without the ring degree: at least
+/// one value, all finite, and a level to rescale.
+pub fn check_plain_slots(values: &[f64], level: usize) -> Result<()> {
+    if values.is_empty() {
+        return Err(CkksError::InvalidInput(
+            "multiplying by a plaintext needs at least one slot value".into(),
+        ));
+    }
+    if let Some(x) = values.iter().find(|x| !x.is_finite()) {
+        return Err(CkksError::InvalidInput(format!(
+            "plaintext slot value {x} is not finite: CKKS encodes finite numbers only"
+        )));
+    }
+    if level == 0 {
+        return Err(CkksError::OutOfLevels {
+            level: 0,
+            needed: 1,
+            hint: "multiplying by a plaintext vector needs a level to rescale; the ciphertext is at level 0".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The plaintext [`PolyOps::multiply_plain_slots`] multiplies by: `values` encoded (NTT form) at
+/// `level` with scale `q_level`. Every backend encodes with this, so they agree word for word.
+pub fn encode_plain_slots<W: Word>(
+    ctx: &Context<W>,
+    values: &[f64],
+    level: usize,
+) -> Result<Plaintext<W>> {
+    check_plain_slots(values, level)?;
+    let q = *ctx
+        .params()
+        .moduli()
+        .get(level)
+        .ok_or_else(|| CkksError::OutOfLevels {
+            level: ctx.max_level(),
+            needed: level,
+            hint: format!("level {level} does not exist"),
+        })?;
+    ctx.encode_at(values, level, q as f64)
 }
 
 impl<W: Word> PolyOps for Evaluator<W> {
@@ -98,6 +162,16 @@ impl<W: Word> PolyOps for Evaluator<W> {
     }
     fn drop_to_level(&self, a: &Self::Ct, level: usize) -> Result<Self::Ct> {
         Evaluator::drop_to_level(self, a, level)
+    }
+    fn rotate(&self, ct: &Self::Ct, step: i64) -> Result<Self::Ct> {
+        Evaluator::rotate(self, ct, step)
+    }
+    fn rotate_many(&self, ct: &Self::Ct, steps: &[i64]) -> Result<Vec<Self::Ct>> {
+        Evaluator::rotate_many(self, ct, steps)
+    }
+    fn multiply_plain_slots(&self, ct: &Self::Ct, values: &[f64]) -> Result<Self::Ct> {
+        let pt = encode_plain_slots(self.context(), values, ct.level())?;
+        Evaluator::multiply_plain(self, ct, &pt)
     }
 }
 

@@ -6,6 +6,7 @@ use crate::context::{GpuCiphertext, GpuContext, GpuEvaluator};
 use crate::error::GpuError;
 use crate::word::GpuWord;
 use heloom_ckks::{CkksError, PolyOps, Result};
+use heloom_math::automorphism::galois_element_for_step;
 
 /// A GPU error as the CKKS layer's error (what [`PolyOps`] returns).
 pub fn to_ckks(e: GpuError) -> CkksError {
@@ -87,9 +88,28 @@ impl<W: GpuWord> PolyOps for GpuContext<W> {
     fn drop_to_level(&self, a: &Self::Ct, level: usize) -> Result<Self::Ct> {
         GpuContext::drop_to_level(self, a, level).map_err(to_ckks)
     }
+    fn rotate(&self, ct: &Self::Ct, step: i64) -> Result<Self::Ct> {
+        // As the CPU: the shape is checked before a trivial step returns the input.
+        if ct.size() != 2 {
+            return Err(CkksError::InvalidInput(
+                "rotate takes a two-polynomial ciphertext; relinearize first".into(),
+            ));
+        }
+        let g = galois_element_for_step(self.n(), step);
+        if g == 1 {
+            return Ok(ct.clone());
+        }
+        Err(CkksError::MissingKey {
+            key: heloom_ckks::MissingKeyKind::Galois { element: g },
+            hint: format!("rotation by {step} on the GPU needs its Galois key: use a GpuEvaluator"),
+        })
+    }
+    fn multiply_plain_slots(&self, ct: &Self::Ct, values: &[f64]) -> Result<Self::Ct> {
+        GpuContext::multiply_plain_slots(self, ct, values).map_err(to_ckks)
+    }
 }
 
-/// The context's ops, plus relinearization with the evaluator's key.
+/// The context's ops, plus relinearization and rotations with the evaluator's keys.
 impl<W: GpuWord> PolyOps for GpuEvaluator<W> {
     type Ct = GpuCiphertext<W>;
     fn moduli(&self) -> &[u64] {
@@ -120,5 +140,9 @@ impl<W: GpuWord> PolyOps for GpuEvaluator<W> {
     on_context! {
         fn rescale(a: &Self::Ct);
         fn drop_to_level(a: &Self::Ct, level: usize);
+        fn multiply_plain_slots(ct: &Self::Ct, values: &[f64]);
+    }
+    fn rotate(&self, ct: &Self::Ct, step: i64) -> Result<Self::Ct> {
+        GpuEvaluator::rotate(self, ct, step).map_err(to_ckks)
     }
 }

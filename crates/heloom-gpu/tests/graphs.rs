@@ -31,16 +31,21 @@ fn same(a: &heloom_ckks::Ciphertext<u64>, b: &heloom_ckks::Ciphertext<u64>, what
     }
 }
 
-#[test]
-fn constants_alignment_and_squares_bit_exact() {
+/// N = 2^11 with `levels` 40-bit primes over a 45-bit `q_0`, 64-bit words, no security check.
+fn small_context(levels: usize) -> Arc<Context<u64>> {
     let p = CkksParameters::builder(1 << 11)
-        .levels(4)
+        .levels(levels)
         .scale_bits(40)
         .first_bits(45)
         .security(SecurityLevel::None)
         .build()
         .expect("params");
-    let ctx = Context::<u64>::new(p).expect("context");
+    Context::<u64>::new(p).expect("context")
+}
+
+#[test]
+fn constants_alignment_and_squares_bit_exact() {
+    let ctx = small_context(4);
     let keys = keygen(&ctx, &[], false).expect("keys");
     let cpu = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).expect("evaluator");
     let enc = Encryptor::new(&ctx);
@@ -162,5 +167,115 @@ fn runtime_task_graphs_bit_exact_on_the_gpu() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn rotations_and_plaintext_products_bit_exact() {
+    let ctx = small_context(3);
+    let steps = [1i64, -2, 7];
+    let keys = keygen(&ctx, &steps, false).expect("keys");
+    let cpu = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).expect("evaluator");
+    let enc = Encryptor::new(&ctx);
+    let slots = ctx.n() / 2;
+    let xs: Vec<f64> = (0..slots).map(|i| (i as f64 / 300.0).cos()).collect();
+    let x = enc.encrypt(&xs, &keys.public_key).expect("encrypt");
+    let full: Vec<f64> = (0..slots).map(|i| (i as f64 / 90.0).sin()).collect();
+    for gpu in gpus() {
+        let g = GpuContext::new(&gpu, &ctx).expect("gpu context");
+        let ge = GpuEvaluator::new(&g, &keys.evaluation_keys).expect("keys");
+        let gx = g.upload(&x).expect("upload");
+        let dl = |c: &heloom_gpu::GpuCiphertext<u64>| g.download(c).expect("download");
+        for step in steps {
+            same(
+                &dl(&PolyOps::rotate(&ge, &gx, step).expect("gpu")),
+                &PolyOps::rotate(&cpu, &x, step).expect("cpu"),
+                &format!("rotate {step}"),
+            );
+        }
+        // rotate_many: the GPU's per-step default against the CPU's hoisted override.
+        let gm = PolyOps::rotate_many(&ge, &gx, &steps).expect("gpu");
+        let cm = PolyOps::rotate_many(&cpu, &x, &steps).expect("cpu");
+        for (a, b) in gm.iter().zip(&cm) {
+            same(&dl(a), b, "rotate_many");
+        }
+        // Full, short (repeated) and padded vectors, on two and three polynomials, at two
+        // levels, then rescaled.
+        let sq = PolyOps::square(&cpu, &x).expect("cpu");
+        let gsq = PolyOps::square(&ge, &gx).expect("gpu");
+        let low = PolyOps::drop_to_level(&cpu, &x, 1).expect("cpu");
+        let glow = PolyOps::drop_to_level(&ge, &gx, 1).expect("gpu");
+        for values in [
+            full.clone(),
+            vec![0.25, -3.0, 1.5, 2.0],
+            vec![0.7, -0.1, 4.0],
+        ] {
+            for (c, gc, what) in [
+                (&x, &gx, "top"),
+                (&sq, &gsq, "size 3"),
+                (&low, &glow, "low"),
+            ] {
+                let cm = PolyOps::multiply_plain_slots(&cpu, c, &values).expect("cpu");
+                let gm = PolyOps::multiply_plain_slots(&ge, gc, &values).expect("gpu");
+                let what = format!("multiply_plain_slots {} values, {what}", values.len());
+                same(&dl(&gm), &cm, &what);
+                assert_eq!(dl(&gm).slots(), cm.slots(), "{what}");
+                same(
+                    &dl(&PolyOps::rescale(&ge, &gm).expect("gpu")),
+                    &PolyOps::rescale(&cpu, &cm).expect("cpu"),
+                    &format!("{what}, rescaled"),
+                );
+            }
+        }
+        // Both ops in a task graph run on the device.
+        let graph = {
+            let b = heloom_runtime::GraphBuilder::new("rot", ctx.params().moduli());
+            let v = b.input(x.level(), x.scale()).expect("input");
+            let r = b.rotate(&v, -2).expect("rotate");
+            let m = b.multiply_plain_slots(&r, &full).expect("mul");
+            let out = b.rescale(&m).expect("rescale");
+            b.finish(&[out]).expect("graph")
+        };
+        let gout = graph
+            .run(&ge, std::slice::from_ref(&gx))
+            .expect("gpu graph");
+        let cout = graph
+            .run(&cpu, std::slice::from_ref(&x))
+            .expect("cpu graph");
+        same(&dl(&gout[0]), &cout[0], "graph with rotate and mul-plain");
+        // The same errors as the CPU: bad lengths, level 0, missing keys.
+        for bad in [vec![], vec![1.0; slots + 1]] {
+            let e = PolyOps::multiply_plain_slots(&ge, &gx, &bad).expect_err("bad length");
+            assert!(
+                matches!(e, heloom_ckks::CkksError::InvalidInput(_)),
+                "{e:?}"
+            );
+        }
+        let g0 = g.drop_to_level(&gx, 0).expect("drop");
+        assert!(matches!(
+            PolyOps::multiply_plain_slots(g.as_ref(), &g0, &[1.0]),
+            Err(heloom_ckks::CkksError::OutOfLevels { .. })
+        ));
+        for e in [
+            PolyOps::rotate(&ge, &gx, 3).expect_err("no key for 3"),
+            PolyOps::rotate(g.as_ref(), &gx, 1).expect_err("a context has no keys"),
+        ] {
+            assert!(
+                matches!(
+                    e,
+                    heloom_ckks::CkksError::MissingKey {
+                        key: heloom_ckks::MissingKeyKind::Galois { .. },
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
+        }
+        // A whole period needs no key, even on a context.
+        same(
+            &dl(&PolyOps::rotate(g.as_ref(), &gx, slots as i64).expect("no-op")),
+            &x,
+            "rotate by the period",
+        );
     }
 }

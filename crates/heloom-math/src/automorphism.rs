@@ -96,7 +96,7 @@ pub fn automorphism_coeff<W: Word>(m: &Modulus<W>, g: u64, a: &[W], out: &mut [W
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NttPermutation {
     g: u64,
-    perm: Vec<u32>,
+    perm: crate::ntt::AlignedVec<u32>,
 }
 
 impl NttPermutation {

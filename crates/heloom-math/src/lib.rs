@@ -54,6 +54,7 @@ macro_rules! threaded {
 
 pub mod automorphism;
 pub mod backend;
+mod buffer;
 pub mod eltwise;
 mod error;
 pub mod kernels;

@@ -338,7 +338,7 @@ impl<W: Word> RnsBasis<W> {
     /// The zero polynomial in the given form.
     pub fn zero(&self, form: Form) -> RnsPoly<W> {
         let len = self.n * self.moduli.len();
-        let mut data = AlignedVec::with_capacity(64, len);
+        let mut data = AlignedVec::with_capacity(len);
         data.resize(len, W::ZERO);
         self.poly_in(data, form)
     }

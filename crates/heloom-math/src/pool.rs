@@ -66,7 +66,7 @@ impl<W: Word> BufferPool<W> {
                 .map(|(i, _)| i)?;
             Some(free.swap_remove(best))
         });
-        found.unwrap_or_else(|| AlignedVec::with_capacity(64, len))
+        found.unwrap_or_else(|| AlignedVec::with_capacity(len))
     }
 
     /// Returns a buffer for reuse (freed instead when the pool is full).

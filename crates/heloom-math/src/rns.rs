@@ -171,7 +171,7 @@ impl<W: Word> BasisConverter<W> {
             return Ok(());
         }
         let stride = BLOCK.min(n);
-        let mut scratch = vec![W::ZERO; k * stride];
+        let mut scratch = crate::ntt::AlignedVec::<W>::zeroed(k * stride);
         let mut start = 0;
         while start < n {
             let end = (start + BLOCK).min(n);
@@ -232,7 +232,7 @@ impl<W: Word> BasisConverter<W> {
             return self.convert_centered_one(input[0], output);
         }
         let stride = BLOCK.min(n);
-        let mut scratch = vec![W::ZERO; k * stride];
+        let mut scratch = crate::ntt::AlignedVec::<W>::zeroed(k * stride);
         let mut v = vec![W::ZERO; stride];
         let mut acc = vec![0f64; stride];
         let mut start = 0;

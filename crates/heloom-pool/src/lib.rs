@@ -430,9 +430,11 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// reallocate the same multi-megabyte polynomials over and over; every purged page comes back
 /// as a page fault plus a kernel zeroing, which measured up to half of a CryptoNets batch's
 /// time on a VM (3.3 s of convolution became 0.8 s). The cost is that the process keeps its
-/// peak memory resident. Binaries that use mimalloc as the global allocator (the CLI, the
-/// Python module) call this at start; `HELOOM_KEEP_MEMORY=0`, or an explicit
-/// `MIMALLOC_PURGE_DELAY`, leaves mimalloc's setting alone.
+/// peak memory resident. heloom-math allocates every polynomial buffer from mimalloc whatever
+/// the global allocator, so every CKKS context calls this, as do the binaries that use
+/// mimalloc as the global allocator (the CLI, the Python module) at start;
+/// `HELOOM_KEEP_MEMORY=0`, or an explicit `MIMALLOC_PURGE_DELAY`, leaves mimalloc's setting
+/// alone.
 pub fn retain_freed_memory() {
     if std::env::var("HELOOM_KEEP_MEMORY").is_ok_and(|v| v.trim() == "0")
         || std::env::var_os("MIMALLOC_PURGE_DELAY").is_some()
@@ -448,8 +450,8 @@ pub fn retain_freed_memory() {
 /// The same for glibc's allocator, which a program on the system allocator uses: blocks up to
 /// 32 MiB come from the heap instead of fresh `mmap`s, and the heap's free top is not given
 /// back to the OS, so a freed polynomial's pages are reused without page faults (measured:
-/// key switching at N = 2^14 a quarter faster). Called by [`retain_freed_memory`] and, once,
-/// by every CKKS context, with the same opt-out.
+/// key switching at N = 2^14 a quarter faster). Called by [`retain_freed_memory`], with the
+/// same opt-out.
 pub fn retain_system_allocator_memory() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     if std::env::var("HELOOM_KEEP_MEMORY").is_ok_and(|v| v.trim() == "0") {

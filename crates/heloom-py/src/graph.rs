@@ -225,6 +225,21 @@ impl PyGraphBuilder {
         self.unary(a, |g, x| g.multiply_const(x, c))
     }
 
+    /// ``a * values`` slot-wise for real ``values`` (1 to N/2 of them; a shorter vector is
+    /// padded with zeros to a power of two and repeats with that period over the slots),
+    /// encoded at the scale of ``a``'s last prime, not rescaled. LevelError at level 0;
+    /// InputError for an empty or non-finite vector (a too long one when the graph runs).
+    fn multiply_plain_slots(&self, a: &PyValue, values: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        let values = convert::reals(values, "plaintext slot values")?;
+        self.unary(a, |g, x| g.multiply_plain_slots(x, &values))
+    }
+
+    /// Slots rotated left by ``step`` (right when negative); ``a`` must be size 2 (running it
+    /// needs the Galois key of the step, ``keygen(rotations=[...])``).
+    fn rotate(&self, a: &PyValue, step: i64) -> PyResult<PyValue> {
+        self.unary(a, |g, x| g.rotate(x, step))
+    }
+
     /// ``a * b``: size 3, at the product of the scales (both operands must be size 2).
     fn multiply(&self, a: &PyValue, b: &PyValue) -> PyResult<PyValue> {
         self.binary(a, b, |g, x, y| g.multiply(x, y))

@@ -19,7 +19,10 @@
 //! Ops: 0 input (`index u32`), 1 add, 2 sub, 7 multiply (`a u32, b u32`), 3 add-const,
 //! 6 mul-const, 12 set-scale (`a u32, c f64`), 4 mul-int (`a u32, k i64`), 5 mul-const-exact
 //! (`a u32, k i128`), 8 square, 9 relinearize, 10 rescale (`a u32`), 11 drop (`a u32,
-//! level u16`).
+//! level u16`), 13 rotate (`a u32, step i64`), 14 mul-plain (`a u32, plain u32`, then, when
+//! `plain` is the number of plaintext vectors defined so far, the new vector: `len u32`
+//! (1..=65536), `value f64` each). Plaintext vectors are thus numbered in order of first use
+//! and written once; a graph without ops 13 and 14 has the bytes it had before they existed.
 //!
 //! Nothing stored is trusted: the loader replays every node through a [`GraphBuilder`] on the
 //! stored chain, which recomputes each level, scale and size and refuses what the evaluator
@@ -39,6 +42,8 @@ const MAX_NAME: usize = 4096;
 const MAX_PRIMES: usize = 1024;
 /// Fewest payload bytes a node takes (op, operand, level, scale, size).
 const MIN_NODE_BYTES: usize = 16;
+/// Most values in a plaintext vector: the slots of the largest ring degree, 2^17 / 2.
+const MAX_PLAIN: usize = 1 << 16;
 
 fn bad(msg: String) -> GraphError {
     GraphError::Ckks(CkksError::Format(format!("task graph: {msg}")))
@@ -80,6 +85,7 @@ impl TaskGraph {
             id(p, a);
             p.extend_from_slice(rest);
         };
+        let mut plains_written = 0;
         for node in self.nodes() {
             match node.op {
                 NodeOp::Input(i) => op(&mut p, 0, i, &[]),
@@ -111,6 +117,20 @@ impl TaskGraph {
                     op(&mut p, code, a, &[]);
                 }
                 NodeOp::DropToLevel(a, l) => op(&mut p, 11, a, &(l as u16).to_le_bytes()),
+                NodeOp::Rotate(a, step) => op(&mut p, 13, a, &step.to_le_bytes()),
+                NodeOp::MulPlain(a, k) => {
+                    op(&mut p, 14, a, &[]);
+                    id(&mut p, k);
+                    // Ids are numbered in order of first use: the first use defines it.
+                    if k == plains_written {
+                        let values = self.plain(k).unwrap_or(&[]);
+                        p.extend_from_slice(&(values.len() as u32).to_le_bytes());
+                        for x in values {
+                            p.extend_from_slice(&x.to_le_bytes());
+                        }
+                        plains_written += 1;
+                    }
+                }
             }
             p.extend_from_slice(&(node.level as u16).to_le_bytes());
             p.extend_from_slice(&node.scale.to_le_bytes());
@@ -181,8 +201,9 @@ impl TaskGraph {
         }
         let b = GraphBuilder::new(name, &moduli);
         let mut values: Vec<Value> = Vec::with_capacity(count);
+        let mut plains: Vec<Vec<f64>> = Vec::new();
         for i in 0..count {
-            let v = replay(&b, &mut r, &values, i).map_err(|e| as_format(e, i))?;
+            let v = replay(&b, &mut r, &values, &mut plains, i).map_err(|e| as_format(e, i))?;
             let level = usize::from(r.u16("level")?);
             let scale = r.f64("scale")?;
             let size = usize::from(r.u8("size")?);
@@ -259,8 +280,15 @@ fn as_format(e: GraphError, i: usize) -> GraphError {
     }
 }
 
-/// Replays the op of node `i` on the builder.
-fn replay(b: &GraphBuilder, r: &mut Cursor<'_>, values: &[Value], i: usize) -> Result<Value> {
+/// Replays the op of node `i` on the builder; `plains` are the plaintext vectors defined so
+/// far.
+fn replay(
+    b: &GraphBuilder,
+    r: &mut Cursor<'_>,
+    values: &[Value],
+    plains: &mut Vec<Vec<f64>>,
+    i: usize,
+) -> Result<Value> {
     let op = r.u8("op")?;
     let operand = |r: &mut Cursor<'_>| -> Result<Value> {
         let a = r.u32("operand")? as usize;
@@ -328,9 +356,61 @@ fn replay(b: &GraphBuilder, r: &mut Cursor<'_>, values: &[Value], i: usize) -> R
             let x = operand(r)?;
             b.drop_to_level(&x, usize::from(r.u16("level")?))?
         }
-        k => return Err(bad(format!("node {i} has op {k}: ops 0..=12 exist"))),
+        13 => {
+            let x = operand(r)?;
+            let step = r.i64("rotation step")?;
+            if step == 0 {
+                // The builder records no node for it.
+                return Err(bad(format!("node {i} rotates by 0")));
+            }
+            b.rotate(&x, step)?
+        }
+        14 => {
+            let x = operand(r)?;
+            let k = r.u32("plaintext id")? as usize;
+            if k > plains.len() {
+                return Err(bad(format!(
+                    "node {i} reads plaintext {k}, but only {} are defined before it",
+                    plains.len()
+                )));
+            }
+            if k == plains.len() {
+                plains.push(plain_vector(r, i, &constant)?);
+            }
+            let v = b.multiply_plain_slots(&x, &plains[k])?;
+            // The builder shares equal vectors: a second copy would get another id.
+            if b.num_plains() != plains.len() {
+                return Err(bad(format!(
+                    "node {i} defines plaintext {k}, equal to an earlier one"
+                )));
+            }
+            v
+        }
+        k => return Err(bad(format!("node {i} has op {k}: ops 0..=14 exist"))),
     };
     Ok(v)
+}
+
+/// A plaintext vector defined by node `i`: `len u32` (1..=[`MAX_PLAIN`]), then the values,
+/// each read by `constant` (finite).
+fn plain_vector(
+    r: &mut Cursor<'_>,
+    i: usize,
+    constant: &dyn Fn(&mut Cursor<'_>) -> Result<f64>,
+) -> Result<Vec<f64>> {
+    let len = r.u32("plaintext length")? as usize;
+    if len == 0 || len > MAX_PLAIN {
+        return Err(bad(format!(
+            "node {i} defines a plaintext of {len} values: 1..={MAX_PLAIN} are allowed"
+        )));
+    }
+    if len.saturating_mul(8) > r.remaining() {
+        return Err(bad(format!(
+            "truncated: node {i} defines a plaintext of {len} values, the {} remaining bytes hold fewer",
+            r.remaining()
+        )));
+    }
+    (0..len).map(|_| constant(r)).collect()
 }
 
 /// `fn $t(&mut self, what) -> Result<$t>` for each listed number type: the next value,

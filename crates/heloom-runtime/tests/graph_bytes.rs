@@ -228,3 +228,112 @@ fn frozen_v2_graphs() {
         assert_eq!(g.to_bytes(), frozen, "{}", path.display());
     }
 }
+
+/// A graph with rotations and slot-wise plaintext products, one vector used twice:
+/// `rot(x, 3) * v`, rescaled, plus `rot(x, -1) * v`, rescaled, times `w`.
+fn rotate_plain_graph() -> TaskGraph {
+    use heloom_runtime::GraphBuilder;
+    let m = moduli();
+    let b = GraphBuilder::new("rot", &m);
+    let x = b.input(m.len() - 1, 2f64.powi(40)).unwrap();
+    let v: Vec<f64> = (0..64).map(|i| f64::from(i) / 8.0 - 4.0).collect();
+    let r = b.rotate_many(&x, &[3, -1]).unwrap();
+    let a = b
+        .rescale(&b.multiply_plain_slots(&r[0], &v).unwrap())
+        .unwrap();
+    let c = b
+        .rescale(&b.multiply_plain_slots(&r[1], &v).unwrap())
+        .unwrap();
+    let s = b.add(&a, &c).unwrap();
+    let y = b
+        .rescale(&b.multiply_plain_slots(&s, &[3.0, 1e-3]).unwrap())
+        .unwrap();
+    b.finish(&[y]).unwrap()
+}
+
+#[test]
+fn rotations_and_plaintexts_round_trip() {
+    let g = rotate_plain_graph();
+    assert_eq!(g.plains().len(), 2);
+    let bytes = g.to_bytes();
+    let back = TaskGraph::from_bytes(&bytes).unwrap();
+    same(&g, &back);
+    assert_eq!(back.plains(), g.plains());
+    assert_eq!(back.to_bytes(), bytes);
+    // The shared vector is written once.
+    let v: Vec<u8> = g
+        .plain(0)
+        .unwrap()
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    assert_eq!(bytes.windows(v.len()).filter(|w| *w == &v[..]).count(), 1);
+    let old = exp_graph(ExpVariant::Horner, &moduli(), 5, 2f64.powi(40)).unwrap();
+    assert!(old.plains().is_empty());
+    // And the loaded graph computes the same on the CPU.
+    let params = fuzz_graph::seed_params();
+    let ctx = Context::<u64>::new(params).unwrap();
+    let keys = keygen(&ctx, &[3, -1], false).unwrap();
+    let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).unwrap();
+    let xs: Vec<f64> = (0..64).map(|i| i as f64 / 64.0 - 0.5).collect();
+    let ct = Encryptor::new(&ctx).encrypt(&xs, &keys.public_key).unwrap();
+    let a = g.run(&ev, std::slice::from_ref(&ct)).unwrap();
+    let b = back.run(&ev, std::slice::from_ref(&ct)).unwrap();
+    assert!(a[0].polys() == b[0].polys());
+}
+
+#[test]
+fn corrupt_rotations_and_plaintexts_are_refused() {
+    let g = rotate_plain_graph();
+    let good = g.to_bytes();
+    let load = |b: &[u8]| {
+        let mut b = b.to_vec();
+        reseal(&mut b);
+        TaskGraph::from_bytes(&b)
+    };
+    // Node 0 is the input (16 bytes); nodes 1 and 2 the rotations (op, a u32, step i64,
+    // level, scale, size: 24 bytes each); node 3 the first product, which defines plaintext 0.
+    let n1 = first_node(g.name(), moduli().len()) + 16;
+    assert_eq!(good[n1], 13);
+    let n3 = n1 + 2 * 24;
+    assert_eq!(good[n3], 14);
+    let (id, len) = (n3 + 5, n3 + 9);
+    // A rotation by 0 (the builder records none).
+    let mut b = good.clone();
+    b[n1 + 5..n1 + 13].copy_from_slice(&0i64.to_le_bytes());
+    assert!(format_msg(load(&b)).contains("rotates by 0"));
+    // A plaintext id that is not defined yet.
+    let mut b = good.clone();
+    b[id..id + 4].copy_from_slice(&1u32.to_le_bytes());
+    assert!(format_msg(load(&b)).contains("reads plaintext 1"));
+    // Vector lengths: none, too many, more than the bytes hold.
+    for (n, msg) in [
+        (0u32, "1..=65536 are allowed"),
+        (70_000, "1..=65536 are allowed"),
+        (60_000, "truncated"),
+    ] {
+        let mut b = good.clone();
+        b[len..len + 4].copy_from_slice(&n.to_le_bytes());
+        let m = format_msg(load(&b));
+        assert!(m.contains(msg), "{n}: {m}");
+    }
+    // A non-finite value.
+    let mut b = good.clone();
+    b[len + 4..len + 12].copy_from_slice(&f64::NAN.to_le_bytes());
+    assert!(format_msg(load(&b)).contains("constant NaN"));
+    // The payload cut inside the vector (header length fixed).
+    let mut b = good[..len + 4 + 8 * 40].to_vec();
+    b.extend_from_slice(&[0; CHECKSUM_LEN]);
+    let plen = (b.len() - HEADER_LEN - CHECKSUM_LEN) as u64;
+    b[24..32].copy_from_slice(&plen.to_le_bytes());
+    let m = format_msg(load(&b));
+    assert!(m.contains("truncated"), "{m}");
+    // Any single-bit change, resealed, loads or is refused without a panic.
+    for i in HEADER_LEN..good.len() - CHECKSUM_LEN {
+        for bit in 0..8 {
+            let mut b = good.clone();
+            b[i] ^= 1 << bit;
+            let _ = load(&b);
+        }
+    }
+}

@@ -24,13 +24,16 @@ use crate::ciphertext::{Ciphertext, Plaintext};
 use crate::context::Context;
 use crate::error::{CkksError, Result};
 use crate::evaluator::Evaluator;
+use crate::polyops::PolyOps;
 use heloom_math::Word;
 use heloom_pool::Threads;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-/// The giant-step groups: `(a, [(b, rot(diag_{g a + b}, -g a))])`, non-zero diagonals only.
-type Groups<W> = Vec<(usize, Vec<(usize, Plaintext<W>)>)>;
+/// The giant-step groups: `(a, [(b, rot(diag_{g a + b}, -g a))])`, non-zero diagonals only,
+/// each diagonal encoded (for the CPU path) and as its values (for [`PolyOps`] backends, which
+/// encode their own).
+type Groups<W> = Vec<(usize, Vec<(usize, Plaintext<W>, Arc<[f64]>)>)>;
 
 /// The baby-step count for `n` consecutive diagonals: the power of two nearest `sqrt(n)` from
 /// below (`1` for `n <= 2`), which balances baby and giant rotations.
@@ -123,11 +126,11 @@ impl<W: Word> LinearTransform<W> {
         let scale = ctx.params().moduli()[level] as f64;
         let encoded = threads.map(jobs.len(), |k| ctx.encode_at(&jobs[k].2, level, scale));
         let mut groups: Groups<W> = Vec::new();
-        for ((a, b, _), pt) in jobs.iter().zip(encoded) {
-            let pt = pt?;
+        for ((a, b, values), pt) in jobs.into_iter().zip(encoded) {
+            let term = (b, pt?, Arc::from(values));
             match groups.last_mut() {
-                Some((last, terms)) if last == a => terms.push((*b, pt)),
-                _ => groups.push((*a, vec![(*b, pt)])),
+                Some((last, terms)) if *last == a => terms.push(term),
+                _ => groups.push((a, vec![term])),
             }
         }
         Ok(Self {
@@ -164,7 +167,7 @@ impl<W: Word> LinearTransform<W> {
         let mut babies: Vec<usize> = self
             .groups
             .iter()
-            .flat_map(|(_, t)| t.iter().map(|(b, _)| *b))
+            .flat_map(|(_, t)| t.iter().map(|(b, _, _)| *b))
             .filter(|&b| b > 0)
             .collect();
         babies.sort_unstable();
@@ -215,11 +218,7 @@ impl<W: Word> LinearTransform<W> {
             return ev.multiply_const(v.as_ref(), 0.0);
         }
         // Baby steps rot(v, b), hoisted: one decomposition of v for all of them.
-        let babies: Vec<i64> = self
-            .used_steps()
-            .into_iter()
-            .filter(|&s| (s as usize) < self.baby)
-            .collect();
+        let babies = self.baby_rotations();
         let rotated = ev.rotate_many(v.as_ref(), &babies)?;
         let baby = |b: usize| -> Result<&Ciphertext<W>> {
             if b == 0 {
@@ -243,7 +242,7 @@ impl<W: Word> LinearTransform<W> {
             for (a, terms) in &self.groups[c * n / parts..(c + 1) * n / parts] {
                 // Inner sum: sum_b rot(diag_{g a + b}, -g a) ⊙ rot(v, b).
                 let mut inner: Option<Ciphertext<W>> = None;
-                for (b, pt) in terms {
+                for (b, pt, _) in terms {
                     let t = e.multiply_plain(baby(*b)?, pt)?;
                     accumulate(&e, &mut inner, t)?;
                 }
@@ -260,6 +259,64 @@ impl<W: Word> LinearTransform<W> {
             if let Some(p) = p? {
                 accumulate(ev, &mut acc, p)?;
             }
+        }
+        acc.ok_or_else(|| CkksError::InvalidInput("internal: empty linear transform".into()))
+    }
+
+    /// The baby steps `b > 0` an application rotates by, in increasing order.
+    fn baby_rotations(&self) -> Vec<i64> {
+        self.used_steps()
+            .into_iter()
+            .filter(|&s| (s as usize) < self.baby)
+            .collect()
+    }
+
+    /// `T(v)` before the rescale on any [`PolyOps`] backend: a task-graph builder (the
+    /// transform becomes HE tasks), the GPU, or the CPU evaluator. The same schedule as
+    /// [`Self::apply`] (hoisted baby steps through [`PolyOps::rotate_many`], one inner sum and
+    /// giant rotation per group, the diagonals through [`PolyOps::multiply_plain_slots`] at
+    /// scale `q_level`), on one thread of `ops`; the result is word for word the one
+    /// [`Self::apply`] gives. `v` must hold [`Self::period`] slots (a backend that does not
+    /// track slot counts cannot check it) and sit at or above the transform's level.
+    pub fn apply_on<O: PolyOps>(&self, ops: &O, v: &O::Ct) -> Result<O::Ct> {
+        let level = ops.level_of(v);
+        if level < self.level {
+            return Err(CkksError::OutOfLevels {
+                level,
+                needed: self.level,
+                hint: format!(
+                    "the input is at level {level}, below the level {} the transform was encoded at; encode it at the input's level",
+                    self.level
+                ),
+            });
+        }
+        let v = ops.drop_to_level(v, self.level)?;
+        if self.groups.is_empty() {
+            return ops.multiply_const(&v, 0.0);
+        }
+        let babies = self.baby_rotations();
+        let rotated = ops.rotate_many(&v, &babies)?;
+        let add = |acc: Option<O::Ct>, x: O::Ct| -> Result<Option<O::Ct>> {
+            Ok(Some(match acc {
+                Some(y) => ops.add(&y, &x)?,
+                None => x,
+            }))
+        };
+        let mut acc = None;
+        for (a, terms) in &self.groups {
+            let mut inner = None;
+            for (b, _, values) in terms {
+                let x = match babies.iter().position(|&s| s as usize == *b) {
+                    Some(i) => &rotated[i],
+                    None => &v,
+                };
+                inner = add(inner, ops.multiply_plain_slots(x, values)?)?;
+            }
+            let Some(mut inner) = inner else { continue };
+            if *a > 0 {
+                inner = ops.rotate(&inner, (a * self.baby) as i64)?;
+            }
+            acc = add(acc, inner)?;
         }
         acc.ok_or_else(|| CkksError::InvalidInput("internal: empty linear transform".into()))
     }

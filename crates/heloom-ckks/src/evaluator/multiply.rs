@@ -254,11 +254,11 @@ impl<W: Word> Evaluator<W> {
                 "internal: key-switched polynomial at the wrong level".into(),
             ));
         }
-        let n = basis.n();
+        let (n, pool) = (basis.n(), self.ctx.pool());
         let mut limbs: Vec<&mut [W]> = x.limbs_mut().collect();
         threads.try_for_each_init(
             &mut limbs,
-            || vec![W::ZERO; n],
+            || pool.scratch(n),
             |tmp, i, xi| -> Result<()> {
                 perm.apply(c.limb(i), tmp)?;
                 basis.eltwise().add_assign(&basis.moduli()[i], xi, tmp)?;

@@ -180,6 +180,40 @@ impl<W: GpuWord> GpuContext<W> {
         Ok(out)
     }
 
+    /// `ct * values` slot-wise, as the CPU's `PolyOps::multiply_plain_slots`: the values are
+    /// encoded on the host by the CPU encoder at `ct`'s level with scale `q_level`
+    /// ([`heloom_ckks::polyops::encode_plain_slots`]), uploaded, and each polynomial is
+    /// multiplied by them on the device. The result's scale is `scale * q_level`.
+    pub fn multiply_plain_slots(
+        &self,
+        ct: &GpuCiphertext<W>,
+        values: &[f64],
+    ) -> Result<GpuCiphertext<W>> {
+        self.check_ct(ct)?;
+        let pt = heloom_ckks::polyops::encode_plain_slots(&self.ctx, values, ct.level)?;
+        let plain = self.upload_polys(&[pt.poly()], ct.level)?;
+        let nl = ct.level + 1;
+        let pw = nl * self.n;
+        let out = self.gpu.alloc::<W>(ct.size * pw)?;
+        for p in 0..ct.size {
+            self.elt(
+                "hk_mul",
+                out.addr(p * pw),
+                ct.data.addr(p * pw),
+                plain.addr(0),
+                nl,
+                nl,
+                self.q_layout[ct.level].addr(0),
+            )?;
+        }
+        Ok(GpuCiphertext {
+            data: Arc::new(out),
+            scale: ct.scale * pt.scale(),
+            slots: ct.slots.max(pt.slots()),
+            ..ct.clone()
+        })
+    }
+
     /// `ct + c` in every slot (a real constant at the ciphertext's scale).
     pub fn add_const(&self, ct: &GpuCiphertext<W>, c: f64) -> Result<GpuCiphertext<W>> {
         self.check_ct(ct)?;
@@ -687,9 +721,12 @@ impl<W: GpuWord> GpuEvaluator<W> {
             return self.ctx.drop_to_level(ct, ct.level);
         }
         let key = self.galois.get(&g).ok_or_else(|| {
-            GpuError::Invalid(format!(
-                "no Galois key for rotation step {step} (element {g}); generate keys with it"
-            ))
+            GpuError::Ckks(heloom_ckks::CkksError::MissingKey {
+                key: heloom_ckks::MissingKeyKind::Galois { element: g },
+                hint: format!(
+                    "no Galois key for rotation step {step} (element {g}); generate keys with it"
+                ),
+            })
         })?;
         self.ctx.apply_galois(ct, g, key)
     }

@@ -53,7 +53,7 @@ impl Tables {
         let expand = |w: &[u32], ws: &[u32]| {
             let n = core.n;
             let chunks = n / (2 * LANES);
-            let mut out = AlignedVec::with_capacity(64, chunks * TAIL_TW);
+            let mut out = AlignedVec::with_capacity(chunks * TAIL_TW);
             for c in 0..chunks {
                 let s = c * 2 * LANES;
                 for k in [3u32, 2, 1] {

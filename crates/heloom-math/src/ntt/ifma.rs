@@ -47,7 +47,7 @@ impl Tables {
     pub(crate) fn new(core: &NttCore<u64>) -> Self {
         let q = core.modulus.q();
         let companions = |v: &[u64]| -> AlignedVec<u64> {
-            let mut out = AlignedVec::with_capacity(64, v.len());
+            let mut out = AlignedVec::with_capacity(v.len());
             for &w in v {
                 out.push(shoup52(w, q));
             }

@@ -16,16 +16,13 @@ mod shoup32;
 mod shoup64;
 pub(crate) mod skeleton;
 
-use aligned_vec::{AVec, ConstAlign};
-
 use crate::backend::{Backend, BackendChoice};
 use crate::error::{check_len, MathError, Result};
 use crate::modulus::Modulus;
 use crate::primes;
 use crate::word::Word;
 
-/// 64-byte aligned vector of words (one cache line, one AVX-512 register).
-pub type AlignedVec<W> = AVec<W, ConstAlign<64>>;
+pub use crate::buffer::AlignedVec;
 
 /// Smallest supported log2(N).
 pub const MIN_LOG_N: u32 = 4;
@@ -73,8 +70,8 @@ impl<W: Word> NttCore<W> {
         primes::check_ntt_prime(q, n)?;
         let psi = W::from_u64(primes::min_primitive_root(q, n)?);
         let psi_inv = modulus.inv(psi)?;
-        let mut roots = AlignedVec::with_capacity(64, n);
-        let mut inv_roots = AlignedVec::with_capacity(64, n);
+        let mut roots = AlignedVec::with_capacity(n);
+        let mut inv_roots = AlignedVec::with_capacity(n);
         // Powers in natural order first, then permuted.
         let mut pow = vec![W::ZERO; n];
         let mut ipow = vec![W::ZERO; n];
@@ -90,7 +87,7 @@ impl<W: Word> NttCore<W> {
             inv_roots.push(ipow[bit_reverse(k, log_n)]);
         }
         let shoup_of = |v: &AlignedVec<W>| -> AlignedVec<W> {
-            let mut s = AlignedVec::with_capacity(64, v.len());
+            let mut s = AlignedVec::with_capacity(v.len());
             for &x in v.iter() {
                 s.push(modulus.shoup(x));
             }

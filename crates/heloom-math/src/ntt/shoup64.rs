@@ -152,7 +152,9 @@ unsafe fn blocks<P: Tail64, const K: usize, const FWD: bool>(
     // SAFETY: the K blocks lie in the n words (caller); a twiddle read ends at
     // n/2^(j+1) + (k + 2 LANES K)/2^(j+1) <= n, the length of the tables.
     unsafe {
+        // The blocks and every layer's twiddles up front: the loads overlap one another.
         let (mut x, mut y) = ([P::zero(); K], [P::zero(); K]);
+        let mut tws = [[Tw::zero(); K]; 3];
         for i in 0..K {
             let p = a.add(2 * lanes * i);
             let (u, v) = (P::load(p), P::load(p.add(lanes)));
@@ -161,25 +163,35 @@ unsafe fn blocks<P: Tail64, const K: usize, const FWD: bool>(
             } else {
                 P::inv_split(u, v)
             };
-        }
-        for l in 0..P::LAYERS {
-            let j = if FWD { P::LAYERS - 1 - l } else { l };
-            let mut tw = [Tw::zero(); K];
-            for (i, t) in tw.iter_mut().enumerate() {
+            for (l, tw) in tws.iter_mut().enumerate().take(P::LAYERS) {
+                let j = if FWD { P::LAYERS - 1 - l } else { l };
                 let g = (n >> (j + 1)) + ((k + 2 * lanes * i) >> (j + 1));
                 let w = P::spread(roots.add(g), lanes >> j);
-                *t = Tw::lanes(w, P::spread(s.add(g), lanes >> j));
+                tw[i] = Tw::lanes(w, P::spread(s.add(g), lanes >> j));
             }
-            let xy = bf::<P, K, FWD>(x, y, tw, c);
-            let last = l + 1 == P::LAYERS;
-            for (i, [u, v]) in xy.into_iter().enumerate() {
-                (x[i], y[i]) = match (FWD, last) {
-                    (true, false) => P::fwd_next(l, u, v),
-                    (true, true) => P::fwd_join(c.reduce8(u), c.reduce8(v)),
-                    (false, false) => P::inv_next(l, u, v),
-                    (false, true) => P::inv_join(u, v),
-                };
-            }
+        }
+        // Layer by layer, written out (a loop over the layers is not always unrolled, and the
+        // shuffles between layers depend on the layer).
+        macro_rules! layer {
+            ($l:expr) => {{
+                let l: usize = $l;
+                let xy = bf::<P, K, FWD>(x, y, tws[l], c);
+                let last = l + 1 == P::LAYERS;
+                for (i, [u, v]) in xy.into_iter().enumerate() {
+                    (x[i], y[i]) = match (FWD, last) {
+                        (true, false) => P::fwd_next(l, u, v),
+                        (true, true) => P::fwd_join(c.reduce8(u), c.reduce8(v)),
+                        (false, false) => P::inv_next(l, u, v),
+                        (false, true) => P::inv_join(u, v),
+                    };
+                }
+            }};
+        }
+        // Two or three layers (4 or 8 lanes).
+        layer!(0);
+        layer!(1);
+        if P::LAYERS == 3 {
+            layer!(2);
         }
         for i in 0..K {
             let p = a.add(2 * lanes * i);
@@ -203,21 +215,26 @@ pub(super) unsafe fn tail<P: Tail64, const FWD: bool>(
     len: usize,
 ) {
     let mut k = off;
+    // No closure here: a closure is compiled without the caller's target features, and the
+    // kernels inside it would become calls (an order of magnitude slower).
     // SAFETY: every call covers k + 32 (wide) or k + 16 <= off + len <= n words, and k is a
-    // multiple of 16, hence of the block (caller).
+    // multiple of 16, hence of the block (caller). Four and two blocks of 4 lanes, two and one
+    // of 8.
     unsafe {
-        // Four and two blocks of 4 lanes, two and one of 8.
-        let run = |k: usize, wide: bool| match (P::LANES, wide) {
-            (4, true) => blocks::<P, 4, FWD>(core, c, a.add(k), k),
-            (4, false) | (_, true) => blocks::<P, 2, FWD>(core, c, a.add(k), k),
-            (_, false) => blocks::<P, 1, FWD>(core, c, a.add(k), k),
-        };
         while k + 32 <= off + len {
-            run(k, true);
+            if P::LANES == 4 {
+                blocks::<P, 4, FWD>(core, c, a.add(k), k);
+            } else {
+                blocks::<P, 2, FWD>(core, c, a.add(k), k);
+            }
             k += 32;
         }
         while k < off + len {
-            run(k, false);
+            if P::LANES == 4 {
+                blocks::<P, 2, FWD>(core, c, a.add(k), k);
+            } else {
+                blocks::<P, 1, FWD>(core, c, a.add(k), k);
+            }
             k += 16;
         }
     }
@@ -278,6 +295,24 @@ macro_rules! kernel {
             let k = Kern::new(core);
             // SAFETY: as in `forward_impl`.
             unsafe { super::skeleton::inverse(&k, a.as_mut_ptr()) }
+        }
+
+        /// The register tail as a function of its own, as the passes are (inlined into the
+        /// skeleton's block loop it costs the passes registers).
+        ///
+        /// # Safety
+        /// As [`super::shoup64::tail`].
+        #[inline(never)]
+        #[target_feature(enable = $feat)]
+        unsafe fn tail_fn<const FWD: bool>(
+            core: &NttCore<u64>,
+            c: &Consts,
+            a: *mut u64,
+            off: usize,
+            len: usize,
+        ) {
+            // SAFETY: forwarded from the caller.
+            unsafe { super::shoup64::tail::<$isa, FWD>(core, c, a, off, len) }
         }
 
         /// The modulus constants of this instruction set.
@@ -375,7 +410,7 @@ macro_rules! kernel {
             #[target_feature(enable = $feat)]
             unsafe fn tail<const FWD: bool>(&self, a: *mut u64, base: usize, len: usize) {
                 // SAFETY: forwarded from the caller (features, bounds, multiples of 2^TAIL_LOG).
-                unsafe { super::shoup64::tail::<$isa, FWD>(self.core, &self.c, a, base, len) }
+                unsafe { tail_fn::<FWD>(self.core, &self.c, a, base, len) }
             }
         }
     };

@@ -38,8 +38,8 @@ pub(crate) trait Kernel {
     type Tw: Copy;
     /// Words per register.
     const LANES: usize;
-    /// Layers done in registers by [`Kernel::fwd_tail`] and [`Kernel::inv_head`] (gaps
-    /// `2^(TAIL_LOG-1)` down to 1); broadcast passes need gaps of at least `2^TAIL_LOG >= LANES`.
+    /// Layers done in registers by [`Kernel::tail`] (gaps `2^(TAIL_LOG-1)` down to 1);
+    /// broadcast passes need gaps of at least `2^TAIL_LOG >= LANES`.
     const TAIL_LOG: u32;
     /// log2 of the depth-first block in words (16 KiB: half of an L1 data cache).
     const BLOCK_LOG: u32;

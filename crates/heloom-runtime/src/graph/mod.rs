@@ -60,6 +60,11 @@ pub enum NodeOp {
     DropToLevel(NodeId, usize),
     /// Relabel the scale.
     SetScale(NodeId, f64),
+    /// Slots rotated left by the step (right when negative): one key switch.
+    Rotate(NodeId, i64),
+    /// `a * p` slot-wise for the graph's plaintext vector `p` ([`TaskGraph::plain`]), encoded
+    /// at scale `q_l`.
+    MulPlain(NodeId, usize),
 }
 
 impl NodeOp {
@@ -76,7 +81,9 @@ impl NodeOp {
             | NodeOp::Relinearize(a)
             | NodeOp::Rescale(a)
             | NodeOp::DropToLevel(a, _)
-            | NodeOp::SetScale(a, _) => vec![a],
+            | NodeOp::SetScale(a, _)
+            | NodeOp::Rotate(a, _)
+            | NodeOp::MulPlain(a, _) => vec![a],
         }
     }
 
@@ -96,6 +103,8 @@ impl NodeOp {
             NodeOp::Rescale(..) => "rescale",
             NodeOp::DropToLevel(..) => "drop",
             NodeOp::SetScale(..) => "set-scale",
+            NodeOp::Rotate(..) => "rotate",
+            NodeOp::MulPlain(..) => "mul-plain",
         }
     }
 
@@ -220,6 +229,7 @@ pub struct TaskGraph {
     inputs: Vec<NodeId>,
     outputs: Vec<NodeId>,
     owner: Vec<Option<usize>>,
+    plains: Vec<Arc<[f64]>>,
 }
 
 /// A symbolic ciphertext while recording: its node and what it will look like.
@@ -244,6 +254,7 @@ pub struct GraphBuilder {
     nodes: RefCell<Vec<Node>>,
     inputs: RefCell<Vec<NodeId>>,
     boundaries: RefCell<Vec<NodeId>>,
+    plains: RefCell<Vec<Arc<[f64]>>>,
 }
 
 fn invalid<T>(msg: impl Into<String>) -> heloom_ckks::Result<T> {
@@ -279,7 +290,30 @@ impl GraphBuilder {
             nodes: RefCell::new(Vec::new()),
             inputs: RefCell::new(Vec::new()),
             boundaries: RefCell::new(Vec::new()),
+            plains: RefCell::new(Vec::new()),
         }
+    }
+
+    /// Plaintext vectors recorded so far (ids `0..count`).
+    pub fn num_plains(&self) -> usize {
+        self.plains.borrow().len()
+    }
+
+    /// The id of the plaintext vector `values`: an equal one recorded before (bit for bit)
+    /// is shared, so ids are numbered in order of first use.
+    fn plain_id(&self, values: &[f64]) -> usize {
+        let mut plains = self.plains.borrow_mut();
+        let same = |p: &Arc<[f64]>| {
+            p.len() == values.len()
+                && p.iter()
+                    .zip(values)
+                    .all(|(a, b)| a.to_bits() == b.to_bits())
+        };
+        if let Some(i) = plains.iter().position(same) {
+            return i;
+        }
+        plains.push(Arc::from(values));
+        plains.len() - 1
     }
 
     /// Inputs recorded so far.
@@ -306,6 +340,12 @@ impl GraphBuilder {
             scale,
             size,
         }
+    }
+
+    /// `op`, a product of `ct` by a plaintext factor encoded at scale `q_level` (level >= 1).
+    fn push_at_q_level(&self, op: NodeOp, ct: &Value) -> Value {
+        let s = self.moduli[ct.level] as f64;
+        self.push(op, ct.level, ct.scale * s, ct.size)
     }
 
     /// The next job input: a two-polynomial ciphertext at `level` with `scale`.
@@ -448,6 +488,7 @@ impl GraphBuilder {
         let nodes = self.nodes.into_inner();
         let inputs = self.inputs.into_inner();
         let boundaries = self.boundaries.into_inner();
+        let plains = self.plains.into_inner();
         if outputs.is_empty() {
             return Err(GraphError::Invalid(
                 "a graph needs at least one output".into(),
@@ -565,6 +606,7 @@ impl GraphBuilder {
             inputs,
             outputs: outputs.iter().map(|o| o.node).collect(),
             owner,
+            plains,
         })
     }
 }
@@ -588,20 +630,28 @@ fn classify(nodes: &[Node], members: &[NodeId]) -> (TaskKind, usize) {
                 | NodeOp::Square(..)
                 | NodeOp::MulConst(..)
                 | NodeOp::MulConstExact(..)
+                | NodeOp::MulPlain(..)
                 | NodeOp::Relinearize(..)
+                | NodeOp::Rotate(..)
                 | NodeOp::Rescale(..)
         )
     });
     let nq = first_heavy
         .or_else(|| members.first().copied())
         .map_or(1, nq_of);
-    let relin = has(&|o| matches!(o, NodeOp::Relinearize(..)));
+    // A rotation is a key switch, as a relinearization is.
+    let relin = has(&|o| matches!(o, NodeOp::Relinearize(..) | NodeOp::Rotate(..)));
     let kind = if has(&|o| matches!(o, NodeOp::Multiply(..))) && relin {
         TaskKind::MulRelinRescale
     } else if has(&|o| matches!(o, NodeOp::Square(..))) && relin {
         TaskKind::SquareRelinRescale
     } else if has(&|o| matches!(o, NodeOp::Rescale(..)))
-        && has(&|o| matches!(o, NodeOp::MulConst(..) | NodeOp::MulConstExact(..)))
+        && has(&|o| {
+            matches!(
+                o,
+                NodeOp::MulConst(..) | NodeOp::MulConstExact(..) | NodeOp::MulPlain(..)
+            )
+        })
         && !relin
     {
         TaskKind::MulPlainRescale
@@ -657,13 +707,7 @@ impl PolyOps for GraphBuilder {
             ct.level,
             "multiplying by a non-integer constant needs a level to rescale",
         )?;
-        let s = self.moduli[ct.level] as f64;
-        Ok(self.push(
-            NodeOp::MulConst(ct.node, c),
-            ct.level,
-            ct.scale * s,
-            ct.size,
-        ))
+        Ok(self.push_at_q_level(NodeOp::MulConst(ct.node, c), ct))
     }
     fn multiply(&self, a: &Value, b: &Value) -> heloom_ckks::Result<Value> {
         if a.size != 2 || b.size != 2 {
@@ -703,6 +747,20 @@ impl PolyOps for GraphBuilder {
         }
         Ok(self.push(NodeOp::DropToLevel(a.node, level), level, a.scale, a.size))
     }
+    fn rotate(&self, ct: &Value, step: i64) -> heloom_ckks::Result<Value> {
+        if ct.size != 2 {
+            return invalid("rotate takes a two-polynomial ciphertext; relinearize first");
+        }
+        if step == 0 {
+            return Ok(*ct);
+        }
+        Ok(self.push(NodeOp::Rotate(ct.node, step), ct.level, ct.scale, 2))
+    }
+    fn multiply_plain_slots(&self, ct: &Value, values: &[f64]) -> heloom_ckks::Result<Value> {
+        heloom_ckks::polyops::check_plain_slots(values, ct.level)?;
+        let id = self.plain_id(values);
+        Ok(self.push_at_q_level(NodeOp::MulPlain(ct.node, id), ct))
+    }
 }
 
 fn missing(t: usize, o: NodeId) -> GraphError {
@@ -718,7 +776,11 @@ fn node_cost(nodes: &[Node], v: NodeId) -> Option<(OpKind, usize)> {
         NodeOp::Add(a, b) | NodeOp::Sub(a, b) => (OpKind::Add, in_nq(a).min(in_nq(b))),
         NodeOp::AddConst(a, _) | NodeOp::MulInt(a, _) => (OpKind::AddPlain, in_nq(a)),
         NodeOp::DropToLevel(_, l) => (OpKind::AddPlain, l + 1),
-        NodeOp::MulConstExact(a, _) | NodeOp::MulConst(a, _) => (OpKind::MulPlain, in_nq(a)),
+        NodeOp::MulConstExact(a, _) | NodeOp::MulConst(a, _) | NodeOp::MulPlain(a, _) => {
+            (OpKind::MulPlain, in_nq(a))
+        }
+        // One key switch plus a permutation of the limbs.
+        NodeOp::Rotate(a, _) => (OpKind::Relin, in_nq(a)),
         NodeOp::Multiply(a, b) => (OpKind::Mul, in_nq(a).min(in_nq(b))),
         NodeOp::Square(a) => (OpKind::Square, in_nq(a)),
         NodeOp::Relinearize(a) if nodes[a].size == 3 => (OpKind::Relin, in_nq(a)),
@@ -741,6 +803,16 @@ impl TaskGraph {
     /// Nodes in recording order.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
+    }
+
+    /// The plaintext vectors [`NodeOp::MulPlain`] nodes multiply by, indexed by their id.
+    pub fn plains(&self) -> &[Arc<[f64]>] {
+        &self.plains
+    }
+
+    /// Plaintext vector `id`, if the graph has it.
+    pub fn plain(&self, id: usize) -> Option<&[f64]> {
+        self.plains.get(id).map(|p| &p[..])
     }
 
     /// Tasks in topological order.
@@ -934,6 +1006,13 @@ impl TaskGraph {
             NodeOp::Rescale(_) => ev.rescale(arg(0)?)?,
             NodeOp::DropToLevel(_, l) => ev.drop_to_level(arg(0)?, l)?,
             NodeOp::SetScale(_, s) => ev.with_scale(arg(0)?.clone(), s)?,
+            NodeOp::Rotate(_, step) => ev.rotate(arg(0)?, step)?,
+            NodeOp::MulPlain(_, id) => {
+                let p = self.plain(id).ok_or_else(|| {
+                    GraphError::Invalid(format!("node {v}: plaintext {id} does not exist"))
+                })?;
+                ev.multiply_plain_slots(arg(0)?, p)?
+            }
         };
         let (level, size) = (ev.level_of(&out), ev.size_of(&out));
         if level != node.level || size != node.size {
