@@ -4,6 +4,7 @@ mod demo;
 mod format;
 mod genome;
 mod mnist;
+mod serve;
 
 use heloom_bench as bench;
 use heloom_bench::report::{at_least_one, check_word_bits};
@@ -61,6 +62,9 @@ enum Command {
     /// Private genome search (seed 004): the longest match of an encrypted query in a
     /// 2,184 x 10,000 haplotype panel (PBWT), client and server over a socket.
     Genome(genome::GenomeArgs),
+    /// The multi-tenant service's administration: bearer tokens of its tenants, kept (hashed)
+    /// in its data directory.
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -226,6 +230,7 @@ fn main() -> Result<()> {
         Command::Mnist(args) => mnist::run(&args),
         Command::Format(args) => format::run(&args),
         Command::Genome(args) => genome::run(&args),
+        Command::Serve(args) => serve::run(&args),
         Command::Info => {
             println!("{}", cpu_report());
             for b in Backend::ALL {

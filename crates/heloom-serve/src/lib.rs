@@ -1,0 +1,290 @@
+//! heloom's multi-tenant service (`heloom serve`): its durable state.
+//!
+//! The service keeps everything in one data directory: job records, tenants and bearer tokens
+//! in an embedded SQLite database (write-ahead log, full sync: a committed change survives
+//! `kill -9` and power loss), keys and ciphertexts in `heloom-store` beside it. This crate
+//! holds that state; the network front end builds on it.
+//!
+//! Tokens: 256 random bits from the operating system's CSPRNG, shown once as `hlm_` + 64 hex
+//! digits, stored only as their SHA-256 (a leaked database yields no usable token), compared
+//! in constant time.
+//!
+//! ```
+//! # fn main() -> Result<(), heloom_serve::ServeError> {
+//! let dir = std::env::temp_dir().join(format!("heloom-serve-doc-{}", std::process::id()));
+//! let state = heloom_serve::State::open(&dir)?;
+//! let token = state.create_token("alice")?;
+//! assert_eq!(state.authenticate(&token)?.as_deref(), Some("alice"));
+//! assert_eq!(state.authenticate("hlm_not-a-token")?, None);
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # Ok(())
+//! # }
+//! ```
+
+use rand::RngCore;
+use rusqlite::{params, Connection, OptionalExtension};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use subtle::ConstantTimeEq;
+
+/// What can go wrong with the service's state.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The data directory cannot be created or used.
+    #[error("data directory {path}: {source}; pass a writable directory with --data")]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The database failed (corrupt file, disk full, locked by another server).
+    #[error("state database {path}: {message}")]
+    Database {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said, and what to do.
+        message: String,
+    },
+    /// The database was written by a newer heloom.
+    #[error(
+        "state database {path} has schema version {found}; this heloom reads up to {supported}: \
+         upgrade heloom or use another --data directory"
+    )]
+    NewerSchema {
+        /// The database file.
+        path: PathBuf,
+        /// Its schema version.
+        found: i64,
+        /// The newest this build reads.
+        supported: i64,
+    },
+    /// A tenant name that is not allowed.
+    #[error(
+        "tenant name {name:?}: use 1 to 64 characters from a-z, 0-9, '-' and '_', starting with a \
+         letter or digit"
+    )]
+    InvalidTenant {
+        /// The name given.
+        name: String,
+    },
+    /// The operating system's random source failed.
+    #[error("no randomness from the operating system: {0}")]
+    Random(String),
+}
+
+/// Result with [`ServeError`].
+pub type Result<T> = std::result::Result<T, ServeError>;
+
+/// Schema version this build writes (SQLite `user_version`).
+const SCHEMA_VERSION: i64 = 1;
+
+/// Prefix of every bearer token (recognisable in logs and secret scanners).
+pub const TOKEN_PREFIX: &str = "hlm_";
+
+/// The service's durable state in its data directory.
+#[derive(Debug)]
+pub struct State {
+    dir: PathBuf,
+    db_path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+/// The default data directory: `heloom` under the user's data directory (for example
+/// `~/.local/share/heloom` on Linux), or `./heloom-data` where there is none.
+pub fn default_data_dir() -> PathBuf {
+    dirs::data_dir()
+        .map(|d| d.join("heloom"))
+        .unwrap_or_else(|| PathBuf::from("heloom-data"))
+}
+
+impl State {
+    /// Opens (creating if needed) the state in `dir`: the database `dir/heloom.db` in
+    /// write-ahead-log mode with full sync, its schema created or checked.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(|source| ServeError::DataDir {
+            path: dir.clone(),
+            source,
+        })?;
+        let db_path = dir.join("heloom.db");
+        let db_err = |e: rusqlite::Error| ServeError::Database {
+            path: db_path.clone(),
+            message: format!(
+                "{e}; if the file is damaged, restore it from a backup (the server never \
+                 serves from a database it cannot read)"
+            ),
+        };
+        let conn = Connection::open(&db_path).map_err(db_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(db_err)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(db_err)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(db_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(db_err)?;
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(db_err)?;
+        if version > SCHEMA_VERSION {
+            return Err(ServeError::NewerSchema {
+                path: db_path,
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if version < 1 {
+            conn.execute_batch(
+                "BEGIN;
+                 CREATE TABLE IF NOT EXISTS tenants (
+                     name TEXT PRIMARY KEY,
+                     created_unix INTEGER NOT NULL
+                 );
+                 CREATE TABLE IF NOT EXISTS tokens (
+                     sha256 BLOB PRIMARY KEY,
+                     tenant TEXT NOT NULL REFERENCES tenants(name),
+                     created_unix INTEGER NOT NULL,
+                     revoked INTEGER NOT NULL DEFAULT 0
+                 );
+                 PRAGMA user_version = 1;
+                 COMMIT;",
+            )
+            .map_err(db_err)?;
+        }
+        Ok(Self {
+            dir,
+            db_path,
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn db_error(&self, e: rusqlite::Error) -> ServeError {
+        ServeError::Database {
+            path: self.db_path.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    fn with_conn<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+        // A panic while holding the lock cannot leave SQLite half-written (each change is a
+        // transaction), so a poisoned lock is still safe to use.
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&conn).map_err(|e| self.db_error(e))
+    }
+
+    /// A new bearer token for `tenant` (created if new), returned once: only its SHA-256 is
+    /// stored.
+    pub fn create_token(&self, tenant: &str) -> Result<String> {
+        check_tenant(tenant)?;
+        let mut secret = [0u8; 32];
+        rand::rngs::OsRng
+            .try_fill_bytes(&mut secret)
+            .map_err(|e| ServeError::Random(e.to_string()))?;
+        let token = format!("{TOKEN_PREFIX}{}", hex(&secret));
+        let digest = sha256(&token);
+        let now = unix_now();
+        self.with_conn(|c| {
+            let tx = c.unchecked_transaction()?;
+            tx.execute(
+                "INSERT OR IGNORE INTO tenants (name, created_unix) VALUES (?1, ?2)",
+                params![tenant, now],
+            )?;
+            tx.execute(
+                "INSERT INTO tokens (sha256, tenant, created_unix) VALUES (?1, ?2, ?3)",
+                params![&digest[..], tenant, now],
+            )?;
+            tx.commit()
+        })?;
+        Ok(token)
+    }
+
+    /// The tenant a presented token belongs to, or `None` for an unknown, malformed or revoked
+    /// token (the caller answers all of them alike).
+    pub fn authenticate(&self, token: &str) -> Result<Option<String>> {
+        if !token.starts_with(TOKEN_PREFIX) || token.len() > 256 {
+            return Ok(None);
+        }
+        let digest = sha256(token);
+        let row: Option<(Vec<u8>, String, i64)> = self.with_conn(|c| {
+            c.query_row(
+                "SELECT sha256, tenant, revoked FROM tokens WHERE sha256 = ?1",
+                params![&digest[..]],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+        })?;
+        Ok(row.and_then(|(stored, tenant, revoked)| {
+            // The lookup is by hash; the final check compares in constant time anyway.
+            let same: bool = stored.as_slice().ct_eq(&digest[..]).into();
+            (same && revoked == 0).then_some(tenant)
+        }))
+    }
+
+    /// Revokes a token; returns whether it was active.
+    pub fn revoke_token(&self, token: &str) -> Result<bool> {
+        let digest = sha256(token);
+        let n = self.with_conn(|c| {
+            c.execute(
+                "UPDATE tokens SET revoked = 1 WHERE sha256 = ?1 AND revoked = 0",
+                params![&digest[..]],
+            )
+        })?;
+        Ok(n > 0)
+    }
+
+    /// Tenants with their number of active tokens, by name.
+    pub fn tenants(&self) -> Result<Vec<(String, usize)>> {
+        self.with_conn(|c| {
+            let mut st = c.prepare(
+                "SELECT t.name, COUNT(k.sha256) FROM tenants t
+                 LEFT JOIN tokens k ON k.tenant = t.name AND k.revoked = 0
+                 GROUP BY t.name ORDER BY t.name",
+            )?;
+            let rows = st.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as usize)))?;
+            rows.collect()
+        })
+    }
+}
+
+/// Tenant names: 1 to 64 of `a-z0-9-_`, not starting with `-` or `_` (they appear in paths,
+/// metrics labels and logs).
+fn check_tenant(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(ServeError::InvalidTenant {
+            name: name.to_string(),
+        })
+    }
+}
+
+fn sha256(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
