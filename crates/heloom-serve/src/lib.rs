@@ -9,6 +9,10 @@
 //! digits, stored only as their SHA-256 (a leaked database yields no usable token), compared
 //! in constant time.
 //!
+//! Jobs ([`State::submit_job`], [`State::start_next`], [`State::finish_job`], ...): accepted
+//! once per idempotency key and tenant, visible to their tenant only, run in priority order,
+//! ended once per run, put back in the queue by [`State::recover`] after a crash.
+//!
 //! ```
 //! # fn main() -> Result<(), heloom_serve::ServeError> {
 //! let dir = std::env::temp_dir().join(format!("heloom-serve-doc-{}", std::process::id()));
@@ -20,6 +24,10 @@
 //! # Ok(())
 //! # }
 //! ```
+
+mod jobs;
+
+pub use jobs::{JobRecord, JobState, NewJob};
 
 use rand::RngCore;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -70,6 +78,20 @@ pub enum ServeError {
         /// The name given.
         name: String,
     },
+    /// A request the service cannot accept as given.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// An idempotency key already used by the tenant for a different job.
+    #[error(
+        "idempotency key {key:?} was already used for job {job} with other inputs; use a new key \
+         for a new job"
+    )]
+    IdempotencyConflict {
+        /// The key.
+        key: String,
+        /// The job it belongs to.
+        job: i64,
+    },
     /// The operating system's random source failed.
     #[error("no randomness from the operating system: {0}")]
     Random(String),
@@ -79,7 +101,7 @@ pub enum ServeError {
 pub type Result<T> = std::result::Result<T, ServeError>;
 
 /// Schema version this build writes (SQLite `user_version`).
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// Prefix of every bearer token (recognisable in logs and secret scanners).
 pub const TOKEN_PREFIX: &str = "hlm_";
@@ -154,6 +176,30 @@ impl State {
             )
             .map_err(db_err)?;
         }
+        if version < 2 {
+            conn.execute_batch(
+                "BEGIN;
+                 CREATE TABLE IF NOT EXISTS jobs (
+                     id INTEGER PRIMARY KEY AUTOINCREMENT,
+                     tenant TEXT NOT NULL REFERENCES tenants(name),
+                     idempotency_key TEXT NOT NULL,
+                     kind TEXT NOT NULL,
+                     input_digest TEXT NOT NULL,
+                     priority INTEGER NOT NULL,
+                     deadline_unix INTEGER,
+                     state TEXT NOT NULL,
+                     attempts INTEGER NOT NULL DEFAULT 0,
+                     result_ref TEXT,
+                     error TEXT,
+                     created_unix INTEGER NOT NULL,
+                     UNIQUE (tenant, idempotency_key)
+                 );
+                 CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (state, priority DESC, id);
+                 PRAGMA user_version = 2;
+                 COMMIT;",
+            )
+            .map_err(db_err)?;
+        }
         Ok(Self {
             dir,
             db_path,
@@ -173,7 +219,10 @@ impl State {
         }
     }
 
-    fn with_conn<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+    pub(crate) fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T> {
         // A panic while holding the lock cannot leave SQLite half-written (each change is a
         // transaction), so a poisoned lock is still safe to use.
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
@@ -283,7 +332,7 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn unix_now() -> i64 {
+pub(crate) fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)

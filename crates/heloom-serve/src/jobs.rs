@@ -1,0 +1,271 @@
+//! Job records: accepted once per idempotency key, run, finished exactly once.
+//!
+//! A job's life: `accepted` -> `running` -> `done` | `failed`, or `cancelled` before it ends.
+//! Every transition is one SQLite transaction (WAL, full sync), so after `kill -9` a restart
+//! finds each job in its last committed state; [`State::recover`] puts jobs that were running
+//! back in the queue, and a result is recorded only by the first `finish` of a run.
+
+use crate::{unix_now, Result, ServeError, State};
+use rusqlite::{params, OptionalExtension, Row};
+
+/// Where a job is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JobState {
+    /// Accepted, waiting in the queue.
+    Accepted,
+    /// Taken by a worker.
+    Running,
+    /// Finished with a result.
+    Done,
+    /// Finished with an error.
+    Failed,
+    /// Cancelled by its tenant before it finished.
+    Cancelled,
+}
+
+impl JobState {
+    /// The name stored in the database and shown by the API.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobState::Accepted => "accepted",
+            JobState::Running => "running",
+            JobState::Done => "done",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    fn parse(s: &str) -> rusqlite::Result<Self> {
+        Ok(match s {
+            "accepted" => JobState::Accepted,
+            "running" => JobState::Running,
+            "done" => JobState::Done,
+            "failed" => JobState::Failed,
+            "cancelled" => JobState::Cancelled,
+            other => {
+                return Err(rusqlite::Error::FromSqlConversionFailure(
+                    0,
+                    rusqlite::types::Type::Text,
+                    format!("unknown job state {other:?}").into(),
+                ))
+            }
+        })
+    }
+
+    /// Whether the job has ended (no further transition).
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            JobState::Done | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+/// What a client submits: the job's kind and a digest of its inputs (so that a retry with the
+/// same idempotency key is recognised as the same job, and a different job reusing the key is
+/// refused).
+#[derive(Clone, Debug)]
+pub struct NewJob<'a> {
+    /// The client's idempotency key (1 to 128 printable ASCII characters).
+    pub idempotency_key: &'a str,
+    /// The kind of job (a task graph, a built-in application).
+    pub kind: &'a str,
+    /// A digest of the job's inputs.
+    pub input_digest: &'a str,
+    /// Higher runs first among a tenant's queued jobs.
+    pub priority: i32,
+    /// Unix time after which the result is of no use.
+    pub deadline_unix: Option<i64>,
+}
+
+/// A job as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobRecord {
+    /// The job's id (unique across tenants, never reused).
+    pub id: i64,
+    /// Its tenant.
+    pub tenant: String,
+    /// The client's idempotency key.
+    pub idempotency_key: String,
+    /// The kind of job.
+    pub kind: String,
+    /// Where it is in its life.
+    pub state: JobState,
+    /// How many times a worker took it (more than one after a restart mid-run).
+    pub attempts: i64,
+    /// Where the result is stored, once done.
+    pub result_ref: Option<String>,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+const COLUMNS: &str = "id, tenant, idempotency_key, kind, state, attempts, result_ref, error";
+
+fn record(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
+    Ok(JobRecord {
+        id: r.get(0)?,
+        tenant: r.get(1)?,
+        idempotency_key: r.get(2)?,
+        kind: r.get(3)?,
+        state: JobState::parse(&r.get::<_, String>(4)?)?,
+        attempts: r.get(5)?,
+        result_ref: r.get(6)?,
+        error: r.get(7)?,
+    })
+}
+
+impl State {
+    /// Accepts `job` for `tenant`, or returns the job already accepted under the same
+    /// idempotency key (`false`: not new). Errors: a bad key, or the key already used for a
+    /// different job ([`ServeError::IdempotencyConflict`]).
+    pub fn submit_job(&self, tenant: &str, job: &NewJob<'_>) -> Result<(JobRecord, bool)> {
+        let key = job.idempotency_key;
+        if key.is_empty() || key.len() > 128 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(ServeError::InvalidRequest(format!(
+                "idempotency key {key:?}: use 1 to 128 printable ASCII characters"
+            )));
+        }
+        let out = self.with_conn(|c| {
+            let tx = c.unchecked_transaction()?;
+            let existing: Option<(JobRecord, String)> = tx
+                .query_row(
+                    &format!(
+                        "SELECT {COLUMNS}, input_digest FROM jobs
+                         WHERE tenant = ?1 AND idempotency_key = ?2"
+                    ),
+                    params![tenant, key],
+                    |r| Ok((record(r)?, r.get(8)?)),
+                )
+                .optional()?;
+            if let Some((rec, digest)) = existing {
+                return Ok(Err((rec, digest)));
+            }
+            tx.execute(
+                "INSERT INTO jobs (tenant, idempotency_key, kind, input_digest, priority,
+                                   deadline_unix, state, created_unix)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'accepted', ?7)",
+                params![
+                    tenant,
+                    key,
+                    job.kind,
+                    job.input_digest,
+                    job.priority,
+                    job.deadline_unix,
+                    unix_now()
+                ],
+            )?;
+            let id = tx.last_insert_rowid();
+            let rec = tx.query_row(
+                &format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"),
+                params![id],
+                record,
+            )?;
+            tx.commit()?;
+            Ok(Ok(rec))
+        })?;
+        match out {
+            Ok(rec) => Ok((rec, true)),
+            Err((rec, digest)) if rec.kind == job.kind && digest == job.input_digest => {
+                Ok((rec, false))
+            }
+            Err((rec, _)) => Err(ServeError::IdempotencyConflict {
+                key: key.to_string(),
+                job: rec.id,
+            }),
+        }
+    }
+
+    /// The tenant's job `id`; `None` when it does not exist or belongs to another tenant (the
+    /// API answers both with 404).
+    pub fn job(&self, tenant: &str, id: i64) -> Result<Option<JobRecord>> {
+        self.with_conn(|c| {
+            c.query_row(
+                &format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1 AND tenant = ?2"),
+                params![id, tenant],
+                record,
+            )
+            .optional()
+        })
+    }
+
+    /// The tenant's jobs, newest first.
+    pub fn jobs(&self, tenant: &str) -> Result<Vec<JobRecord>> {
+        self.with_conn(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT {COLUMNS} FROM jobs WHERE tenant = ?1 ORDER BY id DESC"
+            ))?;
+            let rows = st.query_map(params![tenant], record)?;
+            rows.collect()
+        })
+    }
+
+    /// Takes the next queued job (highest priority, then oldest) for a worker: it becomes
+    /// `running` with one more attempt.
+    pub fn start_next(&self) -> Result<Option<JobRecord>> {
+        self.with_conn(|c| {
+            let tx = c.unchecked_transaction()?;
+            let id: Option<i64> = tx
+                .query_row(
+                    "SELECT id FROM jobs WHERE state = 'accepted'
+                     ORDER BY priority DESC, id LIMIT 1",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let Some(id) = id else { return Ok(None) };
+            tx.execute(
+                "UPDATE jobs SET state = 'running', attempts = attempts + 1 WHERE id = ?1",
+                params![id],
+            )?;
+            let rec = tx.query_row(
+                &format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"),
+                params![id],
+                record,
+            )?;
+            tx.commit()?;
+            Ok(Some(rec))
+        })
+    }
+
+    /// Records the end of a running job: its result (`Ok`) or its error. Returns whether this
+    /// call ended it (`false` when it was not running: cancelled meanwhile, or already ended).
+    pub fn finish_job(&self, id: i64, outcome: std::result::Result<&str, &str>) -> Result<bool> {
+        let n = self.with_conn(|c| match outcome {
+            Ok(result_ref) => c.execute(
+                "UPDATE jobs SET state = 'done', result_ref = ?2
+                 WHERE id = ?1 AND state = 'running'",
+                params![id, result_ref],
+            ),
+            Err(message) => c.execute(
+                "UPDATE jobs SET state = 'failed', error = ?2 WHERE id = ?1 AND state = 'running'",
+                params![id, message],
+            ),
+        })?;
+        Ok(n > 0)
+    }
+
+    /// Cancels the tenant's job unless it has ended; returns whether it was cancelled now.
+    /// Another tenant's job is left alone and answered like a missing one (`false`).
+    pub fn cancel_job(&self, tenant: &str, id: i64) -> Result<bool> {
+        let n = self.with_conn(|c| {
+            c.execute(
+                "UPDATE jobs SET state = 'cancelled'
+                 WHERE id = ?1 AND tenant = ?2 AND state IN ('accepted', 'running')",
+                params![id, tenant],
+            )
+        })?;
+        Ok(n > 0)
+    }
+
+    /// After a restart: jobs left `running` by the previous process go back to the queue (they
+    /// run again; their results were never recorded). Returns how many.
+    pub fn recover(&self) -> Result<usize> {
+        self.with_conn(|c| {
+            c.execute(
+                "UPDATE jobs SET state = 'accepted' WHERE state = 'running'",
+                [],
+            )
+        })
+    }
+}
