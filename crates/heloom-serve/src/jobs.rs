@@ -115,6 +115,15 @@ fn record(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
     })
 }
 
+/// The job `id` (any tenant: for the service's own use inside a transaction).
+fn by_id(c: &rusqlite::Connection, id: i64) -> rusqlite::Result<JobRecord> {
+    c.query_row(
+        &format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"),
+        params![id],
+        record,
+    )
+}
+
 impl State {
     /// Accepts `job` for `tenant`, or returns the job already accepted under the same
     /// idempotency key (`false`: not new). Errors: a bad key, or the key already used for a
@@ -155,12 +164,7 @@ impl State {
                     unix_now()
                 ],
             )?;
-            let id = tx.last_insert_rowid();
-            let rec = tx.query_row(
-                &format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"),
-                params![id],
-                record,
-            )?;
+            let rec = by_id(&tx, tx.last_insert_rowid())?;
             tx.commit()?;
             Ok(Ok(rec))
         })?;
@@ -218,11 +222,7 @@ impl State {
                 "UPDATE jobs SET state = 'running', attempts = attempts + 1 WHERE id = ?1",
                 params![id],
             )?;
-            let rec = tx.query_row(
-                &format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"),
-                params![id],
-                record,
-            )?;
+            let rec = by_id(&tx, id)?;
             tx.commit()?;
             Ok(Some(rec))
         })
