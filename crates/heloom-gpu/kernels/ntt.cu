@@ -21,14 +21,18 @@
 
 #define HK_TILE_MAX 4096
 
-// Largest radix of a round, log2 (2: radix 4, 3: radix 8, 4: radix 16). The CUDA build defines
-// HK_NTT_RADIX_LOG (from HELOOM_GPU_NTT_RADIX) so that only that round size is compiled and
-// the kernels pay only its registers; without it (the emulator, the compile checks) the kernel
-// argument chooses and every round size is compiled.
-#ifdef HK_NTT_RADIX_LOG
-#define HK_RADIX_LOG(arg) ((u32)HK_NTT_RADIX_LOG)
+// Largest radix of a round, log2 (2: radix 4, 3: radix 8, 4: radix 16), for the forward and the
+// inverse kernels separately: the kernel argument packs both (forward in bits 0-7, inverse in
+// bits 8-15). The CUDA build defines HK_NTT_RADIX_LOG_FWD and HK_NTT_RADIX_LOG_INV (from
+// HELOOM_GPU_NTT_RADIX) so that only those round sizes are compiled and each kernel pays only
+// its registers; without them (the emulator, the compile checks) the kernel argument chooses
+// and every round size is compiled.
+#ifdef HK_NTT_RADIX_LOG_FWD
+#define HK_RADIX_LOG_FWD(arg) ((u32)HK_NTT_RADIX_LOG_FWD)
+#define HK_RADIX_LOG_INV(arg) ((u32)HK_NTT_RADIX_LOG_INV)
 #else
-#define HK_RADIX_LOG(arg) (arg)
+#define HK_RADIX_LOG_FWD(arg) ((arg) & 0xffu)
+#define HK_RADIX_LOG_INV(arg) (((arg) >> 8) & 0xffu)
 #endif
 
 // Words a thread loads from global memory before it stores any of them to shared memory. The
@@ -273,14 +277,14 @@ __device__ void hk_ntt_fwd_impl(const W* in, u64 in_stride, W* out, u64 out_stri
     }
     hk_load_tile<W, LOAD>(sm, src, g, m, ms, half, half_k);
     __syncthreads();
-    // Rounds of up to 2^HK_RADIX_LOG words a thread in registers (radix 8 or 16), then radix 4,
+    // Rounds of up to 2^HK_RADIX_LOG_* words a thread in registers (radix 8 or 16), then radix 4,
     // then a single radix-2 layer when an odd one is left; one barrier per round.
     int b = (int)hb - 1;
     while (b >= (int)lb) {
-        if (HK_RADIX_LOG(radix_log) >= 4 && b - 3 >= (int)lb) {
+        if (HK_RADIX_LOG_FWD(radix_log) >= 4 && b - 3 >= (int)lb) {
             hk_round<W, 4, false>(sm, g, m, lazy, rt, rts, (u32)b - 3 - lb, log_n, 0, 0, 0, 0);
             b -= 4;
-        } else if (HK_RADIX_LOG(radix_log) == 3 && b - 2 >= (int)lb) {
+        } else if (HK_RADIX_LOG_FWD(radix_log) == 3 && b - 2 >= (int)lb) {
             hk_round<W, 3, false>(sm, g, m, lazy, rt, rts, (u32)b - 2 - lb, log_n, 0, 0, 0, 0);
             b -= 3;
         } else if (b - 1 >= (int)lb) {
@@ -375,15 +379,15 @@ __device__ void hk_ntt_inv_impl(const W* in, u64 in_stride, W* out, u64 out_stri
     const W* src = in + (u64)p * in_stride + (u64)k * n;
     hk_load_tile<W, 0>(sm, src, g, m, m, (W)0, (W)0);
     __syncthreads();
-    // Rounds of up to 2^HK_RADIX_LOG words a thread in registers, then radix 4, then a radix-2
+    // Rounds of up to 2^HK_RADIX_LOG_* words a thread in registers, then radix 4, then a radix-2
     // layer when an odd one is left; one barrier per round.
     u32 b = lb;
     while (b < hb) {
-        if (HK_RADIX_LOG(radix_log) >= 4 && b + 3 < hb) {
+        if (HK_RADIX_LOG_INV(radix_log) >= 4 && b + 3 < hb) {
             hk_round<W, 4, true>(sm, g, m, lazy, rt, rts, b - lb, log_n, n_inv, n_inv_s, n_inv_w,
                                  n_inv_ws);
             b += 4;
-        } else if (HK_RADIX_LOG(radix_log) == 3 && b + 2 < hb) {
+        } else if (HK_RADIX_LOG_INV(radix_log) == 3 && b + 2 < hb) {
             hk_round<W, 3, true>(sm, g, m, lazy, rt, rts, b - lb, log_n, n_inv, n_inv_s, n_inv_w,
                                  n_inv_ws);
             b += 3;

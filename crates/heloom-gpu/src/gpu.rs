@@ -109,20 +109,44 @@ pub(crate) struct Inner {
     launch: Mutex<()>,
     /// Most threads per block of an NTT launch (see [`NTT_THREADS_ENV`]).
     ntt_threads: u32,
-    /// log2 of the most words a thread transforms in registers per NTT round (see
-    /// [`NTT_RADIX_ENV`]).
-    ntt_radix_log: u32,
+    /// log2 of the most words a thread transforms in registers per NTT round, forward and
+    /// inverse (see [`NTT_RADIX_ENV`]).
+    ntt_radix_log: RadixLog,
 }
 
 /// Environment variable that sets the NTT kernels' largest radix per round: 4, 8 or 16 (two,
-/// three or four layers per round in registers; default [`DEFAULT_NTT_RADIX`]). All are
-/// bit-exact; a tuning knob for measuring.
+/// three or four layers per round in registers) for both directions, or `F,I` for the forward
+/// and the inverse kernels separately (default [`DEFAULT_NTT_RADIX`]). All are bit-exact; a
+/// tuning knob for measuring.
 pub const NTT_RADIX_ENV: &str = "HELOOM_GPU_NTT_RADIX";
 
-/// Default largest NTT radix per round: 8 words a thread, two thirds of the rounds
-/// (shared-memory passes, barriers, index arithmetic) of radix 4 at about 70 registers a thread
-/// for 64-bit words (radix 16 needs 110-128).
-pub const DEFAULT_NTT_RADIX: u32 = 8;
+/// Default largest NTT radix per round, forward and inverse. Forward: 8 words a thread, two
+/// thirds of the rounds (shared-memory passes, barriers, index arithmetic) of radix 4 at about
+/// 64 registers a thread for 64-bit words. Inverse: 4, because its radix-8 round needs 72
+/// registers, which leaves 3 blocks per SM and made its second phase slower (Nsight Compute on
+/// an H100: 60 us at radix 8, 49 us at radix 4; bench/gpu/NOTES.md).
+pub const DEFAULT_NTT_RADIX: (u32, u32) = (8, 4);
+
+/// log2 of the forward and inverse NTT radices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RadixLog {
+    fwd: u32,
+    inv: u32,
+}
+
+impl RadixLog {
+    fn default_setting() -> Self {
+        Self {
+            fwd: DEFAULT_NTT_RADIX.0.trailing_zeros(),
+            inv: DEFAULT_NTT_RADIX.1.trailing_zeros(),
+        }
+    }
+
+    /// The kernels' `radix_log` argument: forward in bits 0-7, inverse in bits 8-15.
+    pub(crate) fn packed(self) -> u32 {
+        self.fwd | (self.inv << 8)
+    }
+}
 
 /// log2 of an NTT radix heloom has rounds for (4, 8 or 16).
 fn radix_log_of(radix: u32) -> Option<u32> {
@@ -130,25 +154,26 @@ fn radix_log_of(radix: u32) -> Option<u32> {
 }
 
 /// [`NTT_RADIX_ENV`] if set, else the default; an invalid value is an error that says so.
-fn ntt_radix_setting() -> Result<u32> {
+fn ntt_radix_setting() -> Result<RadixLog> {
     parse_ntt_radix(std::env::var(NTT_RADIX_ENV).ok().as_deref())
 }
 
-fn parse_ntt_radix(v: Option<&str>) -> Result<u32> {
-    match v {
-        None => Ok(DEFAULT_NTT_RADIX.trailing_zeros()),
-        Some(v) => v
-            .trim()
-            .parse::<u32>()
-            .ok()
-            .and_then(radix_log_of)
-            .ok_or_else(|| {
-                GpuError::Invalid(format!(
-                    "{NTT_RADIX_ENV}={v:?} is not 4, 8 or 16; unset it for the default \
-                     ({DEFAULT_NTT_RADIX})"
-                ))
-            }),
-    }
+fn parse_ntt_radix(v: Option<&str>) -> Result<RadixLog> {
+    let Some(v) = v else {
+        return Ok(RadixLog::default_setting());
+    };
+    let one = |s: &str| s.trim().parse::<u32>().ok().and_then(radix_log_of);
+    let parsed = match v.split_once(',') {
+        None => one(v).map(|r| RadixLog { fwd: r, inv: r }),
+        Some((f, i)) => one(f).zip(one(i)).map(|(fwd, inv)| RadixLog { fwd, inv }),
+    };
+    parsed.ok_or_else(|| {
+        GpuError::Invalid(format!(
+            "{NTT_RADIX_ENV}={v:?} is not 4, 8 or 16 (both directions) or F,I with F and I \
+             each 4, 8 or 16 (forward, inverse); unset it for the default ({},{})",
+            DEFAULT_NTT_RADIX.0, DEFAULT_NTT_RADIX.1
+        ))
+    })
 }
 
 /// A handle to one GPU (or the emulator). Cheap to clone; buffers keep it alive.
@@ -251,7 +276,7 @@ impl Gpu {
         let ntt_radix_log = ntt_radix_setting()?;
         let nvrtc = crate::nvrtc::load()?;
         let arch = arch_for(cc);
-        let ptx = crate::nvrtc::compile_for_radix(arch, ntt_radix_log)?;
+        let ptx = crate::nvrtc::compile_for_radix(arch, (ntt_radix_log.fwd, ntt_radix_log.inv))?;
         let module = ctx
             .load_module(ptx)
             .map_err(driver_err("loading the kernel module"))?;
@@ -297,19 +322,25 @@ impl Gpu {
     /// tests and CI, which have no GPU. Its NTT radix is [`NTT_RADIX_ENV`]'s (the default when
     /// unset or invalid).
     pub fn emulator() -> Self {
-        Self::emulator_radix_log(ntt_radix_setting().unwrap_or(DEFAULT_NTT_RADIX.trailing_zeros()))
+        Self::emulator_radix_log(ntt_radix_setting().unwrap_or(RadixLog::default_setting()))
     }
 
-    /// The host emulator with NTT rounds of at most `radix` words (4, 8 or 16, as
-    /// [`NTT_RADIX_ENV`] sets for a GPU), so that tests check every round size.
-    pub fn emulator_with_ntt_radix(radix: u32) -> Result<Self> {
-        let radix_log = radix_log_of(radix).ok_or_else(|| {
-            GpuError::Invalid(format!("NTT radix {radix} does not exist: use 4, 8 or 16"))
-        })?;
-        Ok(Self::emulator_radix_log(radix_log))
+    /// The host emulator with forward NTT rounds of at most `fwd` words and inverse rounds of
+    /// at most `inv` (each 4, 8 or 16, as [`NTT_RADIX_ENV`] sets for a GPU), so that tests
+    /// check every round size.
+    pub fn emulator_with_ntt_radix(fwd: u32, inv: u32) -> Result<Self> {
+        let log = |radix: u32| {
+            radix_log_of(radix).ok_or_else(|| {
+                GpuError::Invalid(format!("NTT radix {radix} does not exist: use 4, 8 or 16"))
+            })
+        };
+        Ok(Self::emulator_radix_log(RadixLog {
+            fwd: log(fwd)?,
+            inv: log(inv)?,
+        }))
     }
 
-    fn emulator_radix_log(ntt_radix_log: u32) -> Self {
+    fn emulator_radix_log(ntt_radix_log: RadixLog) -> Self {
         Self::from_engine(
             Engine::Emulator,
             GpuInfo {
@@ -326,7 +357,7 @@ impl Gpu {
         )
     }
 
-    fn from_engine(engine: Engine, info: GpuInfo, limit: usize, ntt: (u32, u32)) -> Self {
+    fn from_engine(engine: Engine, info: GpuInfo, limit: usize, ntt: (u32, RadixLog)) -> Self {
         Self {
             inner: Arc::new(Inner {
                 engine,
@@ -377,9 +408,10 @@ impl Gpu {
         self.block(((1u32 << tile_log) / 2).min(self.inner.ntt_threads))
     }
 
-    /// log2 of the largest radix an NTT round uses ([`NTT_RADIX_ENV`]).
-    pub(crate) fn ntt_radix_log(&self) -> u32 {
-        self.inner.ntt_radix_log
+    /// The NTT kernels' `radix_log` argument: log2 of the largest radix a forward and an
+    /// inverse round use ([`NTT_RADIX_ENV`]), packed.
+    pub(crate) fn ntt_radix_arg(&self) -> u32 {
+        self.inner.ntt_radix_log.packed()
     }
 
     /// Blocks for a grid-stride kernel over `count` items with blocks of `block` threads.
@@ -825,11 +857,13 @@ mod tests {
 
     #[test]
     fn ntt_radix_setting_is_checked() {
-        assert_eq!(parse_ntt_radix(None).expect("default"), 3);
-        assert_eq!(parse_ntt_radix(Some("4")).expect("4"), 2);
-        assert_eq!(parse_ntt_radix(Some("8")).expect("8"), 3);
-        assert_eq!(parse_ntt_radix(Some(" 16")).expect("16"), 4);
-        for bad in ["32", "2", "", "x"] {
+        let pair = |v| parse_ntt_radix(v).map(|r| (r.fwd, r.inv, r.packed()));
+        assert_eq!(pair(None).expect("default"), (3, 2, 0x203));
+        assert_eq!(pair(Some("4")).expect("4"), (2, 2, 0x202));
+        assert_eq!(pair(Some("8")).expect("8"), (3, 3, 0x303));
+        assert_eq!(pair(Some(" 16")).expect("16"), (4, 4, 0x404));
+        assert_eq!(pair(Some("16, 8")).expect("16,8"), (4, 3, 0x304));
+        for bad in ["32", "2", "", "x", "8,", ",4", "8,32", "8,4,4"] {
             let e = parse_ntt_radix(Some(bad)).expect_err("refused").to_string();
             assert!(e.contains(NTT_RADIX_ENV), "{bad}: {e}");
         }

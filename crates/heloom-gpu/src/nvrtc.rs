@@ -85,16 +85,20 @@ pub fn compile(arch: &'static str) -> Result<Ptx> {
     compile_source(&cuda_source(), arch)
 }
 
-/// Like [`compile`], with the NTT kernels built for rounds of at most 2^`radix_log` words
-/// only (see kernels/ntt.cu: fewer registers than with every round size compiled in).
-pub fn compile_for_radix(arch: &'static str, radix_log: u32) -> Result<Ptx> {
+/// Like [`compile`], with the forward and inverse NTT kernels built for rounds of at most
+/// 2^`radix_log.0` and 2^`radix_log.1` words only (see kernels/ntt.cu: fewer registers than
+/// with every round size compiled in).
+pub fn compile_for_radix(arch: &'static str, radix_log: (u32, u32)) -> Result<Ptx> {
     compile_source(&source_for(Some(radix_log)), arch)
 }
 
-/// Every kernel's source, with the NTT round size fixed when `radix_log` is given.
-fn source_for(radix_log: Option<u32>) -> String {
+/// Every kernel's source, with the NTT round sizes fixed when `radix_log` is given.
+fn source_for(radix_log: Option<(u32, u32)>) -> String {
     match radix_log {
-        Some(r) => format!("#define HK_NTT_RADIX_LOG {r}\n{}", cuda_source()),
+        Some((f, i)) => format!(
+            "#define HK_NTT_RADIX_LOG_FWD {f}\n#define HK_NTT_RADIX_LOG_INV {i}\n{}",
+            cuda_source()
+        ),
         None => cuda_source(),
     }
 }
@@ -139,15 +143,15 @@ pub fn resource_report(arch: &str) -> Result<String> {
 }
 
 /// [`resource_report`] for the NTT kernels as a GPU build compiles them: rounds of at most
-/// 2^`radix_log` words (see [`compile_for_radix`]).
+/// 2^`radix_log` words in both directions (see [`compile_for_radix`]).
 pub fn resource_report_for_radix(arch: &str, radix_log: u32) -> Result<String> {
-    compile_cubin_with_log(arch, true, Some(radix_log)).map(|(_, log)| log)
+    compile_cubin_with_log(arch, true, Some((radix_log, radix_log))).map(|(_, log)| log)
 }
 
 fn compile_cubin_with_log(
     arch: &str,
     verbose: bool,
-    radix_log: Option<u32>,
+    radix_log: Option<(u32, u32)>,
 ) -> Result<(usize, String)> {
     use cudarc::nvrtc::{result, sys};
     load()?;

@@ -171,11 +171,12 @@ fn ntt_bit_exact_both_words() {
 
 #[test]
 fn ntt_and_key_switching_bit_exact_at_every_radix() {
-    // Rounds of 4, 8 and 16 words a thread (HELOOM_GPU_NTT_RADIX), each on its own emulator:
-    // the transforms, and the ops whose fused NTTs (rescale's spread, the mod-down's
-    // sub-scale store) use them.
-    for radix in [4, 8, 16] {
-        let gpu = Gpu::emulator_with_ntt_radix(radix).expect("radix");
+    // Rounds of 4, 8 and 16 words a thread (HELOOM_GPU_NTT_RADIX), each on its own emulator,
+    // and forward and inverse kernels with different radices (the default is 8,4): the
+    // transforms, and the ops whose fused NTTs (rescale's spread, the mod-down's sub-scale
+    // store) use them.
+    for (fwd, inv) in [(4, 4), (8, 8), (16, 16), (8, 4), (4, 16)] {
+        let gpu = Gpu::emulator_with_ntt_radix(fwd, inv).expect("radix");
         for log_n in [10, 11, 13] {
             check_ntt::<u64>(&gpu, params(1 << log_n, 2, 64, None));
             check_ntt::<u32>(&gpu, params(1 << log_n, 2, 32, None));
@@ -183,7 +184,8 @@ fn ntt_and_key_switching_bit_exact_at_every_radix() {
         check_ops::<u64>(&gpu, params(1 << 11, 3, 64, Some(2)));
         check_ops::<u32>(&gpu, params(1 << 11, 3, 32, Some(2)));
     }
-    assert!(Gpu::emulator_with_ntt_radix(32).is_err());
+    assert!(Gpu::emulator_with_ntt_radix(32, 4).is_err());
+    assert!(Gpu::emulator_with_ntt_radix(8, 2).is_err());
 }
 
 #[test]

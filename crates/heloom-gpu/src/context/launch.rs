@@ -108,7 +108,7 @@ impl<W: GpuWord> GpuContext<W> {
         let n = common.len() + extra.len() + 1;
         args[..common.len()].copy_from_slice(&common);
         args[common.len()..n - 1].copy_from_slice(extra);
-        args[n - 1] = self.gpu.ntt_radix_log() as u64;
+        args[n - 1] = self.gpu.ntt_radix_arg() as u64;
         self.gpu.launch(
             &Self::name(name),
             (blocks, npoly * nl),
