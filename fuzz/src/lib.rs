@@ -10,6 +10,10 @@
 pub mod graph;
 #[cfg(not(test))]
 pub use graph::task_graph;
+#[cfg(not(test))]
+pub mod serve;
+#[cfg(not(test))]
+pub use serve::serve_request;
 
 use heloom_ckks::serialize::peek_kind;
 use heloom_ckks::{

@@ -27,11 +27,13 @@ Submodules, one per layer above the scheme:
 - ``heloom.offload``: bulk AES and HE jobs over devices pulling from one queue
   (``aes_encrypt``, ``aes_decrypt``, ``offload_compare``, ``he_offload_compare``).
 - ``heloom.apps``: applications (``mnist``).
+- ``heloom.client``: a client of ``heloom serve`` (``Client``, ``AsyncClient``, ``ApiError``,
+  ``ClientError``; also importable from ``heloom``).
 
 Their names are also importable from ``heloom`` itself, as before.
 """
 
-from heloom import apps, offload, runtime
+from heloom import apps, client, offload, runtime
 from heloom._heloom import (
     POLICIES,
     AesResult,
@@ -71,6 +73,10 @@ from heloom._heloom import (
     simulate,
     upgrade_v1,
 )
+from heloom.client import ApiError as ApiError
+from heloom.client import AsyncClient as AsyncClient
+from heloom.client import Client as Client
+from heloom.client import ClientError as ClientError
 
 # The CKKS API; the runtime, offload and application names stay importable from here too.
 __all__ = [

@@ -176,7 +176,138 @@ pub fn run() -> Result<()> {
     gpu_demo()?;
     mnist_demo()?;
     crate::genome::demo_section()?;
+    serve_demo()?;
     Ok(())
+}
+
+/// The service: `heloom serve` started as its own process, a client in this one uploads
+/// keys and ciphertexts over HTTP, submits e^x and polynomial jobs, waits for them and
+/// decrypts the results.
+fn serve_demo() -> Result<()> {
+    use heloom_serve::client::{Client, SubmitJob};
+    use heloom_serve::worker::Task;
+    use std::io::BufRead;
+    println!("\nheloom serve: a client and the server as separate processes");
+    let dir = std::path::Path::new("target/heloom-demo/serve");
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    std::fs::create_dir_all(dir)?;
+    let token = heloom_serve::State::open(dir)?.create_token("demo")?;
+    let exe = std::env::current_exe()?;
+    let mut child = std::process::Command::new(exe)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    // The server prints its address first; port 0 let the OS pick a free one.
+    let url = {
+        let Some(stderr) = child.stderr.take() else {
+            bail!("no stderr from the server process");
+        };
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let mut url = None;
+        for line in lines.by_ref() {
+            let line = line?;
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                url = rest.split_whitespace().next().map(str::to_string);
+                break;
+            }
+        }
+        // Keep draining the server's log so it never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        match url {
+            Some(u) => u,
+            None => {
+                let _ = child.kill();
+                bail!("the server process exited before listening");
+            }
+        }
+    };
+    let outcome = (|| -> Result<()> {
+        println!(
+            "  server {url} (pid {}), data {}",
+            child.id(),
+            dir.display()
+        );
+        let client = Client::new(&url, &token)?;
+        let params = CkksParameters::builder(1 << 14)
+            .levels(7)
+            .scale_bits(40)
+            .build()?;
+        let ctx = Context::<u64>::new(params)?;
+        let keys = keygen(&ctx, &[], false)?;
+        let t = Instant::now();
+        let key = client.upload_keys(ctx.params(), &keys.evaluation_keys)?;
+        println!(
+            "  key set {}.. uploaded: {:.1} MB in {:.0} ms",
+            &key.id[..12],
+            key.bytes as f64 / 1e6,
+            t.elapsed().as_secs_f64() * 1e3
+        );
+        let enc = Encryptor::new(&ctx);
+        let dec = Decryptor::new(&ctx, &keys.secret_key)?;
+        let slots = ctx.params().slots();
+        let mut rng = ChaCha20Rng::seed_from_u64(2028);
+        let coeffs = vec![0.25, 0.5, -0.75, 0.125];
+        let mut jobs = Vec::new();
+        let t = Instant::now();
+        for j in 0..4 {
+            let x: Vec<f64> = (0..slots).map(|_| rng.gen_range(-1.0..1.0)).collect();
+            let input = client.upload_ciphertext(&enc.encrypt(&x, &keys.public_key)?)?;
+            let (task, c) = if j % 2 == 0 {
+                (Task::Exp { variant: None }, exp_coefficients(6))
+            } else {
+                (
+                    Task::Polynomial {
+                        coefficients: coeffs.clone(),
+                    },
+                    coeffs.clone(),
+                )
+            };
+            let job = client.submit(&SubmitJob::new(
+                &format!("demo-{j}"),
+                &key.id,
+                vec![input.id],
+                task,
+            ))?;
+            jobs.push((job.id, x, c));
+        }
+        let mut ok = true;
+        for (id, x, c) in &jobs {
+            let job = client.wait(*id, std::time::Duration::from_secs(600))?;
+            if job.state != "done" {
+                bail!("job {id} ended {}: {:?}", job.state, job.error);
+            }
+            let out = client.result(*id, &ctx)?;
+            let Some(ct) = out.first() else {
+                bail!("job {id} returned no ciphertext");
+            };
+            let want: Vec<f64> = x
+                .iter()
+                .map(|&v| c.iter().rev().fold(0.0, |acc, k| acc * v + k))
+                .collect();
+            report(
+                &format!("job {id} ({}), decrypted", job.kind),
+                &dec.decrypt(ct)?,
+                &want,
+                2f64.powi(-20),
+                &mut ok,
+            );
+        }
+        println!(
+            "  4 jobs uploaded, run and fetched over HTTP in {:.0} ms",
+            t.elapsed().as_secs_f64() * 1e3
+        );
+        if !ok {
+            bail!("a result from the server decrypted wrongly (see above)");
+        }
+        Ok(())
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    outcome
 }
 
 /// Encrypted inference: CryptoNets on 500 held-out MNIST images in one batch (32-bit words).

@@ -1,5 +1,6 @@
 //! `heloom`: the command-line program.
 
+mod client;
 mod demo;
 mod format;
 mod genome;
@@ -62,9 +63,12 @@ enum Command {
     /// Private genome search (seed 004): the longest match of an encrypted query in a
     /// 2,184 x 10,000 haplotype panel (PBWT), client and server over a socket.
     Genome(genome::GenomeArgs),
-    /// The multi-tenant service's administration: bearer tokens of its tenants, kept (hashed)
-    /// in its data directory.
+    /// The multi-tenant service: `heloom serve` runs it (HTTP API on 127.0.0.1:8787, state in
+    /// a data directory); `heloom serve token ...` manages its tenants' bearer tokens.
     Serve(serve::ServeArgs),
+    /// Talk to a running `heloom serve`: upload keys and ciphertexts, submit jobs, wait, fetch
+    /// results (token from HELOOM_TOKEN).
+    Client(client::ClientArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -231,6 +235,7 @@ fn main() -> Result<()> {
         Command::Format(args) => format::run(&args),
         Command::Genome(args) => genome::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Client(args) => client::run(&args),
         Command::Info => {
             println!("{}", cpu_report());
             for b in Backend::ALL {

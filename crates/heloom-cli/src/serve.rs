@@ -1,16 +1,86 @@
-//! `heloom serve`: the multi-tenant service's administration (its durable state in a data
-//! directory; see heloom-serve).
+//! `heloom serve`: the multi-tenant service (see heloom-serve), and its administration (its
+//! durable state in a data directory).
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
-use heloom_serve::{default_data_dir, State};
+use heloom_serve::{default_data_dir, Server, ServerConfig, State};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Arguments of `heloom serve`.
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct ServeArgs {
     #[command(subcommand)]
-    command: ServeCommand,
+    command: Option<ServeCommand>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// How the server runs.
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The service's data directory: database, stored objects, spill files (default: heloom
+    /// under the user's data directory).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Address to listen on (loopback unless --allow-remote).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    listen: std::net::SocketAddr,
+    /// Threads for HE tasks (default: every core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Jobs run at once (default: threads / 2 + 1).
+    #[arg(long, default_value_t = 0)]
+    max_in_flight: usize,
+    /// Memory budget for loaded keys, e.g. 512M or 4G (default: no budget); keys beyond it
+    /// are dropped from memory and loaded again from the data directory when next used.
+    #[arg(long, value_parser = parse_size)]
+    memory_budget: Option<u64>,
+    /// Largest object upload, e.g. 8G.
+    #[arg(long, value_parser = parse_size, default_value = "8G")]
+    max_upload: u64,
+    /// Most jobs one tenant may have queued; more are refused with 429 and a retry hint.
+    #[arg(long, default_value_t = 10_000)]
+    max_queued: u64,
+    /// Most bytes one tenant may store, e.g. 64G.
+    #[arg(long, value_parser = parse_size, default_value = "64G")]
+    max_stored: u64,
+    /// Cost profile for the scheduler: a built-in name or a JSON file from `heloom profile`
+    /// (default: DATA/profile.json when present, else the built-in xeon-phi-7230f shapes).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Accept CKKS parameters below 128-bit security (tests and demos only).
+    #[arg(long)]
+    allow_insecure: bool,
+    /// Allow a non-loopback --listen address (put a TLS-terminating proxy in front).
+    #[arg(long)]
+    allow_remote: bool,
+}
+
+/// `512M`, `4G`, `1.5G`, `1000000` (bytes).
+fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1u64 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(format!("{s:?}: use a number of bytes with K, M, G or T")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: use a number of bytes with K, M, G or T (e.g. 512M)"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("{s:?}: the size must be positive"));
+    }
+    Ok((v * mult as f64) as u64)
 }
 
 #[derive(Subcommand, Debug)]
@@ -55,7 +125,10 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         let dir = data.clone().unwrap_or_else(default_data_dir);
         Ok(State::open(dir)?)
     };
-    match &args.command {
+    let Some(command) = &args.command else {
+        return serve(&args.run);
+    };
+    match command {
         ServeCommand::Token { command } => match command {
             TokenCommand::Create { data, tenant } => {
                 let state = open(data)?;
@@ -88,5 +161,61 @@ pub fn run(args: &ServeArgs) -> Result<()> {
             }
         },
     }
+    Ok(())
+}
+
+/// `heloom serve`: runs the server until Ctrl-C or SIGTERM.
+fn serve(a: &RunArgs) -> Result<()> {
+    let dir = a.data.clone().unwrap_or_else(default_data_dir);
+    let own = dir.join("profile.json");
+    let (name, profile) = match &a.profile {
+        Some(p) => (p.clone(), heloom_runtime::Profile::load(p)?),
+        None if own.exists() => (
+            own.display().to_string(),
+            heloom_runtime::Profile::load(&own.to_string_lossy())?,
+        ),
+        None => {
+            let builtin = heloom_runtime::Profile::builtin_names()
+                .first()
+                .copied()
+                .unwrap_or("xeon-phi-7230f");
+            (
+                format!(
+                    "{builtin} (built-in; `heloom profile --out {}` measures this machine)",
+                    own.display()
+                ),
+                heloom_runtime::Profile::load(builtin)?,
+            )
+        }
+    };
+    let mut config = ServerConfig::new(dir.clone(), Arc::new(profile));
+    config.listen = a.listen;
+    if let Some(t) = a.threads {
+        anyhow::ensure!(t > 0, "--threads must be at least 1");
+        config.threads = t;
+    }
+    config.max_in_flight = a.max_in_flight;
+    config.memory_budget = a.memory_budget;
+    config.allow_insecure = a.allow_insecure;
+    config.allow_remote = a.allow_remote;
+    config.limits.max_upload_bytes = a.max_upload;
+    config.limits.max_queued_jobs = a.max_queued;
+    config.limits.max_stored_bytes = a.max_stored;
+    let threads = config.threads;
+    let server = Server::start(config).context("starting heloom serve")?;
+    eprintln!(
+        "heloom serve: listening on http://{} (HTTP/1.1 and HTTP/2), data {}, {threads} threads, \
+         cost profile {name}{}",
+        server.addr(),
+        dir.display(),
+        if a.allow_insecure {
+            ", INSECURE parameters allowed"
+        } else {
+            ""
+        }
+    );
+    eprintln!("heloom serve: tokens with `heloom serve token create --data {} --tenant NAME`; Ctrl-C stops", dir.display());
+    server.run_until_signal()?;
+    eprintln!("heloom serve: stopped (accepted jobs stay queued for the next start)");
     Ok(())
 }

@@ -64,3 +64,126 @@ fn token_create_list_revoke() {
     assert!(!ok && err.contains("1 to 64 characters"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `heloom serve` as its own process and `heloom client` as another: upload a key set and a
+/// ciphertext, submit an e^x job, wait, save the result, decrypt it here.
+#[test]
+fn serve_and_client_processes() {
+    use heloom_ckks::{keygen, Context, Decryptor, Encryptor};
+    use std::io::BufRead;
+    let dir = out_dir("serve-run");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("data");
+    let token = {
+        let out = heloom()
+            .args(["serve", "token", "create", "--tenant", "cli", "--data"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let mut server = heloom()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--threads",
+            "2",
+            "--allow-insecure",
+            "--data",
+        ])
+        .arg(&data)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(server.stderr.take().unwrap()).lines();
+    let url = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.split("listening on ")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next().map(str::to_string))
+        })
+        .expect("the server prints its address");
+    std::thread::spawn(move || for _ in lines {});
+
+    let ctx = Context::<u64>::new(heloom_runtime::workload::default_params(12).unwrap()).unwrap();
+    let keys = keygen(&ctx, &[], false).unwrap();
+    let mut key_file = ctx.params().to_bytes();
+    key_file.extend_from_slice(&keys.evaluation_keys.to_bytes());
+    std::fs::write(dir.join("keys.bin"), key_file).unwrap();
+    let x: Vec<f64> = (0..ctx.n() / 2)
+        .map(|i| (i % 100) as f64 / 100.0 - 0.5)
+        .collect();
+    let ct = Encryptor::new(&ctx).encrypt(&x, &keys.public_key).unwrap();
+    std::fs::write(dir.join("x.bin"), ct.to_bytes()).unwrap();
+
+    let client = |args: &[&str]| {
+        let out = heloom()
+            .arg("client")
+            .args(["--url", &url])
+            .args(args)
+            .env("HELOOM_TOKEN", &token)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "heloom client {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let uploaded = client(&["upload", "keys.bin"]);
+    let key: serde_json::Value = serde_json::from_str(&uploaded).unwrap();
+    assert_eq!(key["kind"], "keys");
+    let input: serde_json::Value = serde_json::from_str(&client(&["upload", "x.bin"])).unwrap();
+    assert_eq!(input["kind"], "ciphertext");
+    let job: serde_json::Value = serde_json::from_str(&client(&[
+        "submit",
+        "--idempotency-key",
+        "cli-1",
+        "--key",
+        key["id"].as_str().unwrap(),
+        "--input",
+        input["id"].as_str().unwrap(),
+        "--task",
+        "polynomial:1,0.5,0.25",
+        "--wait",
+    ]))
+    .unwrap();
+    assert_eq!(job["state"], "done", "{job}");
+    let id = job["id"].as_i64().unwrap().to_string();
+    client(&["result", &id, "--out", "y.bin"]);
+    let y = heloom_ckks::Ciphertext::<u64>::from_bytes(
+        &ctx,
+        &std::fs::read(dir.join("y.bin")).unwrap(),
+    )
+    .unwrap();
+    let got = Decryptor::new(&ctx, &keys.secret_key)
+        .unwrap()
+        .decrypt(&y)
+        .unwrap();
+    let err = x
+        .iter()
+        .zip(&got)
+        .map(|(v, g)| (1.0 + 0.5 * v + 0.25 * v * v - g).abs())
+        .fold(0.0, f64::max);
+    assert!(err < 1e-4, "decrypted error {err}");
+    let jobs: serde_json::Value = serde_json::from_str(&client(&["jobs"])).unwrap();
+    assert_eq!(jobs.as_array().map(Vec::len), Some(1));
+
+    // A missing token is a clear error, not a crash.
+    let out = heloom()
+        .args(["client", "--url", &url, "jobs"])
+        .env_remove("HELOOM_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HELOOM_TOKEN"));
+    server.kill().unwrap();
+    server.wait().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -13,6 +13,8 @@
 //!   [`calibrate`]: the host profile checked against real job streams.
 //! - [`policy`], [`scheduler`]: thread policies and the list scheduler; [`load`]: arrivals.
 //! - [`sim`], [`exec`]: the two executors (simulated, real); [`workload`]: the e^x workload.
+//! - [`online`]: the long-running executor: jobs from many tenants, each with its own graph,
+//!   keys and inputs, submitted and cancelled at any time.
 //! - [`stored`]: graph execution with intermediate values in a `heloom_store::Store` under a
 //!   memory budget (spilled to disk, prefetched in execution order).
 
@@ -22,6 +24,7 @@ pub mod exec;
 pub mod graph;
 pub mod load;
 pub mod metrics;
+pub mod online;
 pub mod ops;
 pub mod policy;
 pub mod profile;
@@ -38,6 +41,7 @@ pub use metrics::{
     compare_json, jobs_csv, percentile, summarize, summary_csv, summary_table, tasks_csv,
     utilisation, RunSummary,
 };
+pub use online::{OnlineConfig, OnlineExecutor, OnlineJob, OnlineStats};
 pub use ops::{ContentionClass, OpKind};
 pub use profile::Profile;
 pub use record::{JobRecord, RunRecord, TaskRecord};

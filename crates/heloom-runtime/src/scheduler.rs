@@ -5,10 +5,17 @@
 //!
 //! The scheduler holds no clock and runs nothing: an executor tells it when jobs arrive and
 //! tasks finish, and asks it what to start.
+//!
+//! A batch run fixes its variants at construction and the policy picks one per job
+//! ([`Scheduler::release`]). An online run registers each job's own graph
+//! ([`Scheduler::add_variant`], cached by `Arc` identity) and releases the job on it
+//! ([`Scheduler::release_variant`]); such a variant is dropped when no job holds it any more,
+//! and finished or aborted jobs leave no state behind, so a scheduler that lives for millions
+//! of jobs stays as large as what is in flight.
 
 use crate::cost::CostModel;
 use crate::policy::{LoadView, Policy, ReadyTask, Variant};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// A task the scheduler wants started.
@@ -27,17 +34,61 @@ struct JobState {
     variant: usize,
     deps_left: Vec<usize>,
     tasks_left: usize,
+    /// Single-thread work of its unfinished tasks, ms (its share of the backlog).
+    backlog_left_ms: f64,
 }
 
 /// Ready-queue key: job, then higher priority first, then task.
 type Key = (usize, std::cmp::Reverse<u64>, usize);
 
+/// A variant registered with [`Scheduler::add_variant`], with who holds it.
+struct Added {
+    variant: Variant,
+    /// `add_variant` calls not yet taken over by a `release_variant`.
+    claims: usize,
+    /// Released jobs running it.
+    jobs: usize,
+}
+
+/// Variant `index` of a scheduler's fixed and added variants.
+fn lookup<'a>(
+    fixed: &'a [Variant],
+    added: &'a [Option<Added>],
+    index: usize,
+) -> Option<&'a Variant> {
+    match index.checked_sub(fixed.len()) {
+        None => fixed.get(index),
+        Some(slot) => added.get(slot).and_then(Option::as_ref).map(|a| &a.variant),
+    }
+}
+
+/// How much state the scheduler holds now: everything is bounded by the jobs in flight.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Jobs released and neither finished nor aborted.
+    pub jobs: usize,
+    /// Ready tasks.
+    pub ready: usize,
+    /// Variants from [`Scheduler::add_variant`] still held.
+    pub added_variants: usize,
+    /// Slots of the added-variant table, free ones included (its high-water mark).
+    pub variant_slots: usize,
+    /// Entries of the graph cache behind [`Scheduler::add_variant`].
+    pub cached_graphs: usize,
+}
+
 /// The list scheduler.
 pub struct Scheduler {
     policy: Box<dyn Policy>,
     variants: Vec<Variant>,
+    /// Variants added at run time; index `variants.len() + slot`.
+    added: Vec<Option<Added>>,
+    free_slots: Vec<usize>,
+    /// Added variants by graph identity (the address of the `Arc`'s graph, which the held
+    /// entry keeps alive and so unique).
+    by_graph: HashMap<usize, usize>,
     capacity: usize,
-    jobs: Vec<Option<JobState>>,
+    jobs: HashMap<usize, JobState>,
     ready: BTreeSet<Key>,
     busy: usize,
     running: usize,
@@ -63,8 +114,11 @@ impl Scheduler {
         Self {
             policy,
             variants,
+            added: Vec::new(),
+            free_slots: Vec::new(),
+            by_graph: HashMap::new(),
             capacity: capacity.max(1),
-            jobs: Vec::new(),
+            jobs: HashMap::new(),
             ready: BTreeSet::new(),
             busy: 0,
             running: 0,
@@ -80,9 +134,15 @@ impl Scheduler {
         self.policy.name()
     }
 
-    /// The variants, with their costs.
+    /// The variants given to [`Self::new`], with their costs (the ones the policy picks
+    /// from; [`Self::variant`] also finds the added ones).
     pub fn variants(&self) -> &[Variant] {
         &self.variants
+    }
+
+    /// Variant `index`: one given to [`Self::new`] or one added and still held.
+    pub fn variant(&self, index: usize) -> Option<&Variant> {
+        lookup(&self.variants, &self.added, index)
     }
 
     /// Threads busy now.
@@ -107,10 +167,129 @@ impl Scheduler {
 
     /// Variant index job `job` runs (after its release).
     pub fn job_variant(&self, job: usize) -> Option<usize> {
-        self.jobs
-            .get(job)
-            .and_then(|j| j.as_ref())
-            .map(|j| j.variant)
+        self.jobs.get(&job).map(|j| j.variant)
+    }
+
+    /// What the scheduler holds now (for checks that it does not grow with the jobs run).
+    pub fn footprint(&self) -> Footprint {
+        Footprint {
+            jobs: self.jobs.len(),
+            ready: self.ready.len(),
+            added_variants: self.added.iter().flatten().count(),
+            variant_slots: self.added.len(),
+            cached_graphs: self.by_graph.len(),
+        }
+    }
+
+    /// Registers `graph` as a variant, priced by `model`, and returns its index. The same
+    /// graph (by `Arc` identity) while still held gets the same index, priced once.
+    ///
+    /// Each call is a claim on the variant that the next [`Self::release_variant`] on it
+    /// takes over; the released job then holds it until it finishes or is aborted. The
+    /// variant is dropped (and its index reused) once nothing holds it, so every call should
+    /// be followed by one release.
+    pub fn add_variant(
+        &mut self,
+        graph: Arc<crate::graph::TaskGraph>,
+        model: &dyn CostModel,
+    ) -> usize {
+        let base = self.variants.len();
+        let key = Arc::as_ptr(&graph).addr();
+        if let Some(&slot) = self.by_graph.get(&key) {
+            if let Some(Some(a)) = self.added.get_mut(slot) {
+                a.claims += 1;
+                return base + slot;
+            }
+        }
+        let entry = Added {
+            variant: Variant::new(graph, model),
+            claims: 1,
+            jobs: 0,
+        };
+        let slot = match self.free_slots.pop() {
+            Some(slot) => {
+                self.added[slot] = Some(entry);
+                slot
+            }
+            None => {
+                self.added.push(Some(entry));
+                self.added.len() - 1
+            }
+        };
+        self.by_graph.insert(key, slot);
+        base + slot
+    }
+
+    /// Job `job` arrives now and runs variant `variant` (the policy does not choose): its root
+    /// tasks become ready. Returns false, and releases nothing, when no such variant is held.
+    /// A graph without tasks releases nothing either: the job is done at once.
+    pub fn release_variant(&mut self, job: usize, variant: usize, now_ms: f64) -> bool {
+        let _ = now_ms; // the policy is not asked; kept for symmetry with `release`
+        let Some(g) = self.variant(variant).map(|v| Arc::clone(&v.graph)) else {
+            return false;
+        };
+        if let Some(a) = self.added_mut(variant) {
+            a.claims = a.claims.saturating_sub(1);
+            a.jobs += 1;
+        }
+        if g.tasks().is_empty() {
+            self.unhold(variant);
+            return true;
+        }
+        self.start_job(job, variant, &g);
+        true
+    }
+
+    /// Drops job `job`: its ready tasks never start and it no longer counts as in the
+    /// system. Tasks of it already dispatched still give their threads back through
+    /// [`Self::complete`] (which then returns false). Returns false if the job is unknown or
+    /// already finished.
+    pub fn abort(&mut self, job: usize) -> bool {
+        let Some(state) = self.jobs.remove(&job) else {
+            return false;
+        };
+        let from = (job, std::cmp::Reverse(u64::MAX), 0);
+        let to = (job, std::cmp::Reverse(0), usize::MAX);
+        let keys: Vec<Key> = self.ready.range(from..=to).copied().collect();
+        if let Some(v) = self.variant(state.variant) {
+            let (mut nominal, mut work) = (0, 0.0);
+            for &(_, _, task) in &keys {
+                nominal += v.graph.tasks()[task].kind.nominal_threads();
+                work += v.cost1[task];
+            }
+            self.ready_nominal = self.ready_nominal.saturating_sub(nominal);
+            self.ready_work_ms = (self.ready_work_ms - work).max(0.0);
+        }
+        // Every task not yet finished, running ones included, leaves the backlog.
+        self.backlog_ms = (self.backlog_ms - state.backlog_left_ms).max(0.0);
+        for k in &keys {
+            self.ready.remove(k);
+        }
+        self.jobs_in_system = self.jobs_in_system.saturating_sub(1);
+        self.unhold(state.variant);
+        true
+    }
+
+    fn added_mut(&mut self, variant: usize) -> Option<&mut Added> {
+        let slot = variant.checked_sub(self.variants.len())?;
+        self.added.get_mut(slot).and_then(Option::as_mut)
+    }
+
+    /// A job holding added variant `variant` is gone: drops the variant if nothing else
+    /// holds it.
+    fn unhold(&mut self, variant: usize) {
+        let Some(a) = self.added_mut(variant) else {
+            return;
+        };
+        a.jobs = a.jobs.saturating_sub(1);
+        if a.jobs > 0 || a.claims > 0 {
+            return;
+        }
+        let slot = variant - self.variants.len();
+        if let Some(a) = self.added[slot].take() {
+            self.by_graph.remove(&Arc::as_ptr(&a.variant.graph).addr());
+        }
+        self.free_slots.push(slot);
     }
 
     fn view<'b>(&self, now_ms: f64, head: Option<&'b ReadyTask>) -> LoadView<'b> {
@@ -129,11 +308,35 @@ impl Scheduler {
     }
 
     fn push_ready(&mut self, job: usize, task: usize, variant: usize) {
-        let v = &self.variants[variant];
+        let Some(v) = self.variant(variant) else {
+            return;
+        };
         let prio = (v.priority[task] * 1000.0).round().max(0.0) as u64;
+        let (nominal, work) = (v.graph.tasks()[task].kind.nominal_threads(), v.cost1[task]);
         self.ready.insert((job, std::cmp::Reverse(prio), task));
-        self.ready_nominal += v.graph.tasks()[task].kind.nominal_threads();
-        self.ready_work_ms += v.cost1[task];
+        self.ready_nominal += nominal;
+        self.ready_work_ms += work;
+    }
+
+    /// Job state, backlog and root tasks of a job released on `variant` (graph `g`).
+    fn start_job(&mut self, job: usize, variant: usize, g: &crate::graph::TaskGraph) {
+        let deps_left: Vec<usize> = g.tasks().iter().map(|t| t.deps.len()).collect();
+        let work_ms = self.variant(variant).map_or(0.0, |v| v.work_ms);
+        let state = JobState {
+            variant,
+            deps_left,
+            tasks_left: g.tasks().len(),
+            backlog_left_ms: work_ms,
+        };
+        // A live job released again is replaced (as before); its added variant is let go.
+        if let Some(old) = self.jobs.insert(job, state) {
+            self.unhold(old.variant);
+        }
+        self.backlog_ms += work_ms;
+        self.jobs_in_system += 1;
+        for t in g.roots() {
+            self.push_ready(job, t, variant);
+        }
     }
 
     /// Job `job` arrives now: the policy picks its variant and its root tasks become ready.
@@ -144,21 +347,8 @@ impl Scheduler {
             let v = self.policy.variant(&view, &self.variants);
             v.min(self.variants.len().saturating_sub(1))
         };
-        if self.jobs.len() <= job {
-            self.jobs.resize(job + 1, None);
-        }
         let g = Arc::clone(&self.variants[variant].graph);
-        let deps_left: Vec<usize> = g.tasks().iter().map(|t| t.deps.len()).collect();
-        self.jobs[job] = Some(JobState {
-            variant,
-            deps_left,
-            tasks_left: g.tasks().len(),
-        });
-        self.backlog_ms += self.variants[variant].work_ms;
-        self.jobs_in_system += 1;
-        for t in g.roots() {
-            self.push_ready(job, t, variant);
-        }
+        self.start_job(job, variant, &g);
         variant
     }
 
@@ -166,15 +356,21 @@ impl Scheduler {
     pub fn complete(&mut self, job: usize, task: usize, threads: usize) -> bool {
         self.busy = self.busy.saturating_sub(threads);
         self.running = self.running.saturating_sub(1);
-        let Some(Some(state)) = self.jobs.get_mut(job) else {
+        let Some(variant) = self.jobs.get(&job).map(|s| s.variant) else {
             return false;
         };
-        let variant = state.variant;
-        let v = &self.variants[variant];
-        self.backlog_ms = (self.backlog_ms - v.cost1[task]).max(0.0);
+        let Some(v) = self.variant(variant) else {
+            return false;
+        };
+        let (graph, cost) = (Arc::clone(&v.graph), v.cost1[task]);
+        self.backlog_ms = (self.backlog_ms - cost).max(0.0);
+        let Some(state) = self.jobs.get_mut(&job) else {
+            return false;
+        };
+        state.backlog_left_ms -= cost;
         state.tasks_left = state.tasks_left.saturating_sub(1);
         let mut newly = Vec::new();
-        for &s in &v.graph.tasks()[task].succs {
+        for &s in &graph.tasks()[task].succs {
             state.deps_left[s] = state.deps_left[s].saturating_sub(1);
             if state.deps_left[s] == 0 {
                 newly.push(s);
@@ -182,8 +378,9 @@ impl Scheduler {
         }
         let done = state.tasks_left == 0;
         if done {
-            self.jobs[job] = None;
+            self.jobs.remove(&job);
             self.jobs_in_system = self.jobs_in_system.saturating_sub(1);
+            self.unhold(variant);
         }
         for s in newly {
             self.push_ready(job, s, variant);
@@ -197,12 +394,14 @@ impl Scheduler {
         let mut out = Vec::new();
         while let Some(&key) = self.ready.first() {
             let (job, _, task) = key;
-            let Some(Some(state)) = self.jobs.get(job) else {
+            let Some(variant) = self.jobs.get(&job).map(|s| s.variant) else {
                 self.ready.remove(&key);
                 continue;
             };
-            let variant = state.variant;
-            let v = &self.variants[variant];
+            let Some(v) = lookup(&self.variants, &self.added, variant) else {
+                self.ready.remove(&key);
+                continue;
+            };
             let t = &v.graph.tasks()[task];
             let head = ReadyTask {
                 job,
@@ -212,7 +411,7 @@ impl Scheduler {
                 cost1_ms: v.cost1[task],
             };
             let view = self.view(now_ms, Some(&head));
-            let Some(threads) = self.policy.threads(&view, &self.variants[variant]) else {
+            let Some(threads) = self.policy.threads(&view, v) else {
                 break;
             };
             let threads = threads.max(1);

@@ -5,7 +5,7 @@
 //! finds each job in its last committed state; [`State::recover`] puts jobs that were running
 //! back in the queue, and a result is recorded only by the first `finish` of a run.
 
-use crate::{unix_now, Result, ServeError, State};
+use crate::{unix_now, unix_now_ms, Result, ServeError, State};
 use rusqlite::{params, OptionalExtension, Row};
 
 /// Where a job is in its life.
@@ -77,6 +77,9 @@ pub struct NewJob<'a> {
     pub priority: i32,
     /// Unix time after which the result is of no use.
     pub deadline_unix: Option<i64>,
+    /// What the job computes (the API's job description, JSON), kept so that a restart can
+    /// run it again.
+    pub spec: &'a str,
 }
 
 /// A job as stored.
@@ -98,9 +101,22 @@ pub struct JobRecord {
     pub result_ref: Option<String>,
     /// Why it failed.
     pub error: Option<String>,
+    /// What it computes (JSON, as submitted).
+    pub spec: String,
+    /// Its priority among its tenant's jobs.
+    pub priority: i32,
+    /// Unix time after which its result is of no use.
+    pub deadline_unix: Option<i64>,
+    /// Unix time it was accepted, milliseconds.
+    pub created_ms: i64,
+    /// Unix time a worker last took it, milliseconds.
+    pub started_ms: Option<i64>,
+    /// Unix time it ended, milliseconds.
+    pub finished_ms: Option<i64>,
 }
 
-const COLUMNS: &str = "id, tenant, idempotency_key, kind, state, attempts, result_ref, error";
+const COLUMNS: &str = "id, tenant, idempotency_key, kind, state, attempts, result_ref, error, \
+                       spec, priority, deadline_unix, created_ms, started_ms, finished_ms";
 
 fn record(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
     Ok(JobRecord {
@@ -112,6 +128,12 @@ fn record(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
         attempts: r.get(5)?,
         result_ref: r.get(6)?,
         error: r.get(7)?,
+        spec: r.get(8)?,
+        priority: r.get(9)?,
+        deadline_unix: r.get(10)?,
+        created_ms: r.get(11)?,
+        started_ms: r.get(12)?,
+        finished_ms: r.get(13)?,
     })
 }
 
@@ -144,7 +166,7 @@ impl State {
                          WHERE tenant = ?1 AND idempotency_key = ?2"
                     ),
                     params![tenant, key],
-                    |r| Ok((record(r)?, r.get(8)?)),
+                    |r| Ok((record(r)?, r.get(14)?)),
                 )
                 .optional()?;
             if let Some((rec, digest)) = existing {
@@ -152,8 +174,8 @@ impl State {
             }
             tx.execute(
                 "INSERT INTO jobs (tenant, idempotency_key, kind, input_digest, priority,
-                                   deadline_unix, state, created_unix)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'accepted', ?7)",
+                                   deadline_unix, state, created_unix, spec, created_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'accepted', ?7, ?8, ?9)",
                 params![
                     tenant,
                     key,
@@ -161,7 +183,9 @@ impl State {
                     job.input_digest,
                     job.priority,
                     job.deadline_unix,
-                    unix_now()
+                    unix_now(),
+                    job.spec,
+                    unix_now_ms()
                 ],
             )?;
             let rec = by_id(&tx, tx.last_insert_rowid())?;
@@ -193,6 +217,18 @@ impl State {
         })
     }
 
+    /// The tenant's job accepted under `idempotency_key`, if any.
+    pub fn job_by_key(&self, tenant: &str, idempotency_key: &str) -> Result<Option<JobRecord>> {
+        self.with_conn(|c| {
+            c.query_row(
+                &format!("SELECT {COLUMNS} FROM jobs WHERE tenant = ?1 AND idempotency_key = ?2"),
+                params![tenant, idempotency_key],
+                record,
+            )
+            .optional()
+        })
+    }
+
     /// The tenant's jobs, newest first.
     pub fn jobs(&self, tenant: &str) -> Result<Vec<JobRecord>> {
         self.with_conn(|c| {
@@ -204,14 +240,26 @@ impl State {
         })
     }
 
-    /// Takes the next queued job (highest priority, then oldest) for a worker: it becomes
-    /// `running` with one more attempt.
+    /// Takes the next queued job for a worker, fairly across tenants: among tenants with
+    /// queued jobs the one with the fewest jobs running (then the one whose oldest queued job
+    /// is oldest), and that tenant's highest-priority, then oldest, job. It becomes `running`
+    /// with one more attempt.
     pub fn start_next(&self) -> Result<Option<JobRecord>> {
         self.with_conn(|c| {
             let tx = c.unchecked_transaction()?;
             let id: Option<i64> = tx
                 .query_row(
-                    "SELECT id FROM jobs WHERE state = 'accepted'
+                    "WITH waiting AS (
+                         SELECT tenant, MIN(id) AS oldest FROM jobs
+                         WHERE state = 'accepted' GROUP BY tenant),
+                     pick AS (
+                         SELECT w.tenant FROM waiting w
+                         ORDER BY (SELECT COUNT(*) FROM jobs r
+                                   WHERE r.tenant = w.tenant AND r.state = 'running'),
+                                  w.oldest
+                         LIMIT 1)
+                     SELECT id FROM jobs
+                     WHERE state = 'accepted' AND tenant = (SELECT tenant FROM pick)
                      ORDER BY priority DESC, id LIMIT 1",
                     [],
                     |r| r.get(0),
@@ -219,12 +267,31 @@ impl State {
                 .optional()?;
             let Some(id) = id else { return Ok(None) };
             tx.execute(
-                "UPDATE jobs SET state = 'running', attempts = attempts + 1 WHERE id = ?1",
-                params![id],
+                "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?2
+                 WHERE id = ?1",
+                params![id, unix_now_ms()],
             )?;
             let rec = by_id(&tx, id)?;
             tx.commit()?;
             Ok(Some(rec))
+        })
+    }
+
+    /// Queued and running jobs per tenant (for metrics and admission control).
+    pub fn queue_depths(&self) -> Result<Vec<(String, u64, u64)>> {
+        self.with_conn(|c| {
+            let mut st = c.prepare(
+                "SELECT tenant, SUM(state = 'accepted'), SUM(state = 'running') FROM jobs
+                 WHERE state IN ('accepted', 'running') GROUP BY tenant ORDER BY tenant",
+            )?;
+            let rows = st.query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?.max(0) as u64,
+                    r.get::<_, i64>(2)?.max(0) as u64,
+                ))
+            })?;
+            rows.collect()
         })
     }
 
@@ -233,13 +300,14 @@ impl State {
     pub fn finish_job(&self, id: i64, outcome: std::result::Result<&str, &str>) -> Result<bool> {
         let n = self.with_conn(|c| match outcome {
             Ok(result_ref) => c.execute(
-                "UPDATE jobs SET state = 'done', result_ref = ?2
+                "UPDATE jobs SET state = 'done', result_ref = ?2, finished_ms = ?3
                  WHERE id = ?1 AND state = 'running'",
-                params![id, result_ref],
+                params![id, result_ref, unix_now_ms()],
             ),
             Err(message) => c.execute(
-                "UPDATE jobs SET state = 'failed', error = ?2 WHERE id = ?1 AND state = 'running'",
-                params![id, message],
+                "UPDATE jobs SET state = 'failed', error = ?2, finished_ms = ?3
+                 WHERE id = ?1 AND state = 'running'",
+                params![id, message, unix_now_ms()],
             ),
         })?;
         Ok(n > 0)
@@ -250,9 +318,9 @@ impl State {
     pub fn cancel_job(&self, tenant: &str, id: i64) -> Result<bool> {
         let n = self.with_conn(|c| {
             c.execute(
-                "UPDATE jobs SET state = 'cancelled'
+                "UPDATE jobs SET state = 'cancelled', finished_ms = ?3
                  WHERE id = ?1 AND tenant = ?2 AND state IN ('accepted', 'running')",
-                params![id, tenant],
+                params![id, tenant, unix_now_ms()],
             )
         })?;
         Ok(n > 0)

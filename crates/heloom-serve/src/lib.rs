@@ -1,9 +1,14 @@
-//! heloom's multi-tenant service (`heloom serve`): its durable state.
+//! heloom's multi-tenant service (`heloom serve`).
 //!
-//! The service keeps everything in one data directory: job records, tenants and bearer tokens
-//! in an embedded SQLite database (write-ahead log, full sync: a committed change survives
-//! `kill -9` and power loss), keys and ciphertexts in `heloom-store` beside it. This crate
-//! holds that state; the network front end builds on it.
+//! - [`server`]: the process: HTTP/1.1 and HTTP/2 on one loopback port ([`api`], reference in
+//!   `docs/serve-api.md`, spec in `openapi.yaml`), over the [`worker`], which runs jobs
+//!   through heloom-runtime's online executor with the `heloom` thread policy.
+//! - [`State`]: the durable state in one data directory: job records, tenants and bearer
+//!   tokens in an embedded SQLite database (write-ahead log, full sync: a committed change
+//!   survives `kill -9` and power loss), and the tenants' objects (key sets, ciphertexts,
+//!   graphs, results: [`objects`]) as files beside it. Loaded key sets are held in a
+//!   `heloom-store` under the server's memory budget.
+//! - [`client`]: a blocking Rust client; [`metrics`]: Prometheus metrics.
 //!
 //! Tokens: 256 random bits from the operating system's CSPRNG, shown once as `hlm_` + 64 hex
 //! digits, stored only as their SHA-256 (a leaked database yields no usable token), compared
@@ -25,9 +30,18 @@
 //! # }
 //! ```
 
+pub mod api;
+pub mod client;
 mod jobs;
+pub mod metrics;
+pub mod objects;
+pub mod server;
+pub mod worker;
 
+pub use client::{Client, ClientError};
 pub use jobs::{JobRecord, JobState, NewJob};
+pub use objects::{ObjectInfo, ObjectKind};
+pub use server::{Server, ServerConfig};
 
 use rand::RngCore;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -92,6 +106,14 @@ pub enum ServeError {
         /// The job it belongs to.
         job: i64,
     },
+    /// A stored file is damaged (changed, cut short or unreadable): it is reported, never used.
+    #[error("stored file {path} is damaged: {message}; delete the object and upload it again")]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// The operating system's random source failed.
     #[error("no randomness from the operating system: {0}")]
     Random(String),
@@ -101,7 +123,7 @@ pub enum ServeError {
 pub type Result<T> = std::result::Result<T, ServeError>;
 
 /// Schema version this build writes (SQLite `user_version`).
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// Prefix of every bearer token (recognisable in logs and secret scanners).
 pub const TOKEN_PREFIX: &str = "hlm_";
@@ -196,6 +218,31 @@ impl State {
                  );
                  CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (state, priority DESC, id);
                  PRAGMA user_version = 2;
+                 COMMIT;",
+            )
+            .map_err(db_err)?;
+        }
+        if version < 3 {
+            // v3: what a job computes (so a restart can run it again), when it ended, and the
+            // tenants' stored objects (keys, ciphertexts, results).
+            conn.execute_batch(
+                "BEGIN;
+                 ALTER TABLE jobs ADD COLUMN spec TEXT NOT NULL DEFAULT '';
+                 ALTER TABLE jobs ADD COLUMN created_ms INTEGER NOT NULL DEFAULT 0;
+                 ALTER TABLE jobs ADD COLUMN started_ms INTEGER;
+                 ALTER TABLE jobs ADD COLUMN finished_ms INTEGER;
+                 CREATE INDEX IF NOT EXISTS jobs_tenant_state ON jobs (tenant, state);
+                 CREATE TABLE IF NOT EXISTS objects (
+                     tenant TEXT NOT NULL REFERENCES tenants(name),
+                     id TEXT NOT NULL,
+                     kind TEXT NOT NULL,
+                     bytes INTEGER NOT NULL,
+                     param_fp TEXT NOT NULL,
+                     info TEXT NOT NULL,
+                     created_unix INTEGER NOT NULL,
+                     PRIMARY KEY (tenant, id)
+                 );
+                 PRAGMA user_version = 3;
                  COMMIT;",
             )
             .map_err(db_err)?;
@@ -328,8 +375,14 @@ fn sha256(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(crate) fn unix_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 pub(crate) fn unix_now() -> i64 {

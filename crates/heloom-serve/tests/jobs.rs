@@ -12,6 +12,7 @@ fn job<'a>(key: &'a str, digest: &'a str, priority: i32) -> NewJob<'a> {
         input_digest: digest,
         priority,
         deadline_unix: None,
+        spec: "{}",
     }
 }
 

@@ -214,6 +214,24 @@ pub enum GraphError {
     /// The graph is malformed or its inputs do not fit it.
     #[error("task graph: {0}")]
     Invalid(String),
+    /// The job was cancelled before it finished (its remaining tasks never ran).
+    #[error("job cancelled before it finished")]
+    Cancelled,
+    /// The executor has shut down: it accepts no job, and jobs it held unfinished end with
+    /// this error.
+    #[error("the executor has shut down; the job did not run to the end")]
+    ShutDown,
+    /// A bug inside heloom (e.g. a task panicked); the job failed, the executor goes on.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl GraphError {
+    /// Whether the job was stopped rather than failed: [`GraphError::Cancelled`] or
+    /// [`GraphError::ShutDown`].
+    pub fn is_cancellation(&self) -> bool {
+        matches!(self, GraphError::Cancelled | GraphError::ShutDown)
+    }
 }
 
 /// Result alias.

@@ -1,0 +1,322 @@
+//! A blocking Rust client of the API (`heloom client ...` is built on it).
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use heloom_serve::client::{Client, SubmitJob};
+//! use heloom_serve::worker::Task;
+//! let client = Client::new("http://127.0.0.1:8787", &std::env::var("HELOOM_TOKEN")?)?;
+//! # let (params, keys, ct): (heloom_ckks::CkksParameters, heloom_ckks::EvaluationKeys<u64>, heloom_ckks::Ciphertext<u64>) = todo!();
+//! let key = client.upload_keys(&params, &keys)?;
+//! let input = client.upload_ciphertext(&ct)?;
+//! let job = client.submit(&SubmitJob::new("job-1", &key.id, vec![input.id], Task::Exp { variant: None }))?;
+//! let done = client.wait(job.id, std::time::Duration::from_secs(60))?;
+//! let bytes = client.result_bytes(done.id)?;
+//! # Ok(()) }
+//! ```
+
+use crate::api::JobView;
+use crate::worker::Task;
+use crate::ObjectInfo;
+use heloom_ckks::{Ciphertext, CkksParameters, Context, EvaluationKeys};
+use std::time::{Duration, Instant};
+
+/// What can go wrong talking to a server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The server answered with an error.
+    #[error("server said {status} {code}: {message}")]
+    Api {
+        /// HTTP status.
+        status: u16,
+        /// The API's error code (`not_found`, `queue_full`, ...).
+        code: String,
+        /// What the server said to do.
+        message: String,
+        /// Seconds to wait before retrying, when the server said so (429).
+        retry_after_s: Option<u64>,
+    },
+    /// The server could not be reached or the connection broke.
+    #[error("cannot reach the server at {url}: {message}; is `heloom serve` running there?")]
+    Transport {
+        /// The server URL.
+        url: String,
+        /// What failed.
+        message: String,
+    },
+    /// The server's answer was not what the API defines.
+    #[error("unexpected answer from the server: {0}")]
+    Decode(String),
+    /// A local file could not be read.
+    #[error("{path}: {source}")]
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// A job did not end within the time given.
+    #[error("job {id} is still {state} after {waited_s:.0} s")]
+    Timeout {
+        /// The job.
+        id: i64,
+        /// Its state when the time ran out.
+        state: String,
+        /// Seconds waited.
+        waited_s: f64,
+    },
+}
+
+/// Result with [`ClientError`].
+pub type Result<T> = std::result::Result<T, ClientError>;
+
+/// A job to submit (`POST /v1/jobs`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SubmitJob {
+    /// The client's idempotency key: the same key and job give the same job, however often
+    /// sent.
+    pub idempotency_key: String,
+    /// The key set the job runs with.
+    pub key_id: String,
+    /// Input ciphertext objects.
+    pub inputs: Vec<String>,
+    /// What to compute.
+    pub task: Task,
+    /// Higher runs first among this tenant's jobs.
+    pub priority: i32,
+    /// Unix time after which the result is of no use.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_unix: Option<i64>,
+}
+
+impl SubmitJob {
+    /// A job with default priority and no deadline.
+    pub fn new(idempotency_key: &str, key_id: &str, inputs: Vec<String>, task: Task) -> Self {
+        Self {
+            idempotency_key: idempotency_key.to_string(),
+            key_id: key_id.to_string(),
+            inputs,
+            task,
+            priority: 0,
+            deadline_unix: None,
+        }
+    }
+}
+
+/// A client of one server with one tenant's token.
+#[derive(Debug, Clone)]
+pub struct Client {
+    base: String,
+    token: String,
+    http: reqwest::blocking::Client,
+}
+
+impl Client {
+    /// A client of the server at `url` (`http://127.0.0.1:8787`) with `token`.
+    pub fn new(url: &str, token: &str) -> Result<Self> {
+        let http = reqwest::blocking::Client::builder()
+            .timeout(None)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| ClientError::Transport {
+                url: url.to_string(),
+                message: e.to_string(),
+            })?;
+        Ok(Self {
+            base: url.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+            http,
+        })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn transport(&self, e: reqwest::Error) -> ClientError {
+        ClientError::Transport {
+            url: self.base.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    fn send(&self, rb: reqwest::blocking::RequestBuilder) -> Result<reqwest::blocking::Response> {
+        let rb = rb.bearer_auth(&self.token);
+        // A pooled connection the server closed (after refusing an upload mid-body, say)
+        // fails the next request on it: a request that can be sent again is, once.
+        let again = rb.try_clone();
+        let r = match (rb.send(), again) {
+            (Ok(r), _) => r,
+            (Err(e), Some(again)) if e.is_request() || e.is_connect() => {
+                again.send().map_err(|e| self.transport(e))?
+            }
+            (Err(e), _) => return Err(self.transport(e)),
+        };
+        if r.status().is_success() {
+            return Ok(r);
+        }
+        let status = r.status().as_u16();
+        let retry_after_s = r
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        let body: serde_json::Value = r.json().unwrap_or(serde_json::Value::Null);
+        let field = |k: &str| {
+            body["error"][k]
+                .as_str()
+                .map_or_else(|| "(no message)".to_string(), str::to_string)
+        };
+        Err(ClientError::Api {
+            status,
+            code: field("code"),
+            message: field("message"),
+            retry_after_s,
+        })
+    }
+
+    fn json<T: serde::de::DeserializeOwned>(&self, r: reqwest::blocking::Response) -> Result<T> {
+        r.json().map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    /// Uploads one object's bytes (keys, a ciphertext, a task graph).
+    pub fn upload(&self, bytes: Vec<u8>) -> Result<ObjectInfo> {
+        let r = self.send(self.http.post(self.url("/v1/objects")).body(bytes))?;
+        self.json(r)
+    }
+
+    /// Uploads a file, streamed (a key set of gigabytes is never read into memory here).
+    pub fn upload_file(&self, path: &std::path::Path) -> Result<ObjectInfo> {
+        let file = std::fs::File::open(path).map_err(|source| ClientError::File {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let len = file.metadata().map(|m| m.len()).ok();
+        let body = match len {
+            Some(n) => reqwest::blocking::Body::sized(file, n),
+            None => reqwest::blocking::Body::new(file),
+        };
+        let r = self.send(self.http.post(self.url("/v1/objects")).body(body))?;
+        self.json(r)
+    }
+
+    /// Uploads parameters and evaluation keys as one key set.
+    pub fn upload_keys(
+        &self,
+        params: &CkksParameters,
+        keys: &EvaluationKeys<u64>,
+    ) -> Result<ObjectInfo> {
+        let mut b = params.to_bytes();
+        b.extend_from_slice(&keys.to_bytes());
+        self.upload(b)
+    }
+
+    /// Uploads one ciphertext.
+    pub fn upload_ciphertext(&self, ct: &Ciphertext<u64>) -> Result<ObjectInfo> {
+        self.upload(ct.to_bytes())
+    }
+
+    /// This tenant's objects.
+    pub fn objects(&self) -> Result<Vec<ObjectInfo>> {
+        #[derive(serde::Deserialize)]
+        struct L {
+            objects: Vec<ObjectInfo>,
+        }
+        let r = self.send(self.http.get(self.url("/v1/objects")))?;
+        Ok(self.json::<L>(r)?.objects)
+    }
+
+    /// Deletes one of this tenant's objects.
+    pub fn delete_object(&self, id: &str) -> Result<()> {
+        self.send(self.http.delete(self.url(&format!("/v1/objects/{id}"))))?;
+        Ok(())
+    }
+
+    /// Submits a job (or finds the one already submitted with the same idempotency key).
+    pub fn submit(&self, job: &SubmitJob) -> Result<JobView> {
+        let r = self.send(self.http.post(self.url("/v1/jobs")).json(job))?;
+        self.json(r)
+    }
+
+    /// One job.
+    pub fn job(&self, id: i64) -> Result<JobView> {
+        let r = self.send(self.http.get(self.url(&format!("/v1/jobs/{id}"))))?;
+        self.json(r)
+    }
+
+    /// This tenant's jobs, newest first.
+    pub fn jobs(&self) -> Result<Vec<JobView>> {
+        #[derive(serde::Deserialize)]
+        struct L {
+            jobs: Vec<JobView>,
+        }
+        let r = self.send(self.http.get(self.url("/v1/jobs")))?;
+        Ok(self.json::<L>(r)?.jobs)
+    }
+
+    /// Cancels a job that has not ended.
+    pub fn cancel(&self, id: i64) -> Result<JobView> {
+        let r = self.send(self.http.post(self.url(&format!("/v1/jobs/{id}/cancel"))))?;
+        self.json(r)
+    }
+
+    /// Waits until the job ends (the server holds each request up to 30 s; no busy polling),
+    /// at most `timeout`.
+    pub fn wait(&self, id: i64, timeout: Duration) -> Result<JobView> {
+        self.wait_steps(id, timeout, 30.0, &mut |_| {})
+    }
+
+    /// [`Client::wait`], calling `on_update` with the job after each answer (progress).
+    pub fn wait_with(
+        &self,
+        id: i64,
+        timeout: Duration,
+        on_update: &mut dyn FnMut(&JobView),
+    ) -> Result<JobView> {
+        self.wait_steps(id, timeout, 1.0, on_update)
+    }
+
+    fn wait_steps(
+        &self,
+        id: i64,
+        timeout: Duration,
+        most: f64,
+        on_update: &mut dyn FnMut(&JobView),
+    ) -> Result<JobView> {
+        let start = Instant::now();
+        loop {
+            let left = timeout.saturating_sub(start.elapsed()).as_secs_f64();
+            let step = left.min(most);
+            let r = self.send(
+                self.http
+                    .get(self.url(&format!("/v1/jobs/{id}/wait")))
+                    .query(&[("timeout_s", format!("{step:.3}"))]),
+            )?;
+            let job: JobView = self.json(r)?;
+            on_update(&job);
+            if matches!(job.state.as_str(), "done" | "failed" | "cancelled") {
+                return Ok(job);
+            }
+            if start.elapsed() >= timeout {
+                return Err(ClientError::Timeout {
+                    id,
+                    state: job.state,
+                    waited_s: start.elapsed().as_secs_f64(),
+                });
+            }
+        }
+    }
+
+    /// A finished job's result: its output ciphertexts' bytes, one after another.
+    pub fn result_bytes(&self, id: i64) -> Result<Vec<u8>> {
+        let r = self.send(self.http.get(self.url(&format!("/v1/jobs/{id}/result"))))?;
+        r.bytes().map(|b| b.to_vec()).map_err(|e| self.transport(e))
+    }
+
+    /// A finished job's output ciphertexts, loaded for `ctx`.
+    pub fn result(&self, id: i64, ctx: &Context<u64>) -> Result<Vec<Ciphertext<u64>>> {
+        let bytes = self.result_bytes(id)?;
+        crate::objects::parse_ciphertexts(&bytes, ctx)
+            .map_err(|e| ClientError::Decode(e.to_string()))
+    }
+}

@@ -1,0 +1,590 @@
+//! Tenants' stored objects: evaluation keys, ciphertexts, task graphs and job results.
+//!
+//! An object is the bytes a client uploaded (or a job produced), content-addressed by their
+//! SHA-256: uploading the same bytes twice stores them once. Each lives in its own file,
+//! `DIR/objects/<tenant>/<sha256>`, written to a temporary file first, synced, then renamed
+//! into place and the directory synced, so that a crash leaves either the whole object or
+//! none. Its row in the `objects` table (kind, size, parameter fingerprint, a JSON summary) is
+//! committed after the rename: a row always names a complete file. The heloom format's
+//! checksum (XXH3 over every byte) is checked whenever a file is loaded, so a damaged file is
+//! reported, never used.
+//!
+//! Uploads are validated before they are stored: the kind comes from the header, a secret key
+//! is refused, parameters below 128-bit security are refused unless the server allows them,
+//! evaluation keys and ciphertexts are parsed in full against their parameters. An upload is
+//! streamed to disk as it arrives (never buffered in memory as it arrives) and parsed from that
+//! file once it is complete.
+
+use crate::{hex, unix_now, Result, ServeError, State};
+use heloom_ckks::serialize::{peek_header, ObjectKind as Wire, CHECKSUM_LEN, HEADER_LEN};
+use heloom_ckks::{Ciphertext, CkksParameters, Context, EvaluationKeys, SecurityLevel};
+use heloom_runtime::TaskGraph;
+use rusqlite::{params, OptionalExtension};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// What a stored object is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ObjectKind {
+    /// CKKS parameters followed by evaluation keys made for them (one upload).
+    Keys,
+    /// One ciphertext.
+    Ciphertext,
+    /// A task graph (`heloom_runtime::TaskGraph`).
+    Graph,
+    /// A job's outputs: ciphertexts, one after another.
+    Result,
+}
+
+impl ObjectKind {
+    /// The name stored and shown by the API.
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjectKind::Keys => "keys",
+            ObjectKind::Ciphertext => "ciphertext",
+            ObjectKind::Graph => "graph",
+            ObjectKind::Result => "result",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        [Self::Keys, Self::Ciphertext, Self::Graph, Self::Result]
+            .into_iter()
+            .find(|k| k.name() == s)
+    }
+}
+
+/// A stored object as the API describes it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ObjectInfo {
+    /// SHA-256 of its bytes, 64 hex digits.
+    pub id: String,
+    /// What it is.
+    pub kind: ObjectKind,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Fingerprint of the CKKS parameters it was made for (16 hex digits; empty for graphs).
+    pub parameters: String,
+    /// A summary of what it holds (ring degree and keys; level, scale and slots; task count).
+    pub info: serde_json::Value,
+    /// Unix time it was stored.
+    pub created_unix: i64,
+}
+
+/// Largest ring degree a key set may use.
+pub const MAX_RING: usize = 1 << 17;
+/// Most ciphertext and special primes together a key set may use.
+pub const MAX_PRIMES: usize = 128;
+/// Most contexts kept at once (each holds NTT tables); beyond it the cache starts over.
+const MAX_CONTEXTS: usize = 64;
+
+/// Contexts by parameter fingerprint: building one (NTT tables for every prime) costs
+/// milliseconds, and every key set and ciphertext for the same parameters shares it.
+#[derive(Default)]
+pub struct Contexts {
+    map: Mutex<HashMap<u64, Arc<Context<u64>>>>,
+}
+
+impl std::fmt::Debug for Contexts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Contexts")
+    }
+}
+
+impl Contexts {
+    /// The context for `params`, built once.
+    pub fn get(&self, params: CkksParameters) -> Result<Arc<Context<u64>>> {
+        let fp = params.fingerprint();
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = map.get(&fp) {
+            return Ok(Arc::clone(c));
+        }
+        let ctx = Context::<u64>::new(params).map_err(invalid)?;
+        if map.len() >= MAX_CONTEXTS {
+            // Key sets keep their own Arc; only the sharing is lost.
+            map.clear();
+        }
+        map.insert(fp, Arc::clone(&ctx));
+        Ok(ctx)
+    }
+
+    /// The context already built for parameter fingerprint `fp`.
+    pub fn by_fingerprint(&self, fp: u64) -> Option<Arc<Context<u64>>> {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(&fp).cloned()
+    }
+}
+
+fn invalid(e: impl std::fmt::Display) -> ServeError {
+    ServeError::InvalidRequest(e.to_string())
+}
+
+/// Length of the heloom object at the start of `bytes` (header, payload, checksum).
+pub fn object_len(bytes: &[u8]) -> Result<usize> {
+    if bytes.len() < HEADER_LEN {
+        return Err(invalid(format!(
+            "truncated upload: {} bytes, a heloom object header alone has {HEADER_LEN}",
+            bytes.len()
+        )));
+    }
+    let mut len = [0u8; 8];
+    len.copy_from_slice(&bytes[24..32]);
+    let payload = u64::from_le_bytes(len);
+    let total = (HEADER_LEN as u64)
+        .checked_add(payload)
+        .and_then(|t| t.checked_add(CHECKSUM_LEN as u64))
+        .filter(|&t| t <= bytes.len() as u64)
+        .ok_or_else(|| {
+            invalid(format!(
+                "truncated upload: the header declares a {payload}-byte payload, {} bytes arrived",
+                bytes.len()
+            ))
+        })?;
+    Ok(total as usize)
+}
+
+/// A key set as loaded: its context and evaluation keys.
+#[derive(Clone)]
+pub struct KeySet {
+    /// The context of the keys' parameters.
+    pub ctx: Arc<Context<u64>>,
+    /// The evaluation keys.
+    pub keys: Arc<EvaluationKeys<u64>>,
+}
+
+/// Parses a key upload: parameters, then evaluation keys for them.
+pub fn parse_keys(bytes: &[u8], contexts: &Contexts, allow_insecure: bool) -> Result<KeySet> {
+    let n1 = object_len(bytes)?;
+    let params = CkksParameters::from_bytes(&bytes[..n1]).map_err(invalid)?;
+    // A context costs memory in proportion to N times the primes: refuse what no real key
+    // set needs before building one (a tenant could otherwise make the server allocate
+    // without bound).
+    let primes = params.qp_moduli().count();
+    if params.n() > MAX_RING || primes > MAX_PRIMES {
+        return Err(invalid(format!(
+            "parameters with N = {} and {primes} primes exceed this server's limits (N <= {MAX_RING}, \
+             at most {MAX_PRIMES} primes)",
+            params.n()
+        )));
+    }
+    if params.word_bits() != 64 {
+        return Err(invalid(format!(
+            "the parameters use {}-bit words; this server runs 64-bit words: make the keys with \
+             word_bits(64)",
+            params.word_bits()
+        )));
+    }
+    if params.security() == SecurityLevel::None && !allow_insecure {
+        return Err(invalid(
+            "the parameters are below 128-bit security (HE standard tables); use secure \
+             parameters, or start the server with --allow-insecure for tests"
+                .to_string(),
+        ));
+    }
+    if n1 == bytes.len() {
+        return Err(invalid(
+            "the upload holds parameters only: send the parameters followed by the evaluation \
+             keys made for them"
+                .to_string(),
+        ));
+    }
+    let ctx = contexts.get(params)?;
+    let keys = EvaluationKeys::<u64>::from_bytes(&ctx, &bytes[n1..]).map_err(invalid)?;
+    Ok(KeySet {
+        ctx,
+        keys: Arc::new(keys),
+    })
+}
+
+/// Parses a sequence of ciphertexts for `ctx` (a result object, or one uploaded ciphertext).
+pub fn parse_ciphertexts(bytes: &[u8], ctx: &Context<u64>) -> Result<Vec<Ciphertext<u64>>> {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let n = object_len(rest)?;
+        out.push(Ciphertext::<u64>::from_bytes(ctx, &rest[..n]).map_err(invalid)?);
+        rest = &rest[n..];
+    }
+    Ok(out)
+}
+
+/// What validation of an upload found.
+struct Checked {
+    kind: ObjectKind,
+    parameters: String,
+    info: serde_json::Value,
+}
+
+impl State {
+    fn objects_dir(&self, tenant: &str) -> PathBuf {
+        self.dir().join("objects").join(tenant)
+    }
+
+    /// Where the tenant's object `id` is stored.
+    pub fn object_path(&self, tenant: &str, id: &str) -> PathBuf {
+        self.objects_dir(tenant).join(id)
+    }
+
+    /// Removes uploads a previous process left unfinished (called at start).
+    pub fn clean_incoming(&self) {
+        let dir = self.dir().join("objects").join(".incoming");
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
+    /// A new temporary file for an upload (in the data directory, so the final rename never
+    /// crosses file systems).
+    pub fn upload_file(&self) -> Result<(PathBuf, std::fs::File)> {
+        let dir = self.dir().join("objects").join(".incoming");
+        std::fs::create_dir_all(&dir).map_err(|source| ServeError::DataDir {
+            path: dir.clone(),
+            source,
+        })?;
+        let mut name = [0u8; 16];
+        rand::RngCore::try_fill_bytes(&mut rand::rngs::OsRng, &mut name)
+            .map_err(|e| ServeError::Random(e.to_string()))?;
+        let path = dir.join(hex(&name));
+        let file = std::fs::File::create(&path).map_err(|source| ServeError::DataDir {
+            path: path.clone(),
+            source,
+        })?;
+        Ok((path, file))
+    }
+
+    /// Validates the upload in `tmp` (its SHA-256 `sha`) for `tenant` and stores it: the
+    /// tenant's object (new or already there, `false`). The temporary file is consumed.
+    pub fn store_upload(
+        &self,
+        tenant: &str,
+        tmp: &Path,
+        sha: &[u8; 32],
+        contexts: &Contexts,
+        allow_insecure: bool,
+    ) -> Result<(ObjectInfo, bool)> {
+        let id = hex(sha);
+        let checked = (|| {
+            let file = std::fs::File::open(tmp).map_err(|source| ServeError::DataDir {
+                path: tmp.to_path_buf(),
+                source,
+            })?;
+            let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+            if len == 0 {
+                return Err(invalid("empty upload: send a heloom object".to_string()));
+            }
+            drop(file);
+            let data = read_file(tmp)?;
+            self.check_upload(tenant, &data, contexts, allow_insecure)
+        })();
+        let checked = match checked {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_file(tmp);
+                return Err(e);
+            }
+        };
+        let bytes = std::fs::metadata(tmp).map(|m| m.len()).unwrap_or(0);
+        self.commit_object(tenant, &id, tmp, bytes, checked)
+    }
+
+    fn check_upload(
+        &self,
+        tenant: &str,
+        data: &[u8],
+        contexts: &Contexts,
+        allow_insecure: bool,
+    ) -> Result<Checked> {
+        let first = object_len(data).unwrap_or(data.len());
+        let header = peek_header(&data[..first]).map_err(invalid)?;
+        match header.kind {
+            Wire::SecretKey => Err(invalid(
+                "this is a secret key: the server never takes secret keys; keep it on the client \
+                 and upload evaluation keys"
+                    .to_string(),
+            )),
+            Wire::Parameters => {
+                let ks = parse_keys(data, contexts, allow_insecure)?;
+                let p = ks.ctx.params();
+                let mut steps: Vec<u64> = ks.keys.galois_elements();
+                steps.sort_unstable();
+                Ok(Checked {
+                    kind: ObjectKind::Keys,
+                    parameters: format!("{:016x}", p.fingerprint()),
+                    info: serde_json::json!({
+                        "ring_degree": p.n(),
+                        "max_level": p.max_level(),
+                        "relinearization": ks.keys.has_relin(),
+                        "galois_elements": steps,
+                        "memory_bytes": ks.keys.memory_bytes(),
+                    }),
+                })
+            }
+            Wire::Ciphertext => {
+                let fp = header.params_fingerprint;
+                let ctx = self.context_for(tenant, fp, contexts, allow_insecure)?;
+                let cts = parse_ciphertexts(data, &ctx)?;
+                let Some(ct) = cts.first().filter(|_| cts.len() == 1) else {
+                    return Err(invalid(format!(
+                        "{} ciphertexts in one upload: upload one ciphertext per object",
+                        cts.len()
+                    )));
+                };
+                Ok(Checked {
+                    kind: ObjectKind::Ciphertext,
+                    parameters: format!("{fp:016x}"),
+                    info: serde_json::json!({
+                        "level": ct.level(),
+                        "scale": ct.scale(),
+                        "slots": ct.slots(),
+                    }),
+                })
+            }
+            Wire::TaskGraph => {
+                let g = TaskGraph::from_bytes(data).map_err(invalid)?;
+                Ok(Checked {
+                    kind: ObjectKind::Graph,
+                    parameters: String::new(),
+                    info: serde_json::json!({
+                        "name": g.name(),
+                        "tasks": g.tasks().len(),
+                        "inputs": g.num_inputs(),
+                        "outputs": g.outputs().len(),
+                    }),
+                })
+            }
+            other => Err(invalid(format!(
+                "a {other} cannot be uploaded: upload parameters followed by evaluation keys, a \
+                 ciphertext, or a task graph"
+            ))),
+        }
+    }
+
+    /// The context of the tenant's key set for parameter fingerprint `fp`, loading the key
+    /// upload's parameters when no context is cached yet.
+    pub fn context_for(
+        &self,
+        tenant: &str,
+        fp: u64,
+        contexts: &Contexts,
+        allow_insecure: bool,
+    ) -> Result<Arc<Context<u64>>> {
+        let fp_hex = format!("{fp:016x}");
+        let key_id: Option<String> = self.with_conn(|c| {
+            c.query_row(
+                "SELECT id FROM objects WHERE tenant = ?1 AND kind = 'keys' AND param_fp = ?2
+                 ORDER BY created_unix LIMIT 1",
+                params![tenant, fp_hex],
+                |r| r.get(0),
+            )
+            .optional()
+        })?;
+        let Some(key_id) = key_id else {
+            return Err(invalid(format!(
+                "no evaluation keys for parameters {fp_hex} are stored for this tenant: upload \
+                 the parameters and evaluation keys first"
+            )));
+        };
+        if let Some(ctx) = contexts.by_fingerprint(fp) {
+            return Ok(ctx);
+        }
+        let path = self.object_path(tenant, &key_id);
+        let map = read_file(&path)?;
+        let n1 = object_len(&map)?;
+        let params = CkksParameters::from_bytes(&map[..n1]).map_err(|e| damaged(&path, e))?;
+        if params.security() == SecurityLevel::None && !allow_insecure {
+            return Err(invalid(
+                "the stored keys' parameters are below 128-bit security and this server no \
+                 longer allows them (--allow-insecure)"
+                    .to_string(),
+            ));
+        }
+        contexts.get(params)
+    }
+
+    /// Moves the checked upload into place and records it.
+    fn commit_object(
+        &self,
+        tenant: &str,
+        id: &str,
+        tmp: &Path,
+        bytes: u64,
+        checked: Checked,
+    ) -> Result<(ObjectInfo, bool)> {
+        if let Some(info) = self.object(tenant, id)? {
+            let _ = std::fs::remove_file(tmp);
+            return Ok((info, false));
+        }
+        let dir = self.objects_dir(tenant);
+        std::fs::create_dir_all(&dir).map_err(|source| ServeError::DataDir {
+            path: dir.clone(),
+            source,
+        })?;
+        let path = dir.join(id);
+        let io = |source| ServeError::DataDir {
+            path: path.clone(),
+            source,
+        };
+        std::fs::File::open(tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(io)?;
+        std::fs::rename(tmp, &path).map_err(io)?;
+        sync_dir(&dir).map_err(io)?;
+        let info = ObjectInfo {
+            id: id.to_string(),
+            kind: checked.kind,
+            bytes,
+            parameters: checked.parameters,
+            info: checked.info,
+            created_unix: unix_now(),
+        };
+        self.with_conn(|c| {
+            c.execute(
+                "INSERT OR IGNORE INTO objects (tenant, id, kind, bytes, param_fp, info, created_unix)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    tenant,
+                    id,
+                    info.kind.name(),
+                    bytes as i64,
+                    info.parameters,
+                    info.info.to_string(),
+                    info.created_unix
+                ],
+            )
+        })?;
+        Ok((info, true))
+    }
+
+    /// Stores bytes the server made (a job's result) as the tenant's object, atomically.
+    pub fn store_result(&self, tenant: &str, data: &[u8], parameters: u64) -> Result<ObjectInfo> {
+        let sha: [u8; 32] = Sha256::digest(data).into();
+        let (tmp, mut file) = self.upload_file()?;
+        file.write_all(data).map_err(|source| ServeError::DataDir {
+            path: tmp.clone(),
+            source,
+        })?;
+        drop(file);
+        let checked = Checked {
+            kind: ObjectKind::Result,
+            parameters: format!("{parameters:016x}"),
+            info: serde_json::json!({}),
+        };
+        self.commit_object(tenant, &hex(&sha), &tmp, data.len() as u64, checked)
+            .map(|(info, _)| info)
+    }
+
+    /// The tenant's object `id`, or `None` (absent, or another tenant's: the API answers both
+    /// with 404).
+    pub fn object(&self, tenant: &str, id: &str) -> Result<Option<ObjectInfo>> {
+        self.with_conn(|c| {
+            c.query_row(
+                "SELECT id, kind, bytes, param_fp, info, created_unix FROM objects
+                 WHERE tenant = ?1 AND id = ?2",
+                params![tenant, id],
+                object_row,
+            )
+            .optional()
+        })
+    }
+
+    /// The tenant's objects, newest first.
+    pub fn objects(&self, tenant: &str) -> Result<Vec<ObjectInfo>> {
+        self.with_conn(|c| {
+            let mut st = c.prepare(
+                "SELECT id, kind, bytes, param_fp, info, created_unix FROM objects
+                 WHERE tenant = ?1 ORDER BY created_unix DESC, id",
+            )?;
+            let rows = st.query_map(params![tenant], object_row)?;
+            rows.collect()
+        })
+    }
+
+    /// Bytes the tenant stores, over all objects.
+    pub fn stored_bytes(&self, tenant: &str) -> Result<u64> {
+        self.with_conn(|c| {
+            c.query_row(
+                "SELECT COALESCE(SUM(bytes), 0) FROM objects WHERE tenant = ?1",
+                params![tenant],
+                |r| r.get::<_, i64>(0),
+            )
+        })
+        .map(|b| b.max(0) as u64)
+    }
+
+    /// Deletes the tenant's object; returns whether it existed.
+    pub fn delete_object(&self, tenant: &str, id: &str) -> Result<bool> {
+        let n = self.with_conn(|c| {
+            c.execute(
+                "DELETE FROM objects WHERE tenant = ?1 AND id = ?2",
+                params![tenant, id],
+            )
+        })?;
+        if n > 0 {
+            let _ = std::fs::remove_file(self.object_path(tenant, id));
+        }
+        Ok(n > 0)
+    }
+
+    /// Reads the tenant's object `id`, checking its size against the record (a file cut short
+    /// or grown is reported as damaged; the format's checksum catches the rest when it is
+    /// parsed).
+    pub fn read_object(&self, tenant: &str, id: &str) -> Result<Option<Vec<u8>>> {
+        let Some(info) = self.object(tenant, id)? else {
+            return Ok(None);
+        };
+        let path = self.object_path(tenant, id);
+        let map = std::fs::read(&path).map_err(|e| damaged(&path, e))?;
+        if map.len() as u64 != info.bytes {
+            return Err(damaged(
+                &path,
+                format!("{} bytes on disk, {} stored", map.len(), info.bytes),
+            ));
+        }
+        Ok(Some(map))
+    }
+}
+
+/// A stored file that cannot be used as recorded.
+pub fn damaged(path: &Path, e: impl std::fmt::Display) -> ServeError {
+    ServeError::Damaged {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|source| ServeError::DataDir {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn object_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ObjectInfo> {
+    let kind: String = r.get(1)?;
+    let info: String = r.get(4)?;
+    Ok(ObjectInfo {
+        id: r.get(0)?,
+        kind: ObjectKind::parse(&kind).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                1,
+                rusqlite::types::Type::Text,
+                format!("unknown object kind {kind:?}").into(),
+            )
+        })?,
+        bytes: r.get::<_, i64>(2)?.max(0) as u64,
+        parameters: r.get(3)?,
+        info: serde_json::from_str(&info).unwrap_or(serde_json::Value::Null),
+        created_unix: r.get(5)?,
+    })
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}

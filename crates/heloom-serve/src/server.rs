@@ -1,0 +1,242 @@
+//! The server process: the HTTP front end (HTTP/1.1 and HTTP/2, one port) over the worker.
+
+use crate::api::{router, AppState, Limits};
+use crate::metrics::Metrics;
+use crate::objects::Contexts;
+use crate::worker::{Worker, WorkerConfig};
+use crate::{Result, ServeError, State};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How `heloom serve` runs.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// The data directory (database, objects, spill files).
+    pub data_dir: PathBuf,
+    /// Where to listen; port 0 picks a free port ([`Server::addr`] tells which).
+    pub listen: SocketAddr,
+    /// Threads for HE tasks.
+    pub threads: usize,
+    /// Jobs in the executor at once (0: threads / 2 + 1).
+    pub max_in_flight: usize,
+    /// Memory budget of the key store, bytes (`None`: unlimited).
+    pub memory_budget: Option<u64>,
+    /// Accept parameters below 128-bit security (tests only).
+    pub allow_insecure: bool,
+    /// Request limits and quotas.
+    pub limits: Limits,
+    /// The scheduler's cost model.
+    pub model: Arc<dyn heloom_runtime::CostModel>,
+    /// Listen on an address other than loopback (clients on other machines: put a TLS proxy
+    /// in front, since tokens and ciphertexts cross the network).
+    pub allow_remote: bool,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("data_dir", &self.data_dir)
+            .field("listen", &self.listen)
+            .field("threads", &self.threads)
+            .finish()
+    }
+}
+
+impl ServerConfig {
+    /// Defaults: `data_dir`, 127.0.0.1:8787, every core, no memory budget, secure parameters
+    /// only, the given cost model.
+    pub fn new(data_dir: PathBuf, model: Arc<dyn heloom_runtime::CostModel>) -> Self {
+        Self {
+            data_dir,
+            listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            max_in_flight: 0,
+            memory_budget: None,
+            allow_insecure: false,
+            limits: Limits::default(),
+            model,
+            allow_remote: false,
+        }
+    }
+}
+
+/// A running server; dropping it stops it (accepted jobs stay in the database and run after
+/// the next start).
+pub struct Server {
+    addr: SocketAddr,
+    stop: tokio::sync::watch::Sender<bool>,
+    runtime: Option<tokio::runtime::Runtime>,
+    worker: Option<Worker>,
+    state: Arc<State>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("addr", &self.addr).finish()
+    }
+}
+
+fn io_err(what: &str, e: std::io::Error) -> ServeError {
+    ServeError::InvalidRequest(format!("{what}: {e}"))
+}
+
+impl Server {
+    /// Opens the state in the data directory, starts the worker (jobs left running by a
+    /// previous process are queued again) and listens.
+    pub fn start(config: ServerConfig) -> Result<Self> {
+        if !config.listen.ip().is_loopback() && !config.allow_remote {
+            return Err(ServeError::InvalidRequest(format!(
+                "{} is not a loopback address: heloom serve listens on this machine only unless \
+                 started with --allow-remote (then put a TLS-terminating proxy in front: tokens \
+                 and ciphertexts would cross the network)",
+                config.listen
+            )));
+        }
+        let state = Arc::new(State::open(&config.data_dir)?);
+        state.clean_incoming();
+        let contexts = Arc::new(Contexts::default());
+        let metrics = Arc::new(Metrics::default());
+        let worker = Worker::start(
+            Arc::clone(&state),
+            Arc::clone(&contexts),
+            Arc::clone(&metrics),
+            &WorkerConfig {
+                model: Arc::clone(&config.model),
+                threads: config.threads,
+                max_in_flight: config.max_in_flight,
+                memory_budget: config.memory_budget,
+                allow_insecure: config.allow_insecure,
+            },
+        )?;
+        let app = AppState {
+            state: Arc::clone(&state),
+            contexts,
+            worker: Arc::clone(worker.shared()),
+            metrics,
+            limits: config.limits.clone(),
+            allow_insecure: config.allow_insecure,
+        };
+        let listener = std::net::TcpListener::bind(config.listen)
+            .map_err(|e| io_err(&format!("listening on {}", config.listen), e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| io_err("reading the listening address", e))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| io_err("setting up the listener", e))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("heloom-serve-io")
+            .enable_all()
+            .build()
+            .map_err(|e| io_err("starting the I/O runtime", e))?;
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let router = router(app);
+        let header_timeout = config.limits.idle_timeout;
+        let listener = {
+            let _guard = runtime.enter();
+            tokio::net::TcpListener::from_std(listener)
+                .map_err(|e| io_err("setting up the listener", e))?
+        };
+        runtime.spawn(accept_loop(listener, router, stop_rx, header_timeout));
+        Ok(Self {
+            addr,
+            stop,
+            runtime: Some(runtime),
+            worker: Some(worker),
+            state,
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The server's state (tokens, jobs, objects).
+    pub fn state(&self) -> &Arc<State> {
+        &self.state
+    }
+
+    /// Blocks until Ctrl-C or SIGTERM, then stops.
+    pub fn run_until_signal(self) -> Result<()> {
+        if let Some(rt) = &self.runtime {
+            rt.block_on(async {
+                #[cfg(unix)]
+                {
+                    use tokio::signal::unix::{signal, SignalKind};
+                    match signal(SignalKind::terminate()) {
+                        Ok(mut term) => {
+                            tokio::select! {
+                                _ = tokio::signal::ctrl_c() => {}
+                                _ = term.recv() => {}
+                            }
+                        }
+                        Err(_) => {
+                            let _ = tokio::signal::ctrl_c().await;
+                        }
+                    }
+                }
+                #[cfg(not(unix))]
+                {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            });
+        }
+        drop(self);
+        Ok(())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        // The worker first: jobs in flight finish or stay `running` for the next start.
+        self.worker.take();
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(2));
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    header_timeout: Duration,
+) {
+    loop {
+        tokio::select! {
+            r = listener.accept() => {
+                let Ok((sock, _)) = r else { continue };
+                let _ = sock.set_nodelay(true);
+                let svc = hyper_util::service::TowerToHyperService::new(router.clone());
+                let stop = stop.clone();
+                tokio::spawn(async move {
+                    let mut b = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    // An HTTP/1.1 client that does not finish its headers in time is dropped
+                    // (slow-request attacks); HTTP/2 connections are kept honest by
+                    // keep-alive pings, and uploads by the idle timeout per chunk.
+                    b.http1()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(header_timeout);
+                    b.http2()
+                        .timer(TokioTimer::new())
+                        .keep_alive_interval(Some(Duration::from_secs(30)))
+                        .max_concurrent_streams(256);
+                    let conn = b.serve_connection_with_upgrades(TokioIo::new(sock), svc);
+                    tokio::pin!(conn);
+                    let mut stop = stop;
+                    tokio::select! {
+                        _ = conn.as_mut() => {}
+                        _ = stop.changed() => {}
+                    }
+                });
+            }
+            _ = stop.changed() => break,
+        }
+    }
+}

@@ -1,0 +1,597 @@
+//! The worker: takes accepted jobs from the database, runs them through heloom-runtime's
+//! online executor (seed 000's list scheduler with the `heloom` thread policy) and records
+//! their results.
+//!
+//! - **Order.** [`State::start_next`] picks the next job fairly: among tenants with queued
+//!   jobs, the one with the fewest jobs running (then the oldest waiting job), and within a
+//!   tenant the highest priority, then the oldest. At most `max_in_flight` jobs are in the
+//!   executor at once, so a tenant flooding the queue holds at most its share of those slots;
+//!   inside the executor, tasks run in critical-path order.
+//! - **Keys.** Each job's evaluation keys come from a `heloom_store::Store` under the
+//!   server's memory budget. A key set spills as the path of its stored object (the object
+//!   file is the durable copy), so evicting one costs nothing and a later job loads it again.
+//!   Keys of tenants not used lately are evicted first (the store's LRU order).
+//! - **Results.** A finished job's outputs are written as one object (temporary file, sync,
+//!   rename) before the job is marked done in the same database, so a crash between the two
+//!   leaves the job queued to run again and never a `done` job without its result.
+
+use crate::metrics::Metrics;
+use crate::objects::{parse_ciphertexts, parse_keys, Contexts, KeySet};
+use crate::{JobRecord, Result, ServeError, State};
+use heloom_ckks::Evaluator;
+use heloom_ckks::PolyBasis;
+use heloom_runtime::graph::GraphError;
+use heloom_runtime::online::{OnlineConfig, OnlineExecutor, OnlineJob};
+use heloom_runtime::{exp_graph, polynomial_graph, ExpVariant, TaskGraph};
+use heloom_store::{Spill, Store, StoreConfig};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// What a job computes, as clients submit it (`POST /v1/jobs`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// The tenant's key object (parameters and evaluation keys) the job runs with.
+    pub key_id: String,
+    /// The tenant's ciphertext objects, in the order of the task's inputs.
+    pub inputs: Vec<String>,
+    /// What to compute.
+    pub task: Task,
+}
+
+/// What a job computes.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Task {
+    /// e^x (degree-6 Maclaurin, seed 000's job) on one ciphertext, slot-wise.
+    Exp {
+        /// Graph shape: `paper-fig3`, `bsgs` or `horner` (default).
+        #[serde(default)]
+        variant: Option<String>,
+    },
+    /// A polynomial (coefficients lowest degree first) on one ciphertext, slot-wise.
+    Polynomial {
+        /// Coefficients, lowest degree first (at most 65: degree 64).
+        coefficients: Vec<f64>,
+    },
+    /// A task graph the tenant uploaded (`heloom_runtime::TaskGraph`).
+    Graph {
+        /// The tenant's graph object.
+        graph_id: String,
+    },
+}
+
+impl Task {
+    /// The job kind stored with the record.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Task::Exp { .. } => "exp",
+            Task::Polynomial { .. } => "polynomial",
+            Task::Graph { .. } => "graph",
+        }
+    }
+}
+
+/// A loaded key set as the key store holds it; it spills as the path of its object.
+struct KeyEntry {
+    set: KeySet,
+    path: PathBuf,
+}
+
+impl Spill for KeyEntry {
+    fn to_spill(&self) -> Vec<u8> {
+        self.path.to_string_lossy().into_owned().into_bytes()
+    }
+    fn memory_bytes(&self) -> usize {
+        self.set.keys.memory_bytes()
+    }
+}
+
+/// How the worker is set up.
+#[derive(Clone)]
+pub struct WorkerConfig {
+    /// The cost model the scheduler and its thread policy use.
+    pub model: Arc<dyn heloom_runtime::CostModel>,
+    /// Threads for HE tasks.
+    pub threads: usize,
+    /// Jobs in the executor at once (default: threads / 2 + 1).
+    pub max_in_flight: usize,
+    /// Memory budget of the key store, bytes (`None`: unlimited).
+    pub memory_budget: Option<u64>,
+    /// Accept parameters below 128-bit security (tests only).
+    pub allow_insecure: bool,
+}
+
+/// Progress of the jobs in flight.
+#[derive(Default)]
+struct Live {
+    progress: HashMap<i64, (usize, usize)>,
+    exec_ids: HashMap<i64, u64>,
+}
+
+pub(crate) struct Shared {
+    state: Arc<State>,
+    contexts: Arc<Contexts>,
+    keys: Store<KeyEntry>,
+    /// Taken (and shut down) when the worker stops.
+    exec: Mutex<Option<OnlineExecutor<u64>>>,
+    live: Mutex<Live>,
+    in_flight: AtomicUsize,
+    max_in_flight: usize,
+    wake: (Mutex<bool>, Condvar),
+    stop: AtomicBool,
+    metrics: Arc<Metrics>,
+    allow_insecure: bool,
+    /// Recent mean of a job's run time (start to end), ms, as f64 bits; 0 before the first.
+    service_ms: AtomicU64,
+    /// Job ids as they end (the API's wait endpoint listens).
+    pub(crate) ended: tokio::sync::broadcast::Sender<i64>,
+}
+
+/// The running worker; dropping it stops the dispatcher (jobs in flight are left `running`
+/// in the database and run again after a restart).
+pub struct Worker {
+    shared: Arc<Shared>,
+    dispatcher: Option<std::thread::JoinHandle<()>>,
+    finisher: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("in_flight", &self.shared.in_flight.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// How a job left the executor.
+enum Outcome {
+    /// Its outputs, serialized.
+    Done(Vec<u8>),
+    /// It failed (or could not start): why.
+    Failed(String),
+    /// The server stopped under it: left as it is in the database, to run again.
+    Interrupted,
+}
+
+/// A job's outcome on its way to the finisher thread.
+type Finished = (JobRecord, u64, Outcome);
+
+impl Worker {
+    /// Starts the worker on `state`: jobs left running by a previous process are queued again
+    /// first.
+    pub fn start(
+        state: Arc<State>,
+        contexts: Arc<Contexts>,
+        metrics: Arc<Metrics>,
+        config: &WorkerConfig,
+    ) -> Result<Self> {
+        state.recover()?;
+        let threads = config.threads.max(1);
+        let exec = OnlineExecutor::start(OnlineConfig {
+            capacity: threads,
+            policy: "heloom".into(),
+            model: Arc::clone(&config.model),
+        })
+        .map_err(|e| ServeError::InvalidRequest(format!("starting the executor: {e}")))?;
+        let loader_contexts = Arc::clone(&contexts);
+        let allow = config.allow_insecure;
+        let keys = Store::new(
+            StoreConfig {
+                budget_bytes: config.memory_budget,
+                dir: config.memory_budget.map(|_| state.dir().join("spill")),
+                io_threads: 2,
+                prefetch_depth: 0,
+            },
+            move |b: &[u8]| {
+                let path = PathBuf::from(String::from_utf8_lossy(b).into_owned());
+                let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let set = parse_keys(&data, &loader_contexts, allow).map_err(|e| e.to_string())?;
+                Ok(KeyEntry { set, path })
+            },
+        )
+        .map_err(|e| ServeError::InvalidRequest(format!("key store: {e}")))?;
+        let (ended, _) = tokio::sync::broadcast::channel(1024);
+        let shared = Arc::new(Shared {
+            state,
+            contexts,
+            keys,
+            exec: Mutex::new(Some(exec)),
+            live: Mutex::new(Live::default()),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: if config.max_in_flight == 0 {
+                threads / 2 + 1
+            } else {
+                config.max_in_flight
+            },
+            wake: (Mutex::new(false), Condvar::new()),
+            stop: AtomicBool::new(false),
+            metrics,
+            allow_insecure: config.allow_insecure,
+            service_ms: AtomicU64::new(0),
+            ended,
+        });
+        let (tx, rx) = mpsc::channel::<Finished>();
+        let s = Arc::clone(&shared);
+        let dispatcher = std::thread::Builder::new()
+            .name("heloom-serve-dispatch".into())
+            .spawn(move || s.dispatch_loop(tx))
+            .map_err(|e| ServeError::InvalidRequest(format!("starting the worker: {e}")))?;
+        let s = Arc::clone(&shared);
+        let finisher = std::thread::Builder::new()
+            .name("heloom-serve-finish".into())
+            .spawn(move || s.finish_loop(rx))
+            .map_err(|e| ServeError::InvalidRequest(format!("starting the worker: {e}")))?;
+        Ok(Self {
+            shared,
+            dispatcher: Some(dispatcher),
+            finisher: Some(finisher),
+        })
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.notify();
+        if let Some(h) = self.dispatcher.take() {
+            let _ = h.join();
+        }
+        // Jobs still in the executor end with a shut-down error, which the finisher leaves
+        // unrecorded: they stay `running` in the database and run again after a restart.
+        let exec = self.shared.exec().take();
+        if let Some(x) = exec {
+            x.shutdown();
+        }
+        if let Some(h) = self.finisher.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Shared {
+    fn exec(&self) -> std::sync::MutexGuard<'_, Option<OnlineExecutor<u64>>> {
+        self.exec.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wakes the dispatcher (a job was accepted or one ended).
+    pub(crate) fn notify(&self) {
+        let (lock, cv) = &self.wake;
+        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        cv.notify_all();
+    }
+
+    /// Progress of a job in flight: tasks done and total.
+    pub(crate) fn progress(&self, id: i64) -> Option<(usize, usize)> {
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .progress
+            .get(&id)
+            .copied()
+    }
+
+    /// Stops a running job's tasks (its record was already marked cancelled).
+    pub(crate) fn cancel(&self, id: i64) {
+        let exec_id = self
+            .live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .exec_ids
+            .get(&id)
+            .copied();
+        if let Some(e) = exec_id {
+            if let Some(x) = self.exec().as_ref() {
+                x.cancel(e);
+            }
+        }
+    }
+
+    /// Predicted seconds until a job accepted now would end, with `queued` jobs (of every
+    /// tenant) waiting: the queue drains `max_in_flight` jobs at a time at the recent mean
+    /// run time. `None` before any job has run (no basis for a prediction).
+    pub(crate) fn predicted_completion_s(&self, queued: u64) -> Option<f64> {
+        let mean = f64::from_bits(self.service_ms.load(Ordering::Relaxed)) / 1e3;
+        if mean <= 0.0 {
+            return None;
+        }
+        let ahead = queued as f64 + self.in_flight.load(Ordering::Relaxed) as f64;
+        Some((ahead / self.max_in_flight as f64).floor() * mean + mean)
+    }
+
+    /// Executor and key-store gauges for `/metrics`.
+    pub(crate) fn gauges(&self) -> crate::metrics::Gauges {
+        let st = self.exec().as_ref().map(|x| x.stats()).unwrap_or_default();
+        crate::metrics::Gauges {
+            capacity: st.capacity,
+            busy_threads: st.busy_threads,
+            tasks_run: st.tasks_run,
+            store_resident_bytes: self.keys.resident_bytes(),
+            store_budget_bytes: self.keys.budget_bytes().unwrap_or(0),
+            store: self.keys.stats(),
+            ..Default::default()
+        }
+    }
+
+    fn dispatch_loop(self: Arc<Self>, tx: mpsc::Sender<Finished>) {
+        while !self.stop.load(Ordering::SeqCst) {
+            if self.in_flight.load(Ordering::SeqCst) < self.max_in_flight {
+                match self.state.start_next() {
+                    Ok(Some(rec)) => {
+                        self.in_flight.fetch_add(1, Ordering::SeqCst);
+                        if rec.deadline_unix.is_some_and(|d| d < crate::unix_now()) {
+                            let _ = tx.send((
+                                rec,
+                                0,
+                                Outcome::Failed("its deadline passed before it could start".into()),
+                            ));
+                            continue;
+                        }
+                        let wait = (crate::unix_now_ms() - rec.created_ms).max(0) as f64 / 1e3;
+                        self.metrics.started(&rec.tenant, wait);
+                        if let Err(msg) = self.launch(rec.clone(), tx.clone()) {
+                            let _ = tx.send((rec, 0, Outcome::Failed(msg)));
+                        }
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => eprintln!("heloom serve: taking the next job: {e}"),
+                }
+            }
+            let (lock, cv) = &self.wake;
+            let mut woken = lock.lock().unwrap_or_else(|p| p.into_inner());
+            if !*woken {
+                woken = cv
+                    .wait_timeout(woken, Duration::from_millis(500))
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|p| p.into_inner().0);
+            }
+            *woken = false;
+        }
+    }
+
+    /// Loads what the job needs and hands it to the executor.
+    fn launch(
+        self: &Arc<Self>,
+        rec: JobRecord,
+        tx: mpsc::Sender<Finished>,
+    ) -> std::result::Result<(), String> {
+        let spec: JobSpec = serde_json::from_str(&rec.spec)
+            .map_err(|e| format!("the stored job description is unreadable: {e}"))?;
+        let keys = self.key_set(&rec.tenant, &spec.key_id)?;
+        let ctx = Arc::clone(&keys.ctx);
+        let fp = ctx.params().fingerprint();
+        let mut inputs = Vec::with_capacity(spec.inputs.len());
+        for id in &spec.inputs {
+            let data = self
+                .state
+                .read_object(&rec.tenant, id)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("input ciphertext {id} is not stored (deleted?)"))?;
+            let mut cts = parse_ciphertexts(&data, &ctx).map_err(|e| e.to_string())?;
+            if cts.len() != 1 {
+                return Err(format!("input {id} is not one ciphertext"));
+            }
+            inputs.extend(cts.drain(..).map(Arc::new));
+        }
+        let graph = self.graph(&rec, &spec, &inputs)?;
+        let evaluator = Evaluator::new(&ctx, Arc::clone(&keys.keys)).map_err(|e| e.to_string())?;
+        let me = Arc::clone(self);
+        let id = rec.id;
+        let done_rec = rec.clone();
+        let progress_shared = Arc::clone(self);
+        let job = OnlineJob {
+            graph,
+            evaluator,
+            inputs,
+            progress: Some(Box::new(move |done, total| {
+                progress_shared
+                    .live
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .progress
+                    .insert(id, (done, total));
+            })),
+            done: Box::new(move |out| {
+                let outcome = match out {
+                    Ok(cts) => {
+                        let mut b = Vec::new();
+                        for c in &cts {
+                            b.extend_from_slice(&c.to_bytes());
+                        }
+                        Outcome::Done(b)
+                    }
+                    Err(GraphError::ShutDown) => Outcome::Interrupted,
+                    Err(e) => Outcome::Failed(e.to_string()),
+                };
+                let _ = tx.send((done_rec, fp, outcome));
+                drop(me);
+            }),
+        };
+        let exec_id = self
+            .exec()
+            .as_ref()
+            .ok_or_else(|| "the server is stopping".to_string())?
+            .submit(job)
+            .map_err(|e| e.to_string())?;
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .exec_ids
+            .insert(id, exec_id);
+        Ok(())
+    }
+
+    /// The job's task graph.
+    fn graph(
+        &self,
+        rec: &JobRecord,
+        spec: &JobSpec,
+        inputs: &[Arc<heloom_ckks::Ciphertext<u64>>],
+    ) -> std::result::Result<Arc<TaskGraph>, String> {
+        let one = || {
+            inputs
+                .first()
+                .filter(|_| inputs.len() == 1)
+                .map(|c| (c.level(), c.scale()))
+                .ok_or_else(|| {
+                    format!(
+                        "a {} job takes exactly one input ciphertext, {} given",
+                        spec.task.kind(),
+                        inputs.len()
+                    )
+                })
+        };
+        match &spec.task {
+            Task::Exp { variant } => {
+                let name = variant.as_deref().unwrap_or("horner");
+                let v = exp_variant(name).ok_or_else(|| {
+                    format!("e^x variant {name:?}: use horner, bsgs or paper-fig3")
+                })?;
+                let (level, scale) = one()?;
+                let moduli = self.moduli(rec, spec)?;
+                exp_graph(v, &moduli, level, scale)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            }
+            Task::Polynomial { coefficients } => {
+                let (level, scale) = one()?;
+                let moduli = self.moduli(rec, spec)?;
+                polynomial_graph(
+                    "polynomial",
+                    &moduli,
+                    level,
+                    scale,
+                    coefficients,
+                    PolyBasis::Power,
+                )
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+            }
+            Task::Graph { graph_id } => {
+                let data = self
+                    .state
+                    .read_object(&rec.tenant, graph_id)
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| format!("graph {graph_id} is not stored (deleted?)"))?;
+                TaskGraph::from_bytes(&data)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    fn moduli(&self, rec: &JobRecord, spec: &JobSpec) -> std::result::Result<Vec<u64>, String> {
+        let keys = self.key_set(&rec.tenant, &spec.key_id)?;
+        Ok(keys.ctx.params().moduli().to_vec())
+    }
+
+    /// The tenant's key set `key_id`, from the key store (loaded from its object when absent).
+    fn key_set(&self, tenant: &str, key_id: &str) -> std::result::Result<KeySet, String> {
+        let store_key = store_key(tenant, key_id);
+        if self.keys.contains(store_key) {
+            return self
+                .keys
+                .get(store_key)
+                .map(|e| e.set.clone())
+                .map_err(|e| e.to_string());
+        }
+        let info = self
+            .state
+            .object(tenant, key_id)
+            .map_err(|e| e.to_string())?
+            .filter(|o| o.kind == crate::ObjectKind::Keys)
+            .ok_or_else(|| format!("key set {key_id} is not stored (deleted?)"))?;
+        let path = self.state.object_path(tenant, &info.id);
+        let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let set = parse_keys(&data, &self.contexts, self.allow_insecure)
+            .map_err(|e| format!("stored key set {key_id}: {e}"))?;
+        drop(data);
+        self.keys
+            .insert(
+                store_key,
+                KeyEntry {
+                    set: set.clone(),
+                    path,
+                },
+            )
+            .map_err(|e| e.to_string())?;
+        Ok(set)
+    }
+
+    fn finish_loop(self: Arc<Self>, rx: mpsc::Receiver<Finished>) {
+        for (rec, fp, out) in rx {
+            let outcome = match out {
+                Outcome::Done(bytes) => match self.state.store_result(&rec.tenant, &bytes, fp) {
+                    Ok(info) => Ok(info.id),
+                    Err(e) => Err(format!("storing the result: {e}")),
+                },
+                Outcome::Failed(msg) => Err(msg),
+                Outcome::Interrupted => {
+                    self.forget(rec.id);
+                    continue;
+                }
+            };
+            let recorded = match &outcome {
+                Ok(id) => self.state.finish_job(rec.id, Ok(id)),
+                Err(msg) => self.state.finish_job(rec.id, Err(msg)),
+            };
+            let state = match (&outcome, recorded) {
+                (_, Ok(false)) => "cancelled",
+                (Ok(_), Ok(true)) => "done",
+                (Err(_), Ok(true)) => "failed",
+                (_, Err(e)) => {
+                    eprintln!("heloom serve: recording the end of job {}: {e}", rec.id);
+                    "failed"
+                }
+            };
+            let now = crate::unix_now_ms();
+            let latency = (now - rec.created_ms).max(0) as f64 / 1e3;
+            if state == "done" {
+                let run = (now - rec.started_ms.unwrap_or(now)).max(0) as f64;
+                let old = f64::from_bits(self.service_ms.load(Ordering::Relaxed));
+                let new = if old <= 0.0 {
+                    run
+                } else {
+                    0.8 * old + 0.2 * run
+                };
+                self.service_ms.store(new.to_bits(), Ordering::Relaxed);
+            }
+            self.metrics.finished(&rec.tenant, state, latency);
+            self.forget(rec.id);
+            let _ = self.ended.send(rec.id);
+            self.notify();
+        }
+    }
+
+    /// The job left the executor: drop its live state and free its slot.
+    fn forget(&self, id: i64) {
+        {
+            let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+            live.progress.remove(&id);
+            live.exec_ids.remove(&id);
+        }
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The e^x graph shape named `name` (`horner`, `bsgs`, `paper-fig3`).
+pub fn exp_variant(name: &str) -> Option<ExpVariant> {
+    ExpVariant::ALL.into_iter().find(|v| v.name() == name)
+}
+
+/// The key store's key for a tenant's key set.
+fn store_key(tenant: &str, key_id: &str) -> u64 {
+    let d = Sha256::digest(format!("{tenant}/{key_id}").as_bytes());
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&d[..8]);
+    u64::from_le_bytes(b)
+}

@@ -1,0 +1,393 @@
+//! The HTTP API end to end: a real server on a loopback port, real keys and ciphertexts, every
+//! result decrypted on the client side and checked.
+
+use heloom_ckks::{keygen, Context, Decryptor, Encryptor, KeySet};
+use heloom_runtime::graph::exp_coefficients;
+use heloom_runtime::workload::default_params;
+use heloom_serve::client::{Client, ClientError, SubmitJob};
+use heloom_serve::worker::Task;
+use heloom_serve::{Server, ServerConfig};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Error bound of a decrypted e^x or polynomial result at N = 2^12 with a 40-bit scale.
+const TOL: f64 = 1e-4;
+
+struct Tenant {
+    ctx: Arc<Context<u64>>,
+    keys: KeySet<u64>,
+}
+
+impl Tenant {
+    fn new() -> Self {
+        let ctx = Context::<u64>::new(default_params(12).expect("params")).expect("context");
+        let keys = keygen(&ctx, &[], false).expect("keys");
+        Self { ctx, keys }
+    }
+
+    fn encrypt(&self, xs: &[f64]) -> heloom_ckks::Ciphertext<u64> {
+        Encryptor::new(&self.ctx)
+            .encrypt(xs, &self.keys.public_key)
+            .expect("encrypt")
+    }
+
+    fn decrypt(&self, ct: &heloom_ckks::Ciphertext<u64>) -> Vec<f64> {
+        Decryptor::new(&self.ctx, &self.keys.secret_key)
+            .expect("decryptor")
+            .decrypt(ct)
+            .expect("decrypt")
+    }
+}
+
+fn start(dir: &std::path::Path) -> Server {
+    let model = Arc::new(heloom_runtime::Profile::load("xeon-phi-7230f").expect("profile"));
+    let mut config = ServerConfig::new(dir.to_path_buf(), model);
+    config.listen = "127.0.0.1:0".parse().expect("addr");
+    config.threads = 2;
+    config.allow_insecure = true;
+    Server::start(config).expect("server")
+}
+
+fn xs(n: usize, seed: u64) -> Vec<f64> {
+    (0..n)
+        .map(|i| (((i as u64 * 2654435761 + seed) % 2001) as f64 / 1000.0) - 1.0)
+        .collect()
+}
+
+fn poly(c: &[f64], x: f64) -> f64 {
+    c.iter().rev().fold(0.0, |acc, k| acc * x + k)
+}
+
+fn max_err(got: &[f64], want: impl Fn(usize) -> f64) -> f64 {
+    got.iter()
+        .enumerate()
+        .map(|(i, g)| (g - want(i)).abs())
+        .fold(0.0, f64::max)
+}
+
+fn api_code(e: ClientError) -> (u16, String, String) {
+    match e {
+        ClientError::Api {
+            status,
+            code,
+            message,
+            ..
+        } => (status, code, message),
+        other => panic!("expected an API error, got {other}"),
+    }
+}
+
+#[test]
+fn jobs_run_and_tenants_are_isolated() {
+    let dir = tempfile::tempdir().expect("dir");
+    let server = start(dir.path());
+    let url = format!("http://{}", server.addr());
+    let alice_token = server.state().create_token("alice").expect("token");
+    let bob_token = server.state().create_token("bob").expect("token");
+    let alice = Client::new(&url, &alice_token).expect("client");
+    let bob = Client::new(&url, &bob_token).expect("client");
+    let a = Tenant::new();
+
+    let key = alice
+        .upload_keys(a.ctx.params(), &a.keys.evaluation_keys)
+        .expect("keys");
+    assert_eq!(key.id.len(), 64);
+    let again = alice
+        .upload_keys(a.ctx.params(), &a.keys.evaluation_keys)
+        .expect("same keys again");
+    assert_eq!(again.id, key.id, "content-addressed");
+    let slots = a.ctx.n() / 2;
+    let x = xs(slots, 7);
+    let input = alice.upload_ciphertext(&a.encrypt(&x)).expect("ciphertext");
+
+    // e^x and a polynomial, both decrypted and checked.
+    let exp = alice
+        .submit(&SubmitJob::new(
+            "exp-1",
+            &key.id,
+            vec![input.id.clone()],
+            Task::Exp { variant: None },
+        ))
+        .expect("submit");
+    assert_eq!(exp.state, "accepted");
+    let coeffs = vec![0.5, -1.0, 0.25, 0.125];
+    let pj = alice
+        .submit(&SubmitJob::new(
+            "poly-1",
+            &key.id,
+            vec![input.id.clone()],
+            Task::Polynomial {
+                coefficients: coeffs.clone(),
+            },
+        ))
+        .expect("submit");
+    let done = alice.wait(exp.id, Duration::from_secs(120)).expect("wait");
+    assert_eq!(done.state, "done", "{:?}", done.error);
+    let out = alice.result(exp.id, &a.ctx).expect("result");
+    assert_eq!(out.len(), 1);
+    let c6 = exp_coefficients(6);
+    let err = max_err(&a.decrypt(&out[0])[..slots], |i| poly(&c6, x[i]));
+    assert!(err < TOL, "e^x error {err}");
+    let pdone = alice.wait(pj.id, Duration::from_secs(120)).expect("wait");
+    assert_eq!(pdone.state, "done", "{:?}", pdone.error);
+    let pout = alice.result(pj.id, &a.ctx).expect("result");
+    let err = max_err(&a.decrypt(&pout[0])[..slots], |i| poly(&coeffs, x[i]));
+    assert!(err < TOL, "polynomial error {err}");
+
+    // Idempotency: the same key and job give the same job; the key reused for another job
+    // is refused.
+    let retry = alice
+        .submit(&SubmitJob::new(
+            "exp-1",
+            &key.id,
+            vec![input.id.clone()],
+            Task::Exp { variant: None },
+        ))
+        .expect("retry");
+    assert_eq!(retry.id, exp.id);
+    assert_eq!(retry.state, "done");
+    let (status, code, _) = api_code(
+        alice
+            .submit(&SubmitJob::new(
+                "exp-1",
+                &key.id,
+                vec![input.id.clone()],
+                Task::Polynomial {
+                    coefficients: vec![1.0],
+                },
+            ))
+            .expect_err("conflict"),
+    );
+    assert_eq!((status, code.as_str()), (409, "idempotency_conflict"));
+
+    // Bob sees none of it: 404 for the job, its result and the objects; alice's ids are
+    // unknown to him when he submits.
+    for e in [
+        bob.job(exp.id).expect_err("job"),
+        bob.result_bytes(exp.id).expect_err("result"),
+        bob.cancel(exp.id).expect_err("cancel"),
+    ] {
+        assert_eq!(api_code(e).0, 404);
+    }
+    assert_eq!(
+        api_code(bob.delete_object(&key.id).expect_err("delete")).0,
+        404
+    );
+    assert!(bob.jobs().expect("jobs").is_empty());
+    assert!(bob.objects().expect("objects").is_empty());
+    let (status, _, message) = api_code(
+        bob.submit(&SubmitJob::new(
+            "b",
+            &key.id,
+            vec![input.id.clone()],
+            Task::Exp { variant: None },
+        ))
+        .expect_err("foreign key"),
+    );
+    assert_eq!(status, 400);
+    assert!(message.contains("no stored key set"), "{message}");
+    assert_eq!(alice.jobs().expect("jobs").len(), 2);
+
+    // No token, a wrong token: 401.
+    let anon = Client::new(&url, "hlm_0000").expect("client");
+    assert_eq!(api_code(anon.jobs().expect_err("401")).0, 401);
+
+    // A secret key is refused, and so is garbage.
+    let (status, _, message) = api_code(
+        alice
+            .upload(a.keys.secret_key.to_bytes())
+            .expect_err("secret key"),
+    );
+    assert_eq!(status, 400);
+    assert!(message.contains("never takes secret keys"), "{message}");
+    let (status, _, message) = api_code(
+        alice
+            .upload(b"not a heloom object".to_vec())
+            .expect_err("junk"),
+    );
+    assert_eq!(status, 400);
+    assert!(message.contains("HELM"), "{message}");
+    // A ciphertext for parameters bob has no keys for.
+    let (status, _, message) =
+        api_code(bob.upload_ciphertext(&a.encrypt(&x)).expect_err("no keys"));
+    assert_eq!(status, 400);
+    assert!(message.contains("upload the parameters"), "{message}");
+
+    // Health, readiness and metrics (no token needed).
+    let http = reqwest::blocking::Client::new();
+    let get = |p: &str| http.get(format!("{url}{p}")).send().expect("get");
+    assert_eq!(get("/healthz").status().as_u16(), 200);
+    assert_eq!(get("/readyz").status().as_u16(), 200);
+    let m = get("/metrics").text().expect("metrics");
+    assert!(
+        m.contains("heloom_jobs_finished_total{tenant=\"alice\",state=\"done\"} 2"),
+        "{m}"
+    );
+    assert!(
+        m.contains("heloom_job_latency_seconds_count{tenant=\"alice\"} 2"),
+        "{m}"
+    );
+    assert!(m.contains("heloom_device_threads 2"), "{m}");
+    assert_eq!(get("/v2/nothing").status().as_u16(), 404);
+}
+
+#[test]
+fn accepted_jobs_survive_a_restart() {
+    let dir = tempfile::tempdir().expect("dir");
+    let a = Tenant::new();
+    let slots = a.ctx.n() / 2;
+    let mut ids = Vec::new();
+    let mut inputs = Vec::new();
+    let (token, key_id) = {
+        let server = start(dir.path());
+        let url = format!("http://{}", server.addr());
+        let token = server.state().create_token("alice").expect("token");
+        let c = Client::new(&url, &token).expect("client");
+        let key = c
+            .upload_keys(a.ctx.params(), &a.keys.evaluation_keys)
+            .expect("keys");
+        for j in 0..6 {
+            let x = xs(slots, j);
+            let input = c.upload_ciphertext(&a.encrypt(&x)).expect("ciphertext");
+            let job = c
+                .submit(&SubmitJob::new(
+                    &format!("job-{j}"),
+                    &key.id,
+                    vec![input.id],
+                    Task::Exp { variant: None },
+                ))
+                .expect("submit");
+            ids.push(job.id);
+            inputs.push(x);
+        }
+        // Stopped at once: jobs queued or mid-run stay in the database.
+        (token, key.id)
+    };
+    let server = start(dir.path());
+    let c = Client::new(&format!("http://{}", server.addr()), &token).expect("client");
+    let c6 = exp_coefficients(6);
+    for (id, x) in ids.iter().zip(&inputs) {
+        let job = c.wait(*id, Duration::from_secs(120)).expect("wait");
+        assert_eq!(job.state, "done", "{:?}", job.error);
+        let out = c.result(*id, &a.ctx).expect("result");
+        let err = max_err(&a.decrypt(&out[0])[..slots], |i| poly(&c6, x[i]));
+        assert!(err < TOL, "job {id}: error {err}");
+    }
+    // The key set survived too: a new job with it runs.
+    let x = xs(slots, 99);
+    let input = c.upload_ciphertext(&a.encrypt(&x)).expect("ciphertext");
+    let job = c
+        .submit(&SubmitJob::new(
+            "after",
+            &key_id,
+            vec![input.id],
+            Task::Exp { variant: None },
+        ))
+        .expect("submit");
+    assert_eq!(
+        c.wait(job.id, Duration::from_secs(120))
+            .expect("wait")
+            .state,
+        "done"
+    );
+}
+
+#[test]
+fn limits_are_enforced_with_clear_errors() {
+    let dir = tempfile::tempdir().expect("dir");
+    let model = Arc::new(heloom_runtime::Profile::load("xeon-phi-7230f").expect("profile"));
+    let mut config = ServerConfig::new(dir.path().to_path_buf(), model);
+    config.listen = "127.0.0.1:0".parse().expect("addr");
+    config.threads = 1;
+    config.allow_insecure = true;
+    config.limits.max_upload_bytes = 4 << 20;
+    config.limits.max_queued_jobs = 0;
+    let server = Server::start(config).expect("server");
+    let url = format!("http://{}", server.addr());
+    let token = server.state().create_token("carol").expect("token");
+    let c = Client::new(&url, &token).expect("client");
+    let a = Tenant::new();
+
+    // Over the upload limit: 413 before anything is stored.
+    let (status, code, message) = api_code(c.upload(vec![0u8; 5 << 20]).expect_err("too large"));
+    assert_eq!((status, code.as_str()), (413, "too_large"), "{message}");
+    assert!(c.objects().expect("objects").is_empty());
+    // Truncated and corrupted objects: 400, nothing stored.
+    let mut ct = a.encrypt(&[0.5]).to_bytes();
+    let truncated = ct[..ct.len() / 2].to_vec();
+    let key = c
+        .upload_keys(a.ctx.params(), &a.keys.evaluation_keys)
+        .expect("keys");
+    let (status, _, message) = api_code(c.upload(truncated).expect_err("truncated"));
+    assert_eq!(status, 400, "{message}");
+    let mid = ct.len() / 2;
+    ct[mid] ^= 1;
+    let (status, _, message) = api_code(c.upload(ct).expect_err("corrupted"));
+    assert_eq!(status, 400, "{message}");
+    assert!(message.contains("checksum"), "{message}");
+    assert_eq!(c.objects().expect("objects").len(), 1);
+
+    // A queue at its limit: 429 with a retry hint; a deadline in the past: 400.
+    let input = c.upload_ciphertext(&a.encrypt(&[0.5])).expect("ciphertext");
+    let job = SubmitJob::new(
+        "q",
+        &key.id,
+        vec![input.id.clone()],
+        Task::Exp { variant: None },
+    );
+    match c.submit(&job).expect_err("queue full") {
+        ClientError::Api {
+            status,
+            code,
+            retry_after_s,
+            ..
+        } => {
+            assert_eq!((status, code.as_str()), (429, "queue_full"));
+            assert!(retry_after_s.is_some());
+        }
+        other => panic!("{other}"),
+    }
+    let mut late = job.clone();
+    late.deadline_unix = Some(1);
+    let (status, _, message) = api_code(c.submit(&late).expect_err("past deadline"));
+    assert_eq!(status, 400);
+    assert!(message.contains("already passed"), "{message}");
+    // Unknown task details are refused at once, not when the job runs.
+    let bad = SubmitJob::new(
+        "v",
+        &key.id,
+        vec![input.id],
+        Task::Exp {
+            variant: Some("taylor".into()),
+        },
+    );
+    let (status, _, message) = api_code(c.submit(&bad).expect_err("variant"));
+    assert_eq!(status, 400);
+    assert!(message.contains("horner"), "{message}");
+    assert!(c.jobs().expect("jobs").is_empty());
+}
+
+#[test]
+fn a_stored_quota_stops_uploads() {
+    let dir = tempfile::tempdir().expect("dir");
+    let model = Arc::new(heloom_runtime::Profile::load("xeon-phi-7230f").expect("profile"));
+    let mut config = ServerConfig::new(dir.path().to_path_buf(), model);
+    config.listen = "127.0.0.1:0".parse().expect("addr");
+    config.threads = 1;
+    config.allow_insecure = true;
+    config.limits.max_stored_bytes = 100_000;
+    let server = Server::start(config).expect("server");
+    let token = server.state().create_token("dave").expect("token");
+    let c = Client::new(&format!("http://{}", server.addr()), &token).expect("client");
+    let a = Tenant::new();
+    let (status, code, message) = api_code(
+        c.upload_keys(a.ctx.params(), &a.keys.evaluation_keys)
+            .expect_err("quota"),
+    );
+    assert_eq!((status, code.as_str()), (507, "quota"), "{message}");
+    assert!(c.objects().expect("objects").is_empty());
+    // Nothing left behind in the upload area either.
+    let incoming = dir.path().join("objects").join(".incoming");
+    let left = std::fs::read_dir(&incoming).map_or(0, |d| d.count());
+    assert_eq!(left, 0);
+}
