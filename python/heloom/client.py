@@ -37,6 +37,7 @@ import http.client
 import importlib
 import json
 import os
+import ssl
 import sys
 import time
 import urllib.parse
@@ -412,14 +413,22 @@ class Client:
     """A blocking client of one ``heloom serve`` server with one tenant's bearer token.
 
     ``url`` is the server's base URL (``http://127.0.0.1:8787``; ``https://`` for a server
-    behind a TLS proxy, a path prefix is kept), ``token`` the tenant's token
-    (``heloom serve token create``), ``timeout`` the seconds a connection attempt or a read may
-    block (None: no limit; ``wait`` adds its long-poll time to it).
+    started with ``--tls-cert``/``--tls-key`` or behind a TLS proxy, a path prefix is kept),
+    ``token`` the tenant's token (``heloom serve token create``), ``timeout`` the seconds a
+    connection attempt or a read may block (None: no limit; ``wait`` adds its long-poll time to
+    it), ``ca`` a PEM file of the CA certificate(s) to trust for ``https://`` (a private CA or
+    a self-signed server certificate; default: the system's trust store).
 
     Thread-safe: every request opens its own connection.
     """
 
-    def __init__(self, url: str, token: str, timeout: float | None = 60.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        timeout: float | None = 60.0,
+        ca: str | os.PathLike[str] | None = None,
+    ) -> None:
         parts = urllib.parse.urlsplit(url.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"{url!r}: give the server's URL, such as http://127.0.0.1:8787")
@@ -430,6 +439,7 @@ class Client:
         self._host = parts.hostname
         self._port = parts.port
         self._prefix = parts.path.rstrip("/")
+        self._tls = ssl.create_default_context(cafile=os.fspath(ca) if ca is not None else None)
 
     def __repr__(self) -> str:
         return f"Client({self.url!r})"
@@ -438,7 +448,9 @@ class Client:
 
     def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
         if self._https:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout)
+            return http.client.HTTPSConnection(
+                self._host, self._port, timeout=timeout, context=self._tls
+            )
         return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
 
     def _unreachable(self, e: BaseException) -> ClientError:
@@ -748,8 +760,14 @@ class AsyncClient:
     blocking client is ``AsyncClient.sync``.
     """
 
-    def __init__(self, url: str, token: str, timeout: float | None = 60.0) -> None:
-        self.sync = Client(url, token, timeout)
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        timeout: float | None = 60.0,
+        ca: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.sync = Client(url, token, timeout, ca)
 
     def __repr__(self) -> str:
         return f"AsyncClient({self.sync.url!r})"

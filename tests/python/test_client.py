@@ -8,6 +8,7 @@ import asyncio
 import math
 import os
 import re
+import shutil
 import socket
 import subprocess
 import time
@@ -267,3 +268,63 @@ def test_async_client(server: Server, keys: Keys, x: np.ndarray) -> None:
 
     got = asyncio.run(run())
     assert np.max(np.abs(got - poly(COEFFS, x))) < TOL
+
+
+def test_https_with_a_private_ca(tmp_path: Path) -> None:
+    """``heloom serve --tls-cert --tls-key`` and ``Client(..., ca=...)``: the client trusts the
+    self-signed certificate it is given; without it the connection is refused."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed: no certificate to test HTTPS with")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *(openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"),
+            *("-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2"),
+            *("-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"),
+        ],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    data = tmp_path / "data"
+    token = subprocess.run(
+        [str(BINARY), "serve", "token", "create", "--data", str(data), "--tenant", "tls"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.strip()
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(
+            [
+                *(str(BINARY), "serve", "--data", str(data), "--listen", "127.0.0.1:0"),
+                *("--threads", "1", "--tls-cert", str(cert), "--tls-key", str(key)),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        port = None
+        deadline = time.monotonic() + 30
+        while port is None and time.monotonic() < deadline:
+            m = re.search(
+                r"listening on https://127\.0\.0\.1:(\d+)", log.read_text(errors="replace")
+            )
+            if m:
+                port = int(m.group(1))
+            elif proc.poll() is not None:
+                break
+            else:
+                time.sleep(0.05)
+        assert port is not None, log.read_text(errors="replace")
+        url = f"https://localhost:{port}"
+        assert Client(url, token, timeout=30, ca=cert).jobs() == []
+        with pytest.raises(ClientError) as e:
+            Client(url, token, timeout=30).jobs()
+        assert not isinstance(e.value, ApiError)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)

@@ -13,6 +13,10 @@ pub struct ClientArgs {
     /// The server (or set HELOOM_URL).
     #[arg(long, env = "HELOOM_URL", default_value = "http://127.0.0.1:8787")]
     url: String,
+    /// For an https:// server with a private or self-signed certificate: the CA certificate
+    /// (PEM) to trust (or set HELOOM_CA).
+    #[arg(long, env = "HELOOM_CA")]
+    ca: Option<PathBuf>,
     #[command(subcommand)]
     command: ClientCommand,
 }
@@ -139,7 +143,13 @@ pub fn run(args: &ClientArgs) -> Result<()> {
             "set HELOOM_TOKEN to your bearer token (`heloom serve token create` prints one)"
         )
     })?;
-    let client = Client::new(&args.url, token.trim())?;
+    let client = match &args.ca {
+        Some(path) => {
+            let pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            Client::with_ca(&args.url, token.trim(), &pem)?
+        }
+        None => Client::new(&args.url, token.trim())?,
+    };
     match &args.command {
         ClientCommand::Upload { files } => {
             for f in files {

@@ -53,9 +53,15 @@ struct RunArgs {
     /// Accept CKKS parameters below 128-bit security (tests and demos only).
     #[arg(long)]
     allow_insecure: bool,
-    /// Allow a non-loopback --listen address (put a TLS-terminating proxy in front).
+    /// Allow a non-loopback --listen address without TLS (behind a TLS-terminating proxy).
     #[arg(long)]
     allow_remote: bool,
+    /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM); needs --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 /// `512M`, `4G`, `1.5G`, `1000000` (bytes).
@@ -198,14 +204,21 @@ fn serve(a: &RunArgs) -> Result<()> {
     config.memory_budget = a.memory_budget;
     config.allow_insecure = a.allow_insecure;
     config.allow_remote = a.allow_remote;
+    if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
+        config.tls = Some(heloom_serve::TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+        });
+    }
     config.limits.max_upload_bytes = a.max_upload;
     config.limits.max_queued_jobs = a.max_queued;
     config.limits.max_stored_bytes = a.max_stored;
     let threads = config.threads;
     let server = Server::start(config).context("starting heloom serve")?;
     eprintln!(
-        "heloom serve: listening on http://{} (HTTP/1.1 and HTTP/2), data {}, {threads} threads, \
+        "heloom serve: listening on {}://{} (HTTP/1.1 and HTTP/2), data {}, {threads} threads, \
          cost profile {name}{}",
+        if server.is_tls() { "https" } else { "http" },
         server.addr(),
         dir.display(),
         if a.allow_insecure {

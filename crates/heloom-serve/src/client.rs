@@ -18,6 +18,7 @@ use crate::api::JobView;
 use crate::worker::Task;
 use crate::ObjectInfo;
 use heloom_ckks::{Ciphertext, CkksParameters, Context, EvaluationKeys};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What can go wrong talking to a server.
@@ -112,16 +113,53 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client of the server at `url` (`http://127.0.0.1:8787`) with `token`.
+    /// A client of the server at `url` (`http://127.0.0.1:8787`, or `https://...`, checked
+    /// against the public web roots) with `token`.
     pub fn new(url: &str, token: &str) -> Result<Self> {
+        Self::build(url, token, None)
+    }
+
+    /// A client of an HTTPS server whose certificate chains to the CA certificate(s) in the
+    /// PEM bytes `ca` (a private CA, or a self-signed server certificate).
+    pub fn with_ca(url: &str, token: &str, ca: &[u8]) -> Result<Self> {
+        Self::build(url, token, Some(ca))
+    }
+
+    fn build(url: &str, token: &str, ca: Option<&[u8]>) -> Result<Self> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::CertificateDer;
+        let fail = |m: String| ClientError::Transport {
+            url: url.to_string(),
+            message: m,
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        match ca {
+            Some(pem) => {
+                for cert in CertificateDer::pem_slice_iter(pem) {
+                    let cert = cert.map_err(|e| fail(format!("the CA file is not PEM: {e}")))?;
+                    roots
+                        .add(cert)
+                        .map_err(|e| fail(format!("the CA certificate is not usable: {e}")))?;
+                }
+                if roots.is_empty() {
+                    return Err(fail("the CA file holds no certificate".into()));
+                }
+            }
+            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+        }
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| fail(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let http = reqwest::blocking::Client::builder()
             .timeout(None)
             .connect_timeout(Duration::from_secs(10))
+            .use_preconfigured_tls(tls)
             .build()
-            .map_err(|e| ClientError::Transport {
-                url: url.to_string(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| fail(e.to_string()))?;
         Ok(Self {
             base: url.trim_end_matches('/').to_string(),
             token: token.to_string(),

@@ -41,7 +41,7 @@ pub mod worker;
 pub use client::{Client, ClientError};
 pub use jobs::{JobRecord, JobState, NewJob};
 pub use objects::{ObjectInfo, ObjectKind};
-pub use server::{Server, ServerConfig};
+pub use server::{Server, ServerConfig, TlsFiles};
 
 use rand::RngCore;
 use rusqlite::{params, Connection, OptionalExtension};

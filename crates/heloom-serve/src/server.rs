@@ -1,4 +1,5 @@
-//! The server process: the HTTP front end (HTTP/1.1 and HTTP/2, one port) over the worker.
+//! The server process: the HTTP front end (HTTP/1.1 and HTTP/2, one port; TLS with rustls
+//! when given a certificate, HTTP/2 negotiated by ALPN) over the worker.
 
 use crate::api::{router, AppState, Limits};
 use crate::metrics::Metrics;
@@ -30,9 +31,54 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// The scheduler's cost model.
     pub model: Arc<dyn heloom_runtime::CostModel>,
-    /// Listen on an address other than loopback (clients on other machines: put a TLS proxy
-    /// in front, since tokens and ciphertexts cross the network).
+    /// Listen on an address other than loopback without TLS (behind a TLS-terminating
+    /// proxy). With [`ServerConfig::tls`] any address is allowed.
     pub allow_remote: bool,
+    /// Serve HTTPS with this certificate chain and private key (PEM files).
+    pub tls: Option<TlsFiles>,
+}
+
+/// A certificate chain and its private key, PEM.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    /// The certificate chain (leaf first).
+    pub cert: PathBuf,
+    /// The private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+/// A TLS acceptor for `files`: TLS 1.2 and 1.3 (rustls, AWS-LC), HTTP/2 and HTTP/1.1 by ALPN.
+fn tls_acceptor(files: &TlsFiles) -> Result<tokio_rustls::TlsAcceptor> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let bad = |what: &str, path: &std::path::Path, e: String| {
+        ServeError::InvalidRequest(format!(
+            "TLS {what} {}: {e}; give PEM files (--tls-cert chain, --tls-key private key)",
+            path.display()
+        ))
+    };
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert)
+        .map_err(|e| bad("certificate", &files.cert, e.to_string()))?
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| bad("certificate", &files.cert, e.to_string()))?;
+    if certs.is_empty() {
+        return Err(bad(
+            "certificate",
+            &files.cert,
+            "no certificate in it".into(),
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_file(&files.key)
+        .map_err(|e| bad("key", &files.key, e.to_string()))?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad("setup for", &files.cert, e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| bad("certificate and key", &files.cert, e.to_string()))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -59,6 +105,7 @@ impl ServerConfig {
             limits: Limits::default(),
             model,
             allow_remote: false,
+            tls: None,
         }
     }
 }
@@ -71,6 +118,7 @@ pub struct Server {
     runtime: Option<tokio::runtime::Runtime>,
     worker: Option<Worker>,
     state: Arc<State>,
+    tls: bool,
 }
 
 impl std::fmt::Debug for Server {
@@ -87,14 +135,15 @@ impl Server {
     /// Opens the state in the data directory, starts the worker (jobs left running by a
     /// previous process are queued again) and listens.
     pub fn start(config: ServerConfig) -> Result<Self> {
-        if !config.listen.ip().is_loopback() && !config.allow_remote {
+        if !config.listen.ip().is_loopback() && !config.allow_remote && config.tls.is_none() {
             return Err(ServeError::InvalidRequest(format!(
-                "{} is not a loopback address: heloom serve listens on this machine only unless \
-                 started with --allow-remote (then put a TLS-terminating proxy in front: tokens \
-                 and ciphertexts would cross the network)",
+                "{} is not a loopback address: tokens and ciphertexts would cross the network in \
+                 the clear; give --tls-cert and --tls-key, or --allow-remote behind a \
+                 TLS-terminating proxy",
                 config.listen
             )));
         }
+        let tls = config.tls.as_ref().map(tls_acceptor).transpose()?;
         let state = Arc::new(State::open(&config.data_dir)?);
         state.clean_incoming();
         let contexts = Arc::new(Contexts::default());
@@ -141,14 +190,20 @@ impl Server {
             tokio::net::TcpListener::from_std(listener)
                 .map_err(|e| io_err("setting up the listener", e))?
         };
-        runtime.spawn(accept_loop(listener, router, stop_rx, header_timeout));
+        runtime.spawn(accept_loop(listener, router, stop_rx, header_timeout, tls));
         Ok(Self {
             addr,
             stop,
             runtime: Some(runtime),
             worker: Some(worker),
             state,
+            tls: config.tls.is_some(),
         })
+    }
+
+    /// Whether the server speaks HTTPS.
+    pub fn is_tls(&self) -> bool {
+        self.tls
     }
 
     /// The address the server listens on.
@@ -207,6 +262,7 @@ async fn accept_loop(
     router: axum::Router,
     mut stop: tokio::sync::watch::Receiver<bool>,
     header_timeout: Duration,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     loop {
         tokio::select! {
@@ -215,6 +271,7 @@ async fn accept_loop(
                 let _ = sock.set_nodelay(true);
                 let svc = hyper_util::service::TowerToHyperService::new(router.clone());
                 let stop = stop.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let mut b = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                     // An HTTP/1.1 client that does not finish its headers in time is dropped
@@ -227,12 +284,29 @@ async fn accept_loop(
                         .timer(TokioTimer::new())
                         .keep_alive_interval(Some(Duration::from_secs(30)))
                         .max_concurrent_streams(256);
-                    let conn = b.serve_connection_with_upgrades(TokioIo::new(sock), svc);
-                    tokio::pin!(conn);
                     let mut stop = stop;
-                    tokio::select! {
-                        _ = conn.as_mut() => {}
-                        _ = stop.changed() => {}
+                    match tls {
+                        None => {
+                            let conn = b.serve_connection_with_upgrades(TokioIo::new(sock), svc);
+                            tokio::select! {
+                                _ = conn => {}
+                                _ = stop.changed() => {}
+                            }
+                        }
+                        Some(acceptor) => {
+                            // A handshake that does not finish in time is dropped, like slow
+                            // headers.
+                            let Ok(Ok(stream)) =
+                                tokio::time::timeout(header_timeout, acceptor.accept(sock)).await
+                            else {
+                                return;
+                            };
+                            let conn = b.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+                            tokio::select! {
+                                _ = conn => {}
+                                _ = stop.changed() => {}
+                            }
+                        }
                     }
                 });
             }

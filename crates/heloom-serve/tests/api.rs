@@ -213,7 +213,9 @@ fn jobs_run_and_tenants_are_isolated() {
     assert_eq!(status, 400);
     assert!(message.contains("upload the parameters"), "{message}");
 
-    // Health, readiness and metrics (no token needed).
+    // Health, readiness and metrics (no token needed). reqwest as built here has no TLS
+    // provider of its own: give it rustls' (plain HTTP never uses it, but the builder asks).
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let http = reqwest::blocking::Client::new();
     let get = |p: &str| http.get(format!("{url}{p}")).send().expect("get");
     assert_eq!(get("/healthz").status().as_u16(), 200);
@@ -229,6 +231,18 @@ fn jobs_run_and_tenants_are_isolated() {
     );
     assert!(m.contains("heloom_device_threads 2"), "{m}");
     assert_eq!(get("/v2/nothing").status().as_u16(), 404);
+    // HTTP/2 (prior knowledge, cleartext) on the same port.
+    let h2 = reqwest::blocking::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .expect("h2 client");
+    let r = h2
+        .get(format!("{url}/v1/jobs"))
+        .bearer_auth(&alice_token)
+        .send()
+        .expect("h2");
+    assert_eq!(r.version(), reqwest::Version::HTTP_2);
+    assert_eq!(r.status().as_u16(), 200);
 }
 
 #[test]
@@ -390,4 +404,73 @@ fn a_stored_quota_stops_uploads() {
     let incoming = dir.path().join("objects").join(".incoming");
     let left = std::fs::read_dir(&incoming).map_or(0, |d| d.count());
     assert_eq!(left, 0);
+}
+
+#[test]
+fn https_with_a_private_ca() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("cert");
+    let cert_pem = cert.cert.pem();
+    std::fs::write(dir.path().join("cert.pem"), &cert_pem).expect("write");
+    std::fs::write(dir.path().join("key.pem"), cert.key_pair.serialize_pem()).expect("write");
+    let model = Arc::new(heloom_runtime::Profile::load("xeon-phi-7230f").expect("profile"));
+    let mut config = ServerConfig::new(dir.path().join("data"), model);
+    config.listen = "127.0.0.1:0".parse().expect("addr");
+    config.threads = 1;
+    config.allow_insecure = true;
+    config.tls = Some(heloom_serve::TlsFiles {
+        cert: dir.path().join("cert.pem"),
+        key: dir.path().join("key.pem"),
+    });
+    let server = Server::start(config).expect("server");
+    assert!(server.is_tls());
+    let token = server.state().create_token("erin").expect("token");
+    let url = format!("https://localhost:{}", server.addr().port());
+    let c = Client::with_ca(&url, &token, cert_pem.as_bytes()).expect("client");
+    let a = Tenant::new();
+    let key = c
+        .upload_keys(a.ctx.params(), &a.keys.evaluation_keys)
+        .expect("keys over TLS");
+    let x = xs(a.ctx.n() / 2, 3);
+    let input = c.upload_ciphertext(&a.encrypt(&x)).expect("ciphertext");
+    let job = c
+        .submit(&SubmitJob::new(
+            "tls",
+            &key.id,
+            vec![input.id],
+            Task::Exp { variant: None },
+        ))
+        .expect("submit");
+    assert_eq!(
+        c.wait(job.id, Duration::from_secs(120))
+            .expect("wait")
+            .state,
+        "done"
+    );
+    let out = c.result(job.id, &a.ctx).expect("result");
+    let c6 = exp_coefficients(6);
+    let err = max_err(&a.decrypt(&out[0])[..x.len()], |i| poly(&c6, x[i]));
+    assert!(err < TOL, "error {err}");
+    // A client that does not trust the certificate cannot talk to it; plain HTTP neither.
+    let untrusting = Client::new(&url, &token).expect("client");
+    assert!(matches!(
+        untrusting.jobs(),
+        Err(ClientError::Transport { .. })
+    ));
+    let plain = Client::new(
+        &format!("http://127.0.0.1:{}", server.addr().port()),
+        &token,
+    )
+    .expect("client");
+    assert!(plain.jobs().is_err());
+    // Bad certificate files are refused with the path in the message.
+    let model = Arc::new(heloom_runtime::Profile::load("xeon-phi-7230f").expect("profile"));
+    let mut bad = ServerConfig::new(dir.path().join("data2"), model);
+    bad.listen = "127.0.0.1:0".parse().expect("addr");
+    bad.tls = Some(heloom_serve::TlsFiles {
+        cert: dir.path().join("missing.pem"),
+        key: dir.path().join("key.pem"),
+    });
+    let e = Server::start(bad).expect_err("missing cert").to_string();
+    assert!(e.contains("missing.pem"), "{e}");
 }
