@@ -124,6 +124,10 @@ pub trait Policy: Send {
     fn variant(&mut self, _view: &LoadView<'_>, _variants: &[Variant]) -> usize {
         0
     }
+    /// A job arrives running `variant`, chosen by its submitter (online execution, where
+    /// every job brings its own graph); lets a policy track the load as
+    /// [`Policy::variant`] does for jobs it places itself. Default: nothing.
+    fn arrival(&mut self, _view: &LoadView<'_>, _variant: &Variant) {}
 }
 
 /// The policies by name.
@@ -245,9 +249,13 @@ impl Policy for PaperDynamic {
 #[derive(Clone)]
 pub struct HeloomPolicy {
     model: Arc<dyn CostModel>,
-    ceiling: Option<usize>,
+    /// `B*` by key-switching share (in twentieths): jobs of different graphs contend
+    /// differently.
+    ceilings: Vec<(u32, usize)>,
     last_arrival: Option<f64>,
     mean_gap: Option<f64>,
+    /// Smoothed work of arriving jobs, ms (online arrivals).
+    mean_work: Option<f64>,
     utilisation_estimate: Option<f64>,
 }
 
@@ -256,17 +264,34 @@ impl HeloomPolicy {
     pub fn new(model: Arc<dyn CostModel>) -> Self {
         Self {
             model,
-            ceiling: None,
+            ceilings: Vec::new(),
             last_arrival: None,
             mean_gap: None,
+            mean_work: None,
             utilisation_estimate: None,
         }
     }
 
     fn ceiling(&mut self, ks_fraction: f64) -> usize {
-        *self
-            .ceiling
-            .get_or_insert_with(|| throughput_optimal_busy(self.model.as_ref(), ks_fraction))
+        let bucket = (ks_fraction.clamp(0.0, 1.0) * 20.0).round() as u32;
+        if let Some(&(_, c)) = self.ceilings.iter().find(|(b, _)| *b == bucket) {
+            return c;
+        }
+        let c = throughput_optimal_busy(self.model.as_ref(), f64::from(bucket) / 20.0);
+        self.ceilings.push((bucket, c));
+        c
+    }
+
+    /// Updates the smoothed gap between arrivals at `now_ms`.
+    fn note_arrival(&mut self, now_ms: f64) {
+        if let Some(last) = self.last_arrival {
+            let gap = (now_ms - last).max(0.0);
+            self.mean_gap = Some(match self.mean_gap {
+                None => gap,
+                Some(m) => 0.9 * m + 0.1 * gap,
+            });
+        }
+        self.last_arrival = Some(now_ms);
     }
 
     /// Effective parallel capacity at the ceiling, in single-thread equivalents.
@@ -331,14 +356,7 @@ impl Policy for HeloomPolicy {
             return 0;
         }
         // Arrival rate, smoothed.
-        if let Some(last) = self.last_arrival {
-            let gap = (view.now_ms - last).max(0.0);
-            self.mean_gap = Some(match self.mean_gap {
-                None => gap,
-                Some(m) => 0.9 * m + 0.1 * gap,
-            });
-        }
-        self.last_arrival = Some(view.now_ms);
+        self.note_arrival(view.now_ms);
         let ks = variants[0].keyswitch_fraction;
         let x = self.effective_capacity(ks);
         let least_work = (0..variants.len())
@@ -362,5 +380,18 @@ impl Policy for HeloomPolicy {
         } else {
             fastest
         }
+    }
+
+    fn arrival(&mut self, view: &LoadView<'_>, variant: &Variant) {
+        // The same utilisation estimate as for jobs the policy places, from the work of the
+        // jobs that actually arrive.
+        self.note_arrival(view.now_ms);
+        let work = match self.mean_work {
+            None => variant.work_ms,
+            Some(m) => 0.9 * m + 0.1 * variant.work_ms,
+        };
+        self.mean_work = Some(work);
+        let x = self.effective_capacity(variant.keyswitch_fraction);
+        self.utilisation_estimate = self.mean_gap.map(|g| work / (x * g.max(1e-9)));
     }
 }

@@ -220,14 +220,18 @@ impl Scheduler {
         base + slot
     }
 
-    /// Job `job` arrives now and runs variant `variant` (the policy does not choose): its root
+    /// Job `job` arrives now and runs variant `variant` (the policy does not choose; it is told,
+    /// [`Policy::arrival`](crate::policy::Policy::arrival)): its root
     /// tasks become ready. Returns false, and releases nothing, when no such variant is held.
     /// A graph without tasks releases nothing either: the job is done at once.
     pub fn release_variant(&mut self, job: usize, variant: usize, now_ms: f64) -> bool {
-        let _ = now_ms; // the policy is not asked; kept for symmetry with `release`
-        let Some(g) = self.variant(variant).map(|v| Arc::clone(&v.graph)) else {
+        let Some(v) = self.variant(variant).cloned() else {
             return false;
         };
+        // The policy does not choose the graph, but it sees the arrival (its load estimate).
+        let view = self.view(now_ms, None);
+        self.policy.arrival(&view, &v);
+        let g = Arc::clone(&v.graph);
         if let Some(a) = self.added_mut(variant) {
             a.claims = a.claims.saturating_sub(1);
             a.jobs += 1;
