@@ -101,13 +101,22 @@ fn main() -> R<()> {
         .arg(&data)
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|e| format!("{}: {e} (build it: cargo build --release -p heloom-cli)", bin.display()))?;
+        .map_err(|e| {
+            format!(
+                "{}: {e} (build it: cargo build --release -p heloom-cli)",
+                bin.display()
+            )
+        })?;
     let pid = server.id();
     let mut lines = std::io::BufReader::new(server.stderr.take().ok_or("no stderr")?).lines();
     let url = lines
         .by_ref()
         .map_while(Result::ok)
-        .find_map(|l| l.split("listening on ").nth(1).and_then(|r| r.split_whitespace().next().map(str::to_string)))
+        .find_map(|l| {
+            l.split("listening on ")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next().map(str::to_string))
+        })
         .ok_or("the server did not start")?;
     std::thread::spawn(move || for _ in lines {});
 
@@ -125,7 +134,10 @@ fn main() -> R<()> {
     };
 
     // N = 2^15, 14 levels: a switching key is 3 digits x 2 x (15 + 5) limbs x 2^15 words.
-    let params = CkksParameters::builder(1 << 15).levels(14).scale_bits(40).build()?;
+    let params = CkksParameters::builder(1 << 15)
+        .levels(14)
+        .scale_bits(40)
+        .build()?;
     let ctx = Context::<u64>::new(params)?;
     let probe = keygen(&ctx, &[], false)?;
     let per_key = probe.evaluation_keys.memory_bytes() as f64;
@@ -163,9 +175,16 @@ fn main() -> R<()> {
     for round in 0..a.rounds {
         let mut jobs = Vec::new();
         for (t, (c, key, _, pk, _)) in tenants.iter().enumerate() {
-            let x: Vec<f64> = (0..slots).map(|i| ((i * 7 + t * 13 + round) % 200) as f64 / 100.0 - 1.0).collect();
+            let x: Vec<f64> = (0..slots)
+                .map(|i| ((i * 7 + t * 13 + round) % 200) as f64 / 100.0 - 1.0)
+                .collect();
             let input = c.upload_ciphertext(&enc.encrypt(&x, pk)?)?;
-            let job = c.submit(&SubmitJob::new(&format!("r{round}"), key, vec![input.id], Task::Exp { variant: None }))?;
+            let job = c.submit(&SubmitJob::new(
+                &format!("r{round}"),
+                key,
+                vec![input.id],
+                Task::Exp { variant: None },
+            ))?;
             jobs.push((t, job.id, x));
         }
         for (t, id, x) in jobs {
@@ -184,15 +203,21 @@ fn main() -> R<()> {
             worst = worst.max(err);
             served[t] += 1;
         }
-        eprintln!("  round {round}: every tenant served; server RSS {:.0} MB", proc_kb(pid, "VmRSS:") as f64 / 1e6);
+        eprintln!(
+            "  round {round}: every tenant served; server RSS {:.0} MB",
+            proc_kb(pid, "VmRSS:") as f64 / 1e6
+        );
     }
     let jobs_s = t1.elapsed().as_secs_f64();
     let hwm = proc_kb(pid, "VmHWM:");
     stop.store(true, Ordering::Relaxed);
     let _ = sampler.join();
     let metrics = {
-        let r = std::process::Command::new("curl").args(["-s", &format!("{url}/metrics")]).output();
-        r.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
+        let r = std::process::Command::new("curl")
+            .args(["-s", &format!("{url}/metrics")])
+            .output();
+        r.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
     };
     let metric = |name: &str| {
         metrics
@@ -252,7 +277,10 @@ fn main() -> R<()> {
     );
     print!("{text}");
     std::fs::write(a.out.join("memory.txt"), &text)?;
-    std::fs::write(a.out.join("memory.json"), serde_json::to_string_pretty(&report)?)?;
+    std::fs::write(
+        a.out.join("memory.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
     let _ = std::fs::remove_dir_all(&data);
     if worst > 1e-4 {
         return Err(format!("a result decrypted with error {worst}").into());

@@ -445,19 +445,30 @@ fn check_id(id: &str) -> ApiResult<()> {
     }
 }
 
+/// Runs `f` on the tenant's object `id` (off the async threads); `None` is 404.
+async fn on_object<T: Send + 'static>(
+    app: &AppState,
+    headers: &HeaderMap,
+    id: String,
+    f: impl FnOnce(&State, &str, &str) -> Result<Option<T>, ServeError> + Send + 'static,
+) -> ApiResult<T> {
+    let tenant = tenant(app, headers).await?;
+    check_id(&id)?;
+    let state = Arc::clone(&app.state);
+    let i = id.clone();
+    blocking(move || f(&state, &tenant, &i))
+        .await?
+        .ok_or_else(|| ApiError::not_found(&format!("object {id}")))
+}
+
 async fn get_object(
     axum::extract::State(app): axum::extract::State<AppState>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<crate::ObjectInfo>> {
-    let tenant = tenant(&app, &headers).await?;
-    check_id(&id)?;
-    let state = Arc::clone(&app.state);
-    let i = id.clone();
-    blocking(move || state.object(&tenant, &i))
-        .await?
+    on_object(&app, &headers, id, |s, t, i| s.object(t, i))
+        .await
         .map(Json)
-        .ok_or_else(|| ApiError::not_found(&format!("object {id}")))
 }
 
 async fn delete_object(
@@ -465,15 +476,10 @@ async fn delete_object(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    let tenant = tenant(&app, &headers).await?;
-    check_id(&id)?;
-    let state = Arc::clone(&app.state);
-    let i = id.clone();
-    if blocking(move || state.delete_object(&tenant, &i)).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::not_found(&format!("object {id}")))
-    }
+    on_object(&app, &headers, id, |s, t, i| {
+        Ok(s.delete_object(t, i)?.then_some(StatusCode::NO_CONTENT))
+    })
+    .await
 }
 
 async fn object_data(
@@ -481,13 +487,7 @@ async fn object_data(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let tenant = tenant(&app, &headers).await?;
-    check_id(&id)?;
-    let state = Arc::clone(&app.state);
-    let i = id.clone();
-    let data = blocking(move || state.read_object(&tenant, &i))
-        .await?
-        .ok_or_else(|| ApiError::not_found(&format!("object {id}")))?;
+    let data = on_object(&app, &headers, id, |s, t, i| s.read_object(t, i)).await?;
     Ok(binary(&app, data))
 }
 

@@ -125,6 +125,60 @@ pub type Result<T> = std::result::Result<T, ServeError>;
 /// Schema version this build writes (SQLite `user_version`).
 const SCHEMA_VERSION: i64 = 3;
 
+/// Schema migrations: step `i` brings the database from version `i` to `i + 1`.
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
+    "BEGIN;
+                 CREATE TABLE IF NOT EXISTS tenants (
+                     name TEXT PRIMARY KEY,
+                     created_unix INTEGER NOT NULL
+                 );
+                 CREATE TABLE IF NOT EXISTS tokens (
+                     sha256 BLOB PRIMARY KEY,
+                     tenant TEXT NOT NULL REFERENCES tenants(name),
+                     created_unix INTEGER NOT NULL,
+                     revoked INTEGER NOT NULL DEFAULT 0
+                 );
+                 PRAGMA user_version = 1;
+                 COMMIT;",
+    "BEGIN;
+                 CREATE TABLE IF NOT EXISTS jobs (
+                     id INTEGER PRIMARY KEY AUTOINCREMENT,
+                     tenant TEXT NOT NULL REFERENCES tenants(name),
+                     idempotency_key TEXT NOT NULL,
+                     kind TEXT NOT NULL,
+                     input_digest TEXT NOT NULL,
+                     priority INTEGER NOT NULL,
+                     deadline_unix INTEGER,
+                     state TEXT NOT NULL,
+                     attempts INTEGER NOT NULL DEFAULT 0,
+                     result_ref TEXT,
+                     error TEXT,
+                     created_unix INTEGER NOT NULL,
+                     UNIQUE (tenant, idempotency_key)
+                 );
+                 CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (state, priority DESC, id);
+                 PRAGMA user_version = 2;
+                 COMMIT;",
+    "BEGIN;
+                 ALTER TABLE jobs ADD COLUMN spec TEXT NOT NULL DEFAULT '';
+                 ALTER TABLE jobs ADD COLUMN created_ms INTEGER NOT NULL DEFAULT 0;
+                 ALTER TABLE jobs ADD COLUMN started_ms INTEGER;
+                 ALTER TABLE jobs ADD COLUMN finished_ms INTEGER;
+                 CREATE INDEX IF NOT EXISTS jobs_tenant_state ON jobs (tenant, state);
+                 CREATE TABLE IF NOT EXISTS objects (
+                     tenant TEXT NOT NULL REFERENCES tenants(name),
+                     id TEXT NOT NULL,
+                     kind TEXT NOT NULL,
+                     bytes INTEGER NOT NULL,
+                     param_fp TEXT NOT NULL,
+                     info TEXT NOT NULL,
+                     created_unix INTEGER NOT NULL,
+                     PRIMARY KEY (tenant, id)
+                 );
+                 PRAGMA user_version = 3;
+                 COMMIT;",
+];
+
 /// Prefix of every bearer token (recognisable in logs and secret scanners).
 pub const TOKEN_PREFIX: &str = "hlm_";
 
@@ -180,72 +234,12 @@ impl State {
                 supported: SCHEMA_VERSION,
             });
         }
-        if version < 1 {
-            conn.execute_batch(
-                "BEGIN;
-                 CREATE TABLE IF NOT EXISTS tenants (
-                     name TEXT PRIMARY KEY,
-                     created_unix INTEGER NOT NULL
-                 );
-                 CREATE TABLE IF NOT EXISTS tokens (
-                     sha256 BLOB PRIMARY KEY,
-                     tenant TEXT NOT NULL REFERENCES tenants(name),
-                     created_unix INTEGER NOT NULL,
-                     revoked INTEGER NOT NULL DEFAULT 0
-                 );
-                 PRAGMA user_version = 1;
-                 COMMIT;",
-            )
-            .map_err(db_err)?;
-        }
-        if version < 2 {
-            conn.execute_batch(
-                "BEGIN;
-                 CREATE TABLE IF NOT EXISTS jobs (
-                     id INTEGER PRIMARY KEY AUTOINCREMENT,
-                     tenant TEXT NOT NULL REFERENCES tenants(name),
-                     idempotency_key TEXT NOT NULL,
-                     kind TEXT NOT NULL,
-                     input_digest TEXT NOT NULL,
-                     priority INTEGER NOT NULL,
-                     deadline_unix INTEGER,
-                     state TEXT NOT NULL,
-                     attempts INTEGER NOT NULL DEFAULT 0,
-                     result_ref TEXT,
-                     error TEXT,
-                     created_unix INTEGER NOT NULL,
-                     UNIQUE (tenant, idempotency_key)
-                 );
-                 CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (state, priority DESC, id);
-                 PRAGMA user_version = 2;
-                 COMMIT;",
-            )
-            .map_err(db_err)?;
-        }
-        if version < 3 {
-            // v3: what a job computes (so a restart can run it again), when it ended, and the
-            // tenants' stored objects (keys, ciphertexts, results).
-            conn.execute_batch(
-                "BEGIN;
-                 ALTER TABLE jobs ADD COLUMN spec TEXT NOT NULL DEFAULT '';
-                 ALTER TABLE jobs ADD COLUMN created_ms INTEGER NOT NULL DEFAULT 0;
-                 ALTER TABLE jobs ADD COLUMN started_ms INTEGER;
-                 ALTER TABLE jobs ADD COLUMN finished_ms INTEGER;
-                 CREATE INDEX IF NOT EXISTS jobs_tenant_state ON jobs (tenant, state);
-                 CREATE TABLE IF NOT EXISTS objects (
-                     tenant TEXT NOT NULL REFERENCES tenants(name),
-                     id TEXT NOT NULL,
-                     kind TEXT NOT NULL,
-                     bytes INTEGER NOT NULL,
-                     param_fp TEXT NOT NULL,
-                     info TEXT NOT NULL,
-                     created_unix INTEGER NOT NULL,
-                     PRIMARY KEY (tenant, id)
-                 );
-                 PRAGMA user_version = 3;
-                 COMMIT;",
-            )
-            .map_err(db_err)?;
+        // Each step brings the schema from version i to i + 1 in one transaction (v3: what a
+        // job computes, so a restart can run it again; its times; the tenants' objects).
+        for (i, step) in MIGRATIONS.iter().enumerate() {
+            if version <= i as i64 {
+                conn.execute_batch(step).map_err(db_err)?;
+            }
         }
         Ok(Self {
             dir,

@@ -39,13 +39,18 @@ impl Tenant {
     }
 }
 
-fn start(dir: &std::path::Path) -> Server {
+/// A loopback server on a free port over `dir`, insecure test parameters allowed.
+fn test_config(dir: &std::path::Path, threads: usize) -> ServerConfig {
     let model = Arc::new(heloom_runtime::Profile::load("xeon-phi-7230f").expect("profile"));
     let mut config = ServerConfig::new(dir.to_path_buf(), model);
     config.listen = "127.0.0.1:0".parse().expect("addr");
-    config.threads = 2;
+    config.threads = threads;
     config.allow_insecure = true;
-    Server::start(config).expect("server")
+    config
+}
+
+fn start(dir: &std::path::Path) -> Server {
+    Server::start(test_config(dir, 2)).expect("server")
 }
 
 fn xs(n: usize, seed: u64) -> Vec<f64> {
@@ -309,11 +314,7 @@ fn accepted_jobs_survive_a_restart() {
 #[test]
 fn limits_are_enforced_with_clear_errors() {
     let dir = tempfile::tempdir().expect("dir");
-    let model = Arc::new(heloom_runtime::Profile::load("xeon-phi-7230f").expect("profile"));
-    let mut config = ServerConfig::new(dir.path().to_path_buf(), model);
-    config.listen = "127.0.0.1:0".parse().expect("addr");
-    config.threads = 1;
-    config.allow_insecure = true;
+    let mut config = test_config(dir.path(), 1);
     config.limits.max_upload_bytes = 4 << 20;
     config.limits.max_queued_jobs = 0;
     let server = Server::start(config).expect("server");
@@ -384,11 +385,7 @@ fn limits_are_enforced_with_clear_errors() {
 #[test]
 fn a_stored_quota_stops_uploads() {
     let dir = tempfile::tempdir().expect("dir");
-    let model = Arc::new(heloom_runtime::Profile::load("xeon-phi-7230f").expect("profile"));
-    let mut config = ServerConfig::new(dir.path().to_path_buf(), model);
-    config.listen = "127.0.0.1:0".parse().expect("addr");
-    config.threads = 1;
-    config.allow_insecure = true;
+    let mut config = test_config(dir.path(), 1);
     config.limits.max_stored_bytes = 100_000;
     let server = Server::start(config).expect("server");
     let token = server.state().create_token("dave").expect("token");
@@ -413,11 +410,7 @@ fn https_with_a_private_ca() {
     let cert_pem = cert.cert.pem();
     std::fs::write(dir.path().join("cert.pem"), &cert_pem).expect("write");
     std::fs::write(dir.path().join("key.pem"), cert.key_pair.serialize_pem()).expect("write");
-    let model = Arc::new(heloom_runtime::Profile::load("xeon-phi-7230f").expect("profile"));
-    let mut config = ServerConfig::new(dir.path().join("data"), model);
-    config.listen = "127.0.0.1:0".parse().expect("addr");
-    config.threads = 1;
-    config.allow_insecure = true;
+    let mut config = test_config(&dir.path().join("data"), 1);
     config.tls = Some(heloom_serve::TlsFiles {
         cert: dir.path().join("cert.pem"),
         key: dir.path().join("key.pem"),
@@ -464,9 +457,7 @@ fn https_with_a_private_ca() {
     .expect("client");
     assert!(plain.jobs().is_err());
     // Bad certificate files are refused with the path in the message.
-    let model = Arc::new(heloom_runtime::Profile::load("xeon-phi-7230f").expect("profile"));
-    let mut bad = ServerConfig::new(dir.path().join("data2"), model);
-    bad.listen = "127.0.0.1:0".parse().expect("addr");
+    let mut bad = test_config(&dir.path().join("data2"), 1);
     bad.tls = Some(heloom_serve::TlsFiles {
         cert: dir.path().join("missing.pem"),
         key: dir.path().join("key.pem"),
