@@ -436,7 +436,8 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// `HELOOM_KEEP_MEMORY=0`, or an explicit `MIMALLOC_PURGE_DELAY`, leaves mimalloc's setting
 /// alone.
 pub fn retain_freed_memory() {
-    if std::env::var("HELOOM_KEEP_MEMORY").is_ok_and(|v| v.trim() == "0")
+    if RETURN_FREED.load(std::sync::atomic::Ordering::Relaxed)
+        || std::env::var("HELOOM_KEEP_MEMORY").is_ok_and(|v| v.trim() == "0")
         || std::env::var_os("MIMALLOC_PURGE_DELAY").is_some()
     {
         return;
@@ -454,7 +455,9 @@ pub fn retain_freed_memory() {
 /// same opt-out.
 pub fn retain_system_allocator_memory() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    if std::env::var("HELOOM_KEEP_MEMORY").is_ok_and(|v| v.trim() == "0") {
+    if RETURN_FREED.load(std::sync::atomic::Ordering::Relaxed)
+        || std::env::var("HELOOM_KEEP_MEMORY").is_ok_and(|v| v.trim() == "0")
+    {
         return;
     }
     ONCE.call_once(|| {
@@ -469,6 +472,30 @@ pub fn retain_system_allocator_memory() {
             }
         }
     });
+}
+
+/// Set by [`return_freed_memory`]: retaining is off for the rest of the process.
+static RETURN_FREED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The opposite of [`retain_freed_memory`], for a process that must stay within a memory
+/// budget (`heloom serve --memory-budget`): from now on mimalloc hands freed pages back to
+/// the OS after 10 ms (its default) and glibc trims its heap at its default threshold, and
+/// later calls of [`retain_freed_memory`] (every new CKKS context makes one) do nothing.
+/// Resident memory then follows what is in use, at the cost of page faults on reuse.
+pub fn return_freed_memory() {
+    RETURN_FREED.store(true, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: `mi_option_set` stores an integer in mimalloc's option table; 10 (ms) is its
+    // documented default purge delay.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 10) };
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: `mallopt` sets one integer parameter of glibc's allocator; 128 KiB is the
+        // default of both thresholds.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 10);
+        }
+    }
 }
 
 /// Whether freed memory stays mapped (mimalloc's purge delay is negative).

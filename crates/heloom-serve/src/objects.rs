@@ -395,9 +395,8 @@ impl State {
             return Ok(ctx);
         }
         let path = self.object_path(tenant, &key_id);
-        let map = read_file(&path)?;
-        let n1 = object_len(&map)?;
-        let params = CkksParameters::from_bytes(&map[..n1]).map_err(|e| damaged(&path, e))?;
+        let head = read_params_object(&path)?;
+        let params = CkksParameters::from_bytes(&head).map_err(|e| damaged(&path, e))?;
         if params.security() == SecurityLevel::None && !allow_insecure {
             return Err(invalid(
                 "the stored keys' parameters are below 128-bit security and this server no \
@@ -557,6 +556,28 @@ pub fn damaged(path: &Path, e: impl std::fmt::Display) -> ServeError {
         path: path.to_path_buf(),
         message: e.to_string(),
     }
+}
+
+/// The first object of a stored key set (its parameters), without reading the keys after it.
+fn read_params_object(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let io = |source| ServeError::DataDir {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mut head = vec![0u8; HEADER_LEN];
+    f.read_exact(&mut head).map_err(|e| damaged(path, e))?;
+    let mut len = [0u8; 8];
+    len.copy_from_slice(&head[24..32]);
+    let total = u64::from_le_bytes(len)
+        .checked_add((HEADER_LEN + CHECKSUM_LEN) as u64)
+        .filter(|&t| t <= 1 << 20)
+        .ok_or_else(|| damaged(path, "the parameters object has an impossible length"))?;
+    head.resize(total as usize, 0);
+    f.read_exact(&mut head[HEADER_LEN..])
+        .map_err(|e| damaged(path, e))?;
+    Ok(head)
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>> {

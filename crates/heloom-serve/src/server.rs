@@ -144,6 +144,11 @@ impl Server {
             )));
         }
         let tls = config.tls.as_ref().map(tls_acceptor).transpose()?;
+        if config.memory_budget.is_some() {
+            // Under a budget, resident memory must follow what is in use: freed pages go back
+            // to the OS instead of staying mapped for reuse.
+            heloom_pool::return_freed_memory();
+        }
         let state = Arc::new(State::open(&config.data_dir)?);
         state.clean_incoming();
         let contexts = Arc::new(Contexts::default());

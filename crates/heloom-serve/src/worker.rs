@@ -126,6 +126,11 @@ pub(crate) struct Shared {
     stop: AtomicBool,
     metrics: Arc<Metrics>,
     allow_insecure: bool,
+    /// The process's memory budget (`--memory-budget`), bytes.
+    memory_budget: Option<u64>,
+    /// The most memory one key set load has taken (its file and its parse), bytes: room
+    /// kept free for the next load.
+    largest_load: AtomicU64,
     /// Recent mean of a job's run time (start to end), ms, as f64 bits; 0 before the first.
     service_ms: AtomicU64,
     /// Job ids as they end (the API's wait endpoint listens).
@@ -195,6 +200,14 @@ impl Worker {
             },
         )
         .map_err(|e| ServeError::InvalidRequest(format!("key store: {e}")))?;
+        // Key sets of running jobs stay (and count): evicting one frees nothing until the job
+        // ends.
+        keys.set_prefer_unheld(true);
+        if let Some(budget) = config.memory_budget {
+            // Keys start with what the process leaves now; the dispatcher resizes it as the
+            // rest of the process grows and shrinks (govern_memory).
+            let _ = keys.set_budget_bytes(budget.saturating_sub(resident_bytes()).max(budget / 8));
+        }
         let (ended, _) = tokio::sync::broadcast::channel(1024);
         let shared = Arc::new(Shared {
             state,
@@ -213,6 +226,8 @@ impl Worker {
             metrics,
             allow_insecure: config.allow_insecure,
             service_ms: AtomicU64::new(0),
+            memory_budget: config.memory_budget,
+            largest_load: AtomicU64::new(0),
             ended,
         });
         let (tx, rx) = mpsc::channel::<Finished>();
@@ -321,8 +336,32 @@ impl Shared {
         }
     }
 
+    /// Sizes the key store to what the rest of the process leaves of the memory budget: the
+    /// budget is the whole server's (jobs' working memory, contexts, loads in progress, the
+    /// allocator's retained pages), and keys get the remainder, at least an eighth of it.
+    /// Linux only (the resident size comes from /proc); elsewhere keys get the whole budget.
+    fn govern_memory(&self) {
+        let Some(budget) = self.memory_budget else {
+            return;
+        };
+        let rss = resident_bytes();
+        if rss == 0 {
+            return;
+        }
+        let others = rss.saturating_sub(self.keys.resident_bytes());
+        // Room for the next key set load (its file bytes and its parse) stays free too.
+        let load = self.largest_load.load(Ordering::Relaxed);
+        let want = budget.saturating_sub(others + load).max(budget / 8);
+        let now = self.keys.budget_bytes().unwrap_or(budget);
+        // Small moves are noise: change it when it is off by more than 5% of the budget.
+        if want.abs_diff(now) > budget / 20 {
+            let _ = self.keys.set_budget_bytes(want);
+        }
+    }
+
     fn dispatch_loop(self: Arc<Self>, tx: mpsc::Sender<Finished>) {
         while !self.stop.load(Ordering::SeqCst) {
+            self.govern_memory();
             if self.in_flight.load(Ordering::SeqCst) < self.max_in_flight {
                 match self.state.start_next() {
                     Ok(Some(rec)) => {
@@ -366,7 +405,10 @@ impl Shared {
     ) -> std::result::Result<(), String> {
         let spec: JobSpec = serde_json::from_str(&rec.spec)
             .map_err(|e| format!("the stored job description is unreadable: {e}"))?;
-        let keys = self.key_set(&rec.tenant, &spec.key_id)?;
+        // The job holds its key entry until it ends, so the key store (preferring values
+        // nobody holds) keeps it and counts it in the budget meanwhile.
+        let entry = self.key_set(&rec.tenant, &spec.key_id)?;
+        let keys = entry.set.clone();
         let ctx = Arc::clone(&keys.ctx);
         let fp = ctx.params().fingerprint();
         let mut inputs = Vec::with_capacity(spec.inputs.len());
@@ -413,6 +455,7 @@ impl Shared {
                     Err(e) => Outcome::Failed(e.to_string()),
                 };
                 let _ = tx.send((done_rec, fp, outcome));
+                drop(entry);
                 drop(me);
             }),
         };
@@ -490,19 +533,15 @@ impl Shared {
     }
 
     fn moduli(&self, rec: &JobRecord, spec: &JobSpec) -> std::result::Result<Vec<u64>, String> {
-        let keys = self.key_set(&rec.tenant, &spec.key_id)?;
-        Ok(keys.ctx.params().moduli().to_vec())
+        let entry = self.key_set(&rec.tenant, &spec.key_id)?;
+        Ok(entry.set.ctx.params().moduli().to_vec())
     }
 
     /// The tenant's key set `key_id`, from the key store (loaded from its object when absent).
-    fn key_set(&self, tenant: &str, key_id: &str) -> std::result::Result<KeySet, String> {
+    fn key_set(&self, tenant: &str, key_id: &str) -> std::result::Result<Arc<KeyEntry>, String> {
         let store_key = store_key(tenant, key_id);
         if self.keys.contains(store_key) {
-            return self
-                .keys
-                .get(store_key)
-                .map(|e| e.set.clone())
-                .map_err(|e| e.to_string());
+            return self.keys.get(store_key).map_err(|e| e.to_string());
         }
         let info = self
             .state
@@ -514,17 +553,13 @@ impl Shared {
         let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let set = parse_keys(&data, &self.contexts, self.allow_insecure)
             .map_err(|e| format!("stored key set {key_id}: {e}"))?;
+        let load = data.len() as u64 + set.keys.memory_bytes() as u64;
+        self.largest_load.fetch_max(load, Ordering::Relaxed);
         drop(data);
         self.keys
-            .insert(
-                store_key,
-                KeyEntry {
-                    set: set.clone(),
-                    path,
-                },
-            )
+            .insert(store_key, KeyEntry { set, path })
             .map_err(|e| e.to_string())?;
-        Ok(set)
+        self.keys.get(store_key).map_err(|e| e.to_string())
     }
 
     fn finish_loop(self: Arc<Self>, rx: mpsc::Receiver<Finished>) {
@@ -581,6 +616,19 @@ impl Shared {
         }
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// This process's resident memory (VmRSS), bytes; 0 where unknown.
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
 }
 
 /// The e^x graph shape named `name` (`horner`, `bsgs`, `paper-fig3`).

@@ -71,6 +71,12 @@
 //! A value already on disk and unchanged since (a clean value) is evicted by dropping the
 //! memory copy; only dirty values (inserted and never written) are written.
 //!
+//! With [`Store::set_prefer_unheld`], values a caller still holds (an `Arc` from
+//! [`Store::get`] alive outside the store) go after every value nobody holds, whatever the
+//! order says: dropping the store's copy of a value in use frees no memory, so for values
+//! held long (a server's key sets of running jobs) it would only let the process exceed the
+//! budget by that value.
+//!
 //! ## Prefetch
 //!
 //! After each get the store looks at the next `prefetch_depth` gets of the access order and
@@ -273,7 +279,7 @@ pub enum StoreError {
 }
 
 /// Eviction rank of a value (see [`Shared::rank`]).
-type Rank = (bool, usize, bool, std::cmp::Reverse<u64>);
+type Rank = (bool, bool, usize, bool, std::cmp::Reverse<u64>);
 
 type Loader<T> = dyn Fn(&[u8]) -> Result<T, String> + Send + Sync;
 
@@ -388,8 +394,12 @@ struct Shared<T> {
     done: Condvar,
     loader: Box<Loader<T>>,
     dir: PathBuf,
-    budget: Option<u64>,
+    /// Memory budget in bytes; `u64::MAX` when the store has none ([`Store::set_budget_bytes`]
+    /// changes it).
+    budget: std::sync::atomic::AtomicU64,
     prefetch_depth: usize,
+    /// Evict values no caller holds first ([`Store::set_prefer_unheld`]).
+    prefer_unheld: std::sync::atomic::AtomicBool,
 }
 
 /// A key-value store of `Arc<T>` with a memory budget, spilling to disk (see the crate docs).
@@ -517,17 +527,28 @@ impl<T: Spill> Shared<T> {
         self.work.notify_one();
     }
 
+    /// The budget now (`None`: the store has none).
+    fn budget(&self) -> Option<u64> {
+        let b = self.budget.load(std::sync::atomic::Ordering::Relaxed);
+        (b != u64::MAX).then_some(b)
+    }
+
     fn over_budget(&self, st: &State<T>) -> bool {
-        self.budget
+        self.budget()
             .is_some_and(|b| st.resident.saturating_sub(st.pending_release) > b)
     }
 
     /// Victim rank: larger goes first. Values larger than the whole budget (they cannot stay
-    /// anyway), then furthest next use, then values not waiting for their first get, then
-    /// least recently used.
+    /// anyway), then (when asked) values no caller holds (evicting a value in use frees
+    /// nothing), then furthest next use, then values not waiting for their first get, then least recently
+    /// used.
     fn rank(&self, st: &State<T>, key: u64, e: &Entry<T>) -> Rank {
         (
-            self.budget.is_some_and(|b| e.bytes > b),
+            self.budget().is_some_and(|b| e.bytes > b),
+            !self
+                .prefer_unheld
+                .load(std::sync::atomic::Ordering::Relaxed)
+                || e.mem.as_ref().is_none_or(|m| Arc::strong_count(m) == 1),
             st.order.next_use(key),
             !e.prefetched,
             std::cmp::Reverse(e.touched),
@@ -587,7 +608,7 @@ impl<T: Spill> Shared<T> {
             return true;
         }
         let bytes = e.bytes;
-        if let Some(budget) = self.budget {
+        if let Some(budget) = self.budget() {
             let held = st.resident.saturating_sub(st.pending_release) + st.reserved + bytes;
             let mut need = held.saturating_sub(budget);
             if need > 0 {
@@ -601,9 +622,9 @@ impl<T: Spill> Shared<T> {
                         // Only values needed strictly later; with no known next use on
                         // either side, only values not waiting for their first get.
                         if mine == usize::MAX {
-                            r.1 == usize::MAX && r.2
+                            r.2 == usize::MAX && r.3
                         } else {
-                            r.1 > mine
+                            r.2 > mine
                         }
                     })
                     .collect();
@@ -864,8 +885,9 @@ impl<T: Spill> Store<T> {
             done: Condvar::new(),
             loader: Box::new(loader),
             dir,
-            budget: config.budget_bytes,
+            budget: std::sync::atomic::AtomicU64::new(config.budget_bytes.unwrap_or(u64::MAX)),
             prefetch_depth: config.prefetch_depth,
+            prefer_unheld: std::sync::atomic::AtomicBool::new(false),
         });
         let mut store = Store {
             shared,
@@ -920,7 +942,7 @@ impl<T: Spill> Store<T> {
         st.total += bytes;
         Shared::note_resident(&mut st);
         sh.rebalance(&mut st);
-        if let Some(budget) = sh.budget {
+        if let Some(budget) = sh.budget() {
             let t0 = Instant::now();
             let mut waited = false;
             while st.pending_release > budget / 4 && !st.shutdown {
@@ -1149,9 +1171,39 @@ impl<T: Spill> Store<T> {
         self.shared.lock().total
     }
 
-    /// The memory budget.
+    /// When `on`, evict values no caller holds before any value a caller still holds (see
+    /// the eviction policy in the crate docs): for values held long by their users.
+    pub fn set_prefer_unheld(&self, on: bool) {
+        self.shared
+            .prefer_unheld
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The memory budget, bytes (`None`: unlimited).
     pub fn budget_bytes(&self) -> Option<u64> {
-        self.shared.budget
+        self.shared.budget()
+    }
+
+    /// Changes the memory budget of a store made with one (a server sizing it to what the
+    /// rest of the process leaves): values are evicted now until it holds. Errors: a budget
+    /// of 0, or a store made without a budget (it has no spill directory).
+    pub fn set_budget_bytes(&self, bytes: u64) -> Result<(), StoreError> {
+        let sh = &*self.shared;
+        if bytes == 0 || bytes == u64::MAX {
+            return Err(StoreError::Config(format!(
+                "budget {bytes}: give a positive number of bytes"
+            )));
+        }
+        if sh.budget().is_none() {
+            return Err(StoreError::Config(
+                "this store was made without a budget (no spill directory): make it with one to change it"
+                    .into(),
+            ));
+        }
+        let mut st = sh.lock();
+        sh.budget.store(bytes, std::sync::atomic::Ordering::Relaxed);
+        sh.rebalance(&mut st);
+        Ok(())
     }
 
     /// The spill directory (empty when the store has no budget, so never spills).
@@ -1209,7 +1261,7 @@ impl<T: Spill> Drop for Store<T> {
         }
         if self.own_dir {
             let _ = fs::remove_dir_all(&sh.dir);
-        } else if sh.budget.is_some() {
+        } else if sh.budget().is_some() {
             let st = sh.lock();
             for (&k, e) in &st.entries {
                 if e.on_disk {
@@ -1227,7 +1279,7 @@ impl<T: Spill> std::fmt::Debug for Store<T> {
             .field("keys", &st.entries.len())
             .field("resident_bytes", &st.resident)
             .field("total_bytes", &st.total)
-            .field("budget_bytes", &self.shared.budget)
+            .field("budget_bytes", &self.shared.budget())
             .field("dir", &self.shared.dir)
             .finish()
     }

@@ -488,3 +488,55 @@ fn a_given_directory_is_kept_but_emptied() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     std::fs::remove_dir(&dir).unwrap();
 }
+
+#[test]
+fn values_in_use_are_evicted_last_when_asked() {
+    // LRU alone evicts 0 (least recent) even while a caller holds it, which frees nothing.
+    let s = store(Some(250), 0);
+    s.insert(0, blob(0, 100)).unwrap();
+    s.insert(1, blob(1, 100)).unwrap();
+    let held = s.get(0).unwrap();
+    s.get(1).unwrap();
+    s.insert(2, blob(2, 100)).unwrap();
+    s.flush().unwrap();
+    assert!(!s.is_resident(0) && s.is_resident(1));
+    drop(held);
+    // Asked to prefer values nobody holds: 1 goes although 0 is less recent.
+    let s = store(Some(250), 0);
+    s.set_prefer_unheld(true);
+    s.insert(0, blob(0, 100)).unwrap();
+    s.insert(1, blob(1, 100)).unwrap();
+    let held = s.get(0).unwrap();
+    s.get(1).unwrap();
+    s.insert(2, blob(2, 100)).unwrap();
+    s.flush().unwrap();
+    assert!(s.is_resident(0) && !s.is_resident(1) && s.is_resident(2));
+    assert_eq!(*held, blob(0, 100));
+    // Once nobody holds it, 0 is an ordinary value again (least recent: next to go).
+    drop(held);
+    s.insert(3, blob(3, 100)).unwrap();
+    s.flush().unwrap();
+    assert!(!s.is_resident(0));
+}
+
+#[test]
+fn the_budget_can_change() {
+    let s = store(Some(300), 0);
+    for k in 0..3 {
+        s.insert(k, blob(k, 100)).unwrap();
+    }
+    s.flush().unwrap();
+    assert_eq!(s.resident_bytes(), 300);
+    s.set_budget_bytes(150).unwrap();
+    s.flush().unwrap();
+    assert_eq!(s.budget_bytes(), Some(150));
+    assert!(s.resident_bytes() <= 150, "{}", s.resident_bytes());
+    for k in 0..3 {
+        assert_eq!(*s.get(k).unwrap(), blob(k, 100), "nothing lost");
+    }
+    s.set_budget_bytes(1000).unwrap();
+    assert!(s.set_budget_bytes(0).is_err());
+    let unlimited = store(None, 0);
+    let e = unlimited.set_budget_bytes(100).unwrap_err().to_string();
+    assert!(e.contains("without a budget"), "{e}");
+}
