@@ -221,7 +221,7 @@ impl Scheduler {
     }
 
     /// Job `job` arrives now and runs variant `variant` (the policy does not choose; it is told,
-    /// [`Policy::arrival`](crate::policy::Policy::arrival)): its root
+    /// [`Policy::arrival`]): its root
     /// tasks become ready. Returns false, and releases nothing, when no such variant is held.
     /// A graph without tasks releases nothing either: the job is done at once.
     pub fn release_variant(&mut self, job: usize, variant: usize, now_ms: f64) -> bool {
