@@ -15,12 +15,14 @@
 //! - Harnesses: [`ntt`], [`ckks`] (and SEAL through TenSEAL), [`matmul`], [`cryptonets`],
 //!   [`formats`], [`gpu`], [`profile`] (the runtime's cost profile), [`schedule`] (e^x job
 //!   streams under thread policies), [`offload`] (AES and HE work shared among devices, and
-//!   openssl).
+//!   openssl), [`loadtest`] (`heloom serve` under many tenants' load, and killed and
+//!   restarted: fairness, latency, durability).
 
 pub mod ckks;
 pub mod cryptonets;
 pub mod formats;
 pub mod gpu;
+pub mod loadtest;
 pub mod matmul;
 pub mod ntt;
 pub mod offload;

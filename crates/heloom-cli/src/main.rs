@@ -4,6 +4,7 @@ mod client;
 mod demo;
 mod format;
 mod genome;
+mod loadtest;
 mod mnist;
 mod serve;
 
@@ -69,6 +70,11 @@ enum Command {
     /// Talk to a running `heloom serve`: upload keys and ciphertexts, submit jobs, wait, fetch
     /// results (token from HELOOM_TOKEN).
     Client(client::ClientArgs),
+    /// Load-test `heloom serve`: tenants submit encrypted e^x and polynomial jobs at Poisson
+    /// arrivals, every result decrypted and checked; per-tenant throughput, latency, queue
+    /// wait, Jain's fairness index; with --kill-every the server is killed and restarted and
+    /// every accepted job must complete exactly once.
+    Loadtest(loadtest::LoadtestArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -236,6 +242,7 @@ fn main() -> Result<()> {
         Command::Genome(args) => genome::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Client(args) => client::run(&args),
+        Command::Loadtest(args) => loadtest::run(&args),
         Command::Info => {
             println!("{}", cpu_report());
             for b in Backend::ALL {
