@@ -104,6 +104,16 @@ ensure_nvrtc() {
   export HELOOM_REQUIRE_NVRTC=1
 }
 
+# Ray for `heloom serve --ray` (pip install heloom[ray]), so tests/python/test_ray.py runs a
+# local multi-node cluster instead of skipping.
+ensure_ray() {
+  ensure_python
+  if ! .venv/bin/python -c 'import ray' 2>/dev/null; then
+    echo "heloom: installing Ray (ray[default]) for the heloom serve --ray tests" >&2
+    .venv/bin/python -m pip install -q --disable-pip-version-check 'ray[default]>=2.9'
+  fi
+}
+
 # Builds the heloom Python package (release, abi3) into .venv.
 build_python() {
   ensure_python
@@ -141,6 +151,7 @@ case "$cmd" in
     cargo test --workspace --release
     echo "== Python package: build, ruff, pytest"
     build_python
+    ensure_ray
     .venv/bin/ruff check python tests/python examples/python bench crates/heloom-apps/train
     .venv/bin/ruff format --check python tests/python examples/python bench crates/heloom-apps/train
     .venv/bin/python -m pytest tests/python -q

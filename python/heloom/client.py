@@ -62,16 +62,20 @@ __all__ = [
     "AsyncClient",
     "Client",
     "ClientError",
+    "CryptonetsTask",
     "ExpTask",
     "GraphTask",
     "Job",
+    "MatmulTask",
     "ObjectInfo",
     "PolynomialTask",
     "Progress",
     "Task",
     "WaitTimeoutError",
+    "cryptonets",
     "exp",
     "graph",
+    "matmul",
     "polynomial",
     "split_objects",
 ]
@@ -201,7 +205,7 @@ class Job:
     id: int
     #: ``"accepted"``, ``"running"``, ``"done"``, ``"failed"`` or ``"cancelled"``.
     state: str
-    #: ``"exp"``, ``"polynomial"`` or ``"graph"``.
+    #: ``"exp"``, ``"polynomial"``, ``"graph"``, ``"matmul"`` or ``"cryptonets"``.
     kind: str = ""
     #: The idempotency key it was submitted with.
     idempotency_key: str = ""
@@ -292,9 +296,29 @@ class GraphTask(TypedDict):
     graph_id: str
 
 
+class MatmulTask(TypedDict):
+    """``{"kind": "matmul", "matrix": [[...], ...]}``: a plaintext square matrix (its rows)
+    times each input, an encrypted vector packed in exactly ``D`` slots (``d`` rounded up to a
+    power of two); output ``k`` is ``M x_k`` in its first ``d`` slots. Needs Galois keys for
+    the matrix's baby and giant steps (docs/serve-api.md)."""
+
+    kind: Literal["matmul"]
+    matrix: list[list[float]]
+
+
+class CryptonetsTask(TypedDict):
+    """``{"kind": "cryptonets", "packing": "batch" | "single"}``: MNIST inference with the
+    server's built-in CryptoNets: ``batch`` takes 784 pixel ciphertexts (image ``s`` in slot
+    ``s``) and returns 10 logit ciphertexts; ``single`` takes one 8192-slot ciphertext per
+    image and returns its 10 logits in slots 0..9 (docs/serve-api.md)."""
+
+    kind: Literal["cryptonets"]
+    packing: Literal["batch", "single"]
+
+
 #: What ``submit`` computes: one of the task dicts (``exp()``, ``polynomial(...)``,
-#: ``graph(...)`` build them).
-Task: TypeAlias = ExpTask | PolynomialTask | GraphTask
+#: ``graph(...)``, ``matmul(...)``, ``cryptonets(...)`` build them).
+Task: TypeAlias = ExpTask | PolynomialTask | GraphTask | MatmulTask | CryptonetsTask
 
 
 def exp(variant: Literal["horner", "bsgs", "paper-fig3"] | None = None) -> ExpTask:
@@ -316,6 +340,22 @@ def graph(graph_id: str | ObjectInfo) -> GraphTask:
     """The ``graph`` task: the tenant's uploaded task graph (``Client.upload_graph``) run on
     the job's inputs, in the order the graph declares them."""
     return {"kind": "graph", "graph_id": _object_id(graph_id)}
+
+
+def matmul(matrix: Iterable[Iterable[float]]) -> MatmulTask:
+    """The ``matmul`` task: the plaintext square ``matrix`` (rows of ``d`` numbers) times each
+    input ciphertext, an encrypted ``d``-vector zero-padded to ``D`` slots (``D`` = ``d``
+    rounded up to a power of two)."""
+    return {"kind": "matmul", "matrix": [[float(x) for x in row] for row in matrix]}
+
+
+def cryptonets(packing: Literal["batch", "single"]) -> CryptonetsTask:
+    """The ``cryptonets`` task: MNIST inference with the server's built-in network, with
+    ``"batch"`` (784 pixel inputs, one image per slot) or ``"single"`` (one 8192-slot input)
+    packing."""
+    if packing not in ("batch", "single"):
+        raise ValueError(f"packing {packing!r}: use 'batch' or 'single'")
+    return {"kind": "cryptonets", "packing": packing}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,7 +20,17 @@ import numpy as np
 import pytest
 
 import heloom
-from heloom.client import ApiError, AsyncClient, Client, ClientError, Job, exp, polynomial
+from heloom.client import (
+    ApiError,
+    AsyncClient,
+    Client,
+    ClientError,
+    Job,
+    cryptonets,
+    exp,
+    matmul,
+    polynomial,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = Path(os.environ.get("HELOOM_BIN", ROOT / "target" / "release" / "heloom"))
@@ -249,6 +259,26 @@ def test_errors(server: Server, keys: Keys) -> None:
         Client(f"http://127.0.0.1:{port}", "hlm_x", timeout=5).objects()
     assert not isinstance(unreachable.value, ApiError)
     assert "heloom serve" in str(unreachable.value)
+
+
+def test_app_tasks(server: Server, keys: Keys, x: np.ndarray) -> None:
+    """The matmul and cryptonets builders, and the server's checks of their inputs (the jobs
+    themselves run in crates/heloom-serve/tests/apps.rs)."""
+    assert matmul([[1, 2], [3, 4]]) == {"kind": "matmul", "matrix": [[1.0, 2.0], [3.0, 4.0]]}
+    assert cryptonets("single") == {"kind": "cryptonets", "packing": "single"}
+    with pytest.raises(ValueError, match="batch"):
+        cryptonets("triple")  # type: ignore[arg-type]
+    c = server.alice
+    key = c.upload_keys(keys.ctx, keys.keys.evaluation_keys)
+    ct = c.upload_ciphertext(keys.encrypt(x))
+    with pytest.raises(ApiError) as e:
+        c.submit(key, [ct], cryptonets("batch"))
+    assert e.value.status == 400
+    assert "784" in e.value.message
+    with pytest.raises(ApiError) as e:
+        c.submit(key, [ct], matmul([[1.0, 0.0], [0.0, 1.0]]))
+    assert e.value.status == 400
+    assert "exactly 2 slots" in e.value.message
 
 
 def test_async_client(server: Server, keys: Keys, x: np.ndarray) -> None:

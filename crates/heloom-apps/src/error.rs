@@ -25,6 +25,9 @@ pub enum AppError {
     /// parameters or keys (the genome search's client and server).
     #[error("protocol: {0}")]
     Protocol(String),
+    /// A task graph could not be recorded (levels, scales, sizes).
+    #[error(transparent)]
+    Graph(#[from] heloom_runtime::graph::GraphError),
     /// An I/O error.
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),

@@ -1,10 +1,11 @@
 //! heloom's applications: encrypted inference (CryptoNets on MNIST) and encrypted matrix
 //! products, and private genome search (longest match against a PBWT), built on the CKKS
-//! evaluator.
+//! evaluator; [`graphs`] records them as heloom-runtime task graphs (the jobs of `heloom serve`).
 
 pub mod cryptonets;
 pub mod error;
 pub mod genome;
+pub mod graphs;
 pub mod matmul;
 pub mod mnist;
 

@@ -31,5 +31,6 @@ pub mod profile;
 pub mod progress;
 pub mod report;
 pub mod schedule;
+pub mod serve_overhead;
 pub mod target;
 pub mod timing;

@@ -673,7 +673,7 @@ fn authority(url: &str) -> Result<String> {
 }
 
 /// `GET path` over HTTP/1.0 (so the body is never chunked): status and body.
-fn http_get(url: &str, path: &str, timeout: Duration) -> Result<(u16, String)> {
+pub(crate) fn http_get(url: &str, path: &str, timeout: Duration) -> Result<(u16, String)> {
     use std::net::ToSocketAddrs;
     let auth = authority(url)?;
     let addr = auth
@@ -700,7 +700,7 @@ fn http_get(url: &str, path: &str, timeout: Duration) -> Result<(u16, String)> {
 // The spawned server.
 
 /// A `heloom serve` process of this run.
-struct Spawned {
+pub(crate) struct Spawned {
     exe: PathBuf,
     data: PathBuf,
     threads: Option<usize>,
@@ -712,7 +712,7 @@ struct Spawned {
 
 impl Spawned {
     /// Starts `exe serve` on `data` at `port` (0: any free one) and waits until it listens.
-    fn start(
+    pub(crate) fn start(
         exe: &Path,
         data: &Path,
         threads: Option<usize>,
@@ -732,7 +732,7 @@ impl Spawned {
         })
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
@@ -762,12 +762,12 @@ impl Spawned {
         Err(last.unwrap_or_else(|| anyhow!("restarting the server failed")))
     }
 
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 
-    fn last_log(&self) -> String {
+    pub(crate) fn last_log(&self) -> String {
         let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
         log.iter().cloned().collect::<Vec<_>>().join("\n")
     }
@@ -848,7 +848,7 @@ fn push_log(log: &Mutex<VecDeque<String>>, line: &str) {
 }
 
 /// Waits until `/readyz` answers 200 (at most `limit`).
-fn wait_ready(url: &str, limit: Duration) -> Result<()> {
+pub(crate) fn wait_ready(url: &str, limit: Duration) -> Result<()> {
     let t = Instant::now();
     loop {
         if let Ok((200, _)) = http_get(url, "/readyz", Duration::from_secs(1)) {
@@ -1358,7 +1358,7 @@ fn run_id() -> String {
     format!("{ms:x}{:x}", std::process::id())
 }
 
-fn unix_ms() -> i64 {
+pub(crate) fn unix_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)

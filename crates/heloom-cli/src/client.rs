@@ -49,7 +49,9 @@ enum ClientCommand {
         /// Input ciphertext object ids, in order.
         #[arg(long = "input")]
         inputs: Vec<String>,
-        /// What to compute: `exp`, `exp:VARIANT`, `polynomial:C0,C1,...` or `graph:ID`.
+        /// What to compute: `exp`, `exp:VARIANT`, `polynomial:C0,C1,...`, `graph:ID`,
+        /// `matmul:FILE` (a JSON array of the square matrix's rows) or `cryptonets:batch` /
+        /// `cryptonets:single`.
         #[arg(long)]
         task: String,
         /// Higher runs first among this tenant's jobs.
@@ -110,7 +112,25 @@ fn parse_task(s: &str) -> Result<Task> {
         "graph" if !arg.is_empty() => Task::Graph {
             graph_id: arg.to_string(),
         },
-        _ => bail!("--task {s:?}: use exp, exp:VARIANT, polynomial:C0,C1,... or graph:ID"),
+        "matmul" if !arg.is_empty() => {
+            let text = std::fs::read_to_string(arg).with_context(|| format!("--task {s}"))?;
+            Task::Matmul {
+                matrix: serde_json::from_str(&text).with_context(|| {
+                    format!(
+                        "--task {s}: {arg} must hold a JSON array of rows, e.g. [[1, 2], [3, 4]]"
+                    )
+                })?,
+            }
+        }
+        "cryptonets" => Task::Cryptonets {
+            packing: arg.parse().with_context(|| {
+                format!("--task {s}: use cryptonets:batch or cryptonets:single")
+            })?,
+        },
+        _ => bail!(
+            "--task {s:?}: use exp, exp:VARIANT, polynomial:C0,C1,..., graph:ID, matmul:FILE, \
+             cryptonets:batch or cryptonets:single"
+        ),
     })
 }
 
@@ -188,4 +208,32 @@ pub fn run(args: &ClientArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tasks_parse() {
+        let dir = std::env::temp_dir().join(format!("heloom-cli-matmul-{}", std::process::id()));
+        std::fs::write(&dir, "[[1, 2], [3, 4.5]]").expect("write");
+        let path = dir.to_string_lossy();
+        assert_eq!(
+            parse_task(&format!("matmul:{path}")).expect("matmul"),
+            Task::Matmul {
+                matrix: vec![vec![1.0, 2.0], vec![3.0, 4.5]]
+            }
+        );
+        std::fs::remove_file(&dir).ok();
+        assert!(parse_task("matmul:/nonexistent/heloom.json").is_err());
+        assert_eq!(
+            parse_task("cryptonets:single").expect("single"),
+            Task::Cryptonets {
+                packing: heloom_apps::cryptonets::evaluate::Packing::Single
+            }
+        );
+        assert!(parse_task("cryptonets:triple").is_err());
+        assert!(parse_task("nothing").is_err());
+    }
 }

@@ -30,9 +30,14 @@ struct RunArgs {
     /// Threads for HE tasks (default: every core).
     #[arg(long)]
     threads: Option<usize>,
-    /// Jobs run at once (default: threads / 2 + 1).
+    /// Jobs run at once (default: threads / 2 + 1), plus one express slot for a tenant with
+    /// nothing running.
     #[arg(long, default_value_t = 0)]
     max_in_flight: usize,
+    /// Most threads one tenant's tasks hold at once, a per-tenant thread quota (default: no
+    /// cap; the tenants still share the threads fairly).
+    #[arg(long)]
+    max_tenant_threads: Option<usize>,
     /// Memory budget for loaded keys, e.g. 512M or 4G (default: no budget); keys beyond it
     /// are dropped from memory and loaded again from the data directory when next used.
     #[arg(long, value_parser = parse_size)]
@@ -62,6 +67,15 @@ struct RunArgs {
     /// The certificate's private key (PEM); needs --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Run jobs on a Ray cluster at this address (HOST:PORT, or `auto`): a heloom node server
+    /// on every Ray node, jobs placed by the cost model; this server stays the API, the job
+    /// records and the results (needs `pip install heloom[ray]`).
+    #[arg(long, value_name = "ADDRESS")]
+    ray: Option<String>,
+    /// The Python with `heloom[ray]` that runs the Ray bridge (default: $HELOOM_PYTHON, else
+    /// python3 from the PATH).
+    #[arg(long, value_name = "PATH", requires = "ray")]
+    ray_python: Option<PathBuf>,
 }
 
 /// `512M`, `4G`, `1.5G`, `1000000` (bytes).
@@ -201,6 +215,10 @@ fn serve(a: &RunArgs) -> Result<()> {
         config.threads = t;
     }
     config.max_in_flight = a.max_in_flight;
+    if let Some(t) = a.max_tenant_threads {
+        anyhow::ensure!(t > 0, "--max-tenant-threads must be at least 1");
+        config.tenant_threads = Some(t);
+    }
     config.memory_budget = a.memory_budget;
     config.allow_insecure = a.allow_insecure;
     config.allow_remote = a.allow_remote;
@@ -210,17 +228,36 @@ fn serve(a: &RunArgs) -> Result<()> {
             key: key.clone(),
         });
     }
+    if let Some(address) = &a.ray {
+        let exe = std::env::current_exe().context("finding the heloom binary for the Ray nodes")?;
+        let mut ray = heloom_serve::RayConfig::new(address, exe);
+        if let Some(py) = &a.ray_python {
+            ray.python = py.clone();
+        }
+        eprintln!(
+            "heloom serve: starting heloom node servers on the Ray cluster at {address} ({} -m \
+             heloom.ray_nodes)",
+            ray.python.display()
+        );
+        config.ray = Some(ray);
+    }
     config.limits.max_upload_bytes = a.max_upload;
     config.limits.max_queued_jobs = a.max_queued;
     config.limits.max_stored_bytes = a.max_stored;
     let threads = config.threads;
+    let on_ray = config.ray.is_some();
     let server = Server::start(config).context("starting heloom serve")?;
     eprintln!(
-        "heloom serve: listening on {}://{} (HTTP/1.1 and HTTP/2), data {}, {threads} threads, \
+        "heloom serve: listening on {}://{} (HTTP/1.1 and HTTP/2), data {}, {}, \
          cost profile {name}{}",
         if server.is_tls() { "https" } else { "http" },
         server.addr(),
         dir.display(),
+        if on_ray {
+            "jobs on the Ray nodes".to_string()
+        } else {
+            format!("{threads} threads")
+        },
         if a.allow_insecure {
             ", INSECURE parameters allowed"
         } else {

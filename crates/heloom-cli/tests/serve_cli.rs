@@ -187,3 +187,21 @@ fn serve_and_client_processes() {
     server.wait().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--ray` with a Python that cannot run the bridge fails at once and says what to install.
+#[test]
+fn ray_without_its_python_says_what_to_install() {
+    let dir = out_dir("serve-cli-ray");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = heloom()
+        .args(["serve", "--data", dir.to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0", "--ray", "127.0.0.1:1"])
+        .args(["--ray-python", "/nonexistent/heloom-test/python3"])
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("pip install heloom[ray]"), "{err}");
+    assert!(err.contains("--ray-python"), "{err}");
+}

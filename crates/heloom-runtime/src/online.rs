@@ -14,8 +14,11 @@
 //! - a task's error or panic fails its job only; `done` and `progress` (user code) run on the
 //!   scheduler thread with no lock held, and a panic in them is caught too.
 //!
-//! Job ids increase with submission and the scheduler runs earlier jobs first, so a caller that
-//! wants another order (fair queueing between tenants) controls it by when it submits.
+//! Job ids increase with submission and the scheduler runs earlier jobs first. Jobs naming a
+//! flow ([`OnlineJob::flow`], a service's tenant) share the threads fairly between flows
+//! instead, task by task (start-time fair queueing, see [`crate::scheduler`]): a tenant that
+//! floods the executor delays another tenant's job by at most the tasks already running, not
+//! by its whole backlog.
 
 use crate::cost::CostModel;
 use crate::graph::{GraphError, NodeId, TaskGraph};
@@ -41,6 +44,9 @@ pub struct OnlineConfig {
     pub policy: String,
     /// Cost model behind the policy and the task priorities.
     pub model: Arc<dyn CostModel>,
+    /// Most threads the tasks of one flow ([`OnlineJob::flow`]) hold at once: a per-tenant
+    /// thread quota (`None`: no cap; jobs without a flow are never capped).
+    pub flow_threads: Option<usize>,
 }
 
 impl OnlineConfig {
@@ -50,6 +56,7 @@ impl OnlineConfig {
             capacity,
             policy: "heloom".to_string(),
             model,
+            flow_threads: None,
         }
     }
 }
@@ -84,6 +91,9 @@ pub struct OnlineJob<W: Word> {
     /// Called with (tasks done, tasks total) on the scheduler thread after each task; keep it
     /// short, it delays scheduling.
     pub progress: Option<ProgressFn>,
+    /// Fair-queueing flow (a tenant): flows share the threads fairly, task by task; jobs
+    /// without one share one flow, in submission order.
+    pub flow: Option<String>,
     /// Called exactly once, on the scheduler thread: the outputs in `graph.outputs()` order,
     /// or the job's error ([`GraphError::Cancelled`] or [`GraphError::ShutDown`] when it was
     /// stopped). Not called when `submit` refuses the job.
@@ -103,6 +113,7 @@ impl<W: Word> OnlineJob<W> {
             evaluator,
             inputs,
             progress: None,
+            flow: None,
             done: Box::new(done),
         }
     }
@@ -110,6 +121,12 @@ impl<W: Word> OnlineJob<W> {
     /// The same job with a progress callback.
     pub fn with_progress(mut self, progress: impl Fn(usize, usize) + Send + 'static) -> Self {
         self.progress = Some(Box::new(progress));
+        self
+    }
+
+    /// The same job in fair-queueing flow `flow` (e.g. its tenant).
+    pub fn in_flow(mut self, flow: impl Into<String>) -> Self {
+        self.flow = Some(flow.into());
         self
     }
 }
@@ -211,7 +228,8 @@ impl<W: Word> OnlineExecutor<W> {
                     POLICY_NAMES.join(", ")
                 ))
             })?;
-        let sched = Scheduler::new(policy, config.model.as_ref(), Vec::new(), capacity);
+        let mut sched = Scheduler::new(policy, config.model.as_ref(), Vec::new(), capacity);
+        sched.set_flow_thread_cap(config.flow_threads);
         let (tx, rx) = mpsc::channel::<Msg<W>>();
         let mut lanes = Vec::with_capacity(capacity);
         let mut handles = Vec::with_capacity(capacity);
@@ -255,6 +273,8 @@ impl<W: Word> OnlineExecutor<W> {
             free: (0..capacity).rev().collect(),
             jobs: HashMap::new(),
             ids: HashMap::new(),
+            flows: HashMap::new(),
+            next_flow: crate::scheduler::DEFAULT_FLOW + 1,
             next_job: 0,
             t0: Instant::now(),
             stopping: false,
@@ -448,6 +468,8 @@ struct JobRun<W: Word> {
     uses_left: Vec<usize>,
     progress: Option<ProgressFn>,
     done: DoneFn<W>,
+    /// Its named flow, once counted in `Core::flows`.
+    flow: Option<String>,
     tasks_done: usize,
     /// Tasks on lanes.
     running: usize,
@@ -474,6 +496,9 @@ struct Core<W: Word> {
     jobs: HashMap<usize, JobRun<W>>,
     /// Job id to scheduler job index.
     ids: HashMap<u64, usize>,
+    /// Scheduler flow ids of the named flows with live jobs, with their job counts.
+    flows: HashMap<String, (u64, usize)>,
+    next_flow: u64,
     next_job: usize,
     t0: Instant,
     stopping: bool,
@@ -546,6 +571,7 @@ impl<W: Word> Core<W> {
             evaluator,
             inputs,
             progress,
+            flow,
             done,
         } = job;
         let j = self.next_job;
@@ -570,6 +596,7 @@ impl<W: Word> Core<W> {
             uses_left,
             progress,
             done,
+            flow: None,
             tasks_done: 0,
             running: 0,
             stop: None,
@@ -588,7 +615,23 @@ impl<W: Word> Core<W> {
         }
         let v = self.sched.add_variant(graph, self.model.as_ref());
         let now = self.now_ms();
-        if !self.sched.release_variant(j, v, now) {
+        let flow = match flow {
+            None => crate::scheduler::DEFAULT_FLOW,
+            Some(name) => {
+                let next = &mut self.next_flow;
+                let entry = self.flows.entry(name.clone()).or_insert_with(|| {
+                    *next += 1;
+                    (*next - 1, 0)
+                });
+                entry.1 += 1;
+                let id = entry.0;
+                if let Some(run) = self.jobs.get_mut(&j) {
+                    run.flow = Some(name);
+                }
+                id
+            }
+        };
+        if !self.sched.release_variant_in(j, v, flow, now) {
             let e = GraphError::Internal("the scheduler lost a variant it had just added".into());
             self.finish(j, Err(e));
         }
@@ -690,6 +733,14 @@ impl<W: Word> Core<W> {
             return;
         };
         self.ids.remove(&run.id);
+        if let Some(name) = &run.flow {
+            if let Some(entry) = self.flows.get_mut(name) {
+                entry.1 = entry.1.saturating_sub(1);
+                if entry.1 == 0 {
+                    self.flows.remove(name);
+                }
+            }
+        }
         let busy = self.sched.busy();
         let running = self.lanes.len().saturating_sub(self.free.len());
         let mut reg = lock(&self.shared);

@@ -559,6 +559,7 @@ fn ten_thousand_jobs_on_distinct_graphs_leave_the_scheduler_empty() {
             added_variants: 0,
             variant_slots: s.footprint().variant_slots,
             cached_graphs: 0,
+            flows: 0,
         }
     );
     assert!(peak_slots <= 8, "slots are reused: {peak_slots}");
@@ -595,4 +596,150 @@ fn abort_drops_ready_tasks_and_running_ones_give_their_threads_back() {
     // An unknown variant releases nothing.
     assert!(!s.release_variant(2, 17, 0.0));
     assert_eq!(s.jobs_in_system(), 0);
+}
+
+/// Runs one task at a time (capacity 1) to the end; returns each job's finishing position
+/// (in tasks run).
+fn finish_order(s: &mut Scheduler) -> std::collections::HashMap<usize, usize> {
+    let mut at = std::collections::HashMap::new();
+    let mut step = 0;
+    loop {
+        let ds = s.dispatch(0.0);
+        if ds.is_empty() {
+            break;
+        }
+        for d in ds {
+            step += 1;
+            if s.complete(d.job, d.task, d.threads) {
+                at.insert(d.job, step);
+            }
+        }
+    }
+    at
+}
+
+#[test]
+fn flows_share_the_threads_task_by_task() {
+    // Flow 1 floods: 20 jobs of 2 tasks, released before flow 2's one job.
+    let g = Arc::new(one_product_graph());
+    let (mut s, toy) = scheduler(1);
+    for job in 0..20 {
+        let v = s.add_variant(Arc::clone(&g), &toy);
+        assert!(s.release_variant_in(job, v, 1, 0.0));
+    }
+    let v = s.add_variant(Arc::clone(&g), &toy);
+    assert!(s.release_variant_in(100, v, 2, 0.0));
+    assert_eq!(s.footprint().flows, 2);
+    let at = finish_order(&mut s);
+    // Task by task, flows alternate: flow 2's two tasks run 2nd/4th at the latest (the first
+    // flooding task had the earlier tag), so its job ends by task 4 of 42.
+    assert!(at[&100] <= 4, "flow 2's job ended at task {}", at[&100]);
+    // Within flow 1 the list order holds: its jobs end in release order.
+    let mut ends: Vec<usize> = (0..20).map(|j| at[&j]).collect();
+    let sorted = {
+        let mut e = ends.clone();
+        e.sort_unstable();
+        e
+    };
+    assert_eq!(ends, sorted);
+    ends.dedup();
+    assert_eq!(ends.len(), 20);
+    assert_eq!(at.len(), 21);
+    assert_eq!(
+        s.footprint().flows,
+        0,
+        "finished flows leave nothing behind"
+    );
+
+    // In one flow (the default), the same late job waits for the whole backlog.
+    let (mut s, toy) = scheduler(1);
+    for job in 0..20 {
+        let v = s.add_variant(Arc::clone(&g), &toy);
+        assert!(s.release_variant(job, v, 0.0));
+    }
+    let v = s.add_variant(Arc::clone(&g), &toy);
+    assert!(s.release_variant(100, v, 0.0));
+    let at = finish_order(&mut s);
+    assert_eq!(at[&100], 42);
+}
+
+#[test]
+fn an_idle_flow_banks_no_credit() {
+    // Flow 2 ran alone for a while, then flow 1 joins: flow 1 is not starved while flow 2's
+    // earlier service is "paid back", and flow 2 is not pushed behind flow 1's whole backlog.
+    let g = Arc::new(one_product_graph());
+    let (mut s, toy) = scheduler(1);
+    for job in 0..10 {
+        let v = s.add_variant(Arc::clone(&g), &toy);
+        assert!(s.release_variant_in(job, v, 2, 0.0));
+    }
+    let _ = finish_order(&mut s);
+    for job in 10..20 {
+        let v = s.add_variant(Arc::clone(&g), &toy);
+        assert!(s.release_variant_in(job, v, 1, 0.0));
+    }
+    let v = s.add_variant(Arc::clone(&g), &toy);
+    assert!(s.release_variant_in(100, v, 2, 0.0));
+    let at = finish_order(&mut s);
+    assert!(
+        at[&100] <= 4,
+        "flow 2's late job ended at task {}",
+        at[&100]
+    );
+    assert!(at[&10] <= 4, "flow 1's first job ended at task {}", at[&10]);
+}
+
+#[test]
+fn aborting_a_flows_job_drops_its_ready_tasks() {
+    let g = Arc::new(one_product_graph());
+    let (mut s, toy) = scheduler(1);
+    for job in 0..3 {
+        let v = s.add_variant(Arc::clone(&g), &toy);
+        assert!(s.release_variant_in(job, v, 7, 0.0));
+    }
+    assert!(s.abort(1));
+    assert_eq!(s.footprint().ready, 2);
+    let at = finish_order(&mut s);
+    assert_eq!(at.len(), 2);
+    assert!(!at.contains_key(&1));
+    let f = s.footprint();
+    assert_eq!((f.jobs, f.ready, f.added_variants, f.flows), (0, 0, 0, 0));
+}
+
+#[test]
+fn a_flow_thread_cap_passes_a_capped_flow_over() {
+    // Capacity 3, flows capped at 1 thread each: flow 1 floods, yet holds 1 thread at most,
+    // and flow 2's task starts beside it at once.
+    let g = Arc::new(one_product_graph());
+    let (mut s, toy) = scheduler(3);
+    s.set_flow_thread_cap(Some(1));
+    for job in 0..5 {
+        let v = s.add_variant(Arc::clone(&g), &toy);
+        assert!(s.release_variant_in(job, v, 1, 0.0));
+    }
+    let v = s.add_variant(Arc::clone(&g), &toy);
+    assert!(s.release_variant_in(10, v, 2, 0.0));
+    let ds = s.dispatch(0.0);
+    let jobs: Vec<usize> = ds.iter().map(|d| d.job).collect();
+    assert_eq!(
+        jobs,
+        vec![0, 10],
+        "one task per flow, the third thread idle"
+    );
+    assert_eq!(s.busy(), 2);
+    // Flow 1's task ends: its next one starts; flow 2 still holds its thread.
+    assert!(!s.complete(0, 0, 1));
+    let ds = s.dispatch(0.0);
+    assert_eq!(ds.len(), 1);
+    assert_eq!(ds[0].job, 0);
+    // Without the cap, the idle thread goes to flow 1.
+    s.set_flow_thread_cap(None);
+    let ds = s.dispatch(0.0);
+    assert_eq!(ds.len(), 1);
+    assert_eq!(ds[0].job, 1);
+    let mut finished = 0;
+    for d in ds {
+        s.complete(d.job, d.task, d.threads);
+    }
+    drive(&mut s, &mut finished);
 }

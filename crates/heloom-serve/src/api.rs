@@ -245,6 +245,15 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(axum::extract::State(app): axum::extract::State<AppState>) -> Response {
+    if let Err(why) = app.worker.ready() {
+        // With --ray: the bridge stopped, or no node server is up (jobs stay queued).
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!("not ready: {why}"),
+        )
+        .into_response();
+    }
     let state = Arc::clone(&app.state);
     match blocking(move || state.queue_depths()).await {
         Ok(_) => "ready\n".into_response(),
@@ -522,7 +531,7 @@ pub struct JobView {
     pub id: i64,
     /// `accepted`, `running`, `done`, `failed` or `cancelled`.
     pub state: String,
-    /// `exp`, `polynomial` or `graph`.
+    /// `exp`, `polynomial`, `graph`, `matmul` or `cryptonets`.
     pub kind: String,
     /// The client's idempotency key.
     pub idempotency_key: String,
@@ -585,6 +594,7 @@ async fn submit(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
+    let received = std::time::Instant::now();
     let tenant = tenant(&app, &headers).await?;
     app.metrics.bytes(body.len() as u64, 0);
     let DecodedSubmit {
@@ -608,12 +618,7 @@ async fn submit(
     let worker = Arc::clone(&app.worker);
     let outcome = blocking(move || {
         check_references(&state, &t, &spec)?;
-        let depths = state.queue_depths()?;
-        let queued = depths
-            .iter()
-            .find(|(name, _, _)| *name == t)
-            .map_or(0, |(_, q, _)| *q);
-        let all_queued: u64 = depths.iter().map(|(_, q, _)| q).sum();
+        let queued = state.queued_jobs(Some(&t))?;
         let job = NewJob {
             idempotency_key: &idempotency_key,
             kind: spec.task.kind(),
@@ -629,14 +634,13 @@ async fn submit(
         }
         // Admission control: a job that would end after its deadline is refused now, with
         // the predicted wait as the retry hint, instead of queueing work nobody can use.
-        if let (false, Some(d), Some(eta)) = (
-            retry,
-            deadline_unix,
-            worker.predicted_completion_s(all_queued),
-        ) {
-            let left = (d - crate::unix_now()) as f64;
-            if eta > left {
-                return Ok(Err(Refusal::Deadline { eta, left }));
+        if let (false, Some(d)) = (retry, deadline_unix) {
+            // Every tenant's queue drains ahead of it: counted only when a deadline asks.
+            if let Some(eta) = worker.predicted_completion_s(state.queued_jobs(None)?) {
+                let left = (d - crate::unix_now()) as f64;
+                if eta > left {
+                    return Ok(Err(Refusal::Deadline { eta, left }));
+                }
             }
         }
         state.submit_job(&t, &job).map(Ok)
@@ -674,7 +678,7 @@ async fn submit(
     };
     if new {
         app.metrics.submitted(&tenant);
-        app.worker.notify();
+        app.worker.accepted(rec.id, received);
     }
     let status = if new {
         StatusCode::ACCEPTED
@@ -720,6 +724,9 @@ pub fn decode_submit(body: &[u8]) -> Result<DecodedSubmit, ServeError> {
                 "polynomial coefficients: give 1 to 65 finite numbers, lowest degree first".into(),
             ));
         }
+        Task::Matmul { matrix } => {
+            crate::apps::matmul_matrix(matrix)?;
+        }
         _ => {}
     }
     if req.inputs.len() > 4096 {
@@ -759,6 +766,7 @@ fn check_references(state: &State, tenant: &str, spec: &JobSpec) -> Result<(), S
         .object(tenant, &spec.key_id)?
         .filter(|o| o.kind == ObjectKind::Keys)
         .ok_or_else(|| bad(format!("key_id {:?} names no stored key set", spec.key_id)))?;
+    let mut facts = Vec::with_capacity(spec.inputs.len());
     for id in &spec.inputs {
         let o = state
             .object(tenant, id)?
@@ -771,7 +779,14 @@ fn check_references(state: &State, tenant: &str, spec: &JobSpec) -> Result<(), S
                 o.parameters, keys.id, keys.parameters
             )));
         }
+        facts.push(crate::apps::InputFacts::from_info(&o.info));
     }
+    // Built-in applications: input count, levels, slots and keys, before the job is queued.
+    crate::apps::check(
+        &spec.task,
+        &crate::apps::KeyFacts::from_info(&keys.info),
+        &facts,
+    )?;
     if let Task::Graph { graph_id } = &spec.task {
         state
             .object(tenant, graph_id)?
@@ -842,24 +857,21 @@ async fn wait_job(
             .unwrap_or(30.0)
             .min(app.limits.max_wait.as_secs_f64()),
     );
-    // Subscribe before reading the state, so an end between the two is not missed.
-    let mut ended = app.worker.ended.subscribe();
+    // Registered before reading the state, so an end between the two is not missed.
+    let watch = app.worker.ended.watch(id);
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
+        let ended = watch.notify.notified();
+        tokio::pin!(ended);
+        ended.as_mut().enable();
         let rec = find_job(&app, &tenant, id).await?;
         if rec.state.is_final() {
             return Ok(Json(view(&app, rec)));
         }
-        // Wake on this job's end, or at least once a second (a missed event, a cancel).
-        let tick = (tokio::time::Instant::now() + Duration::from_secs(1)).min(deadline);
-        loop {
-            match tokio::time::timeout_at(tick, ended.recv()).await {
-                Ok(Ok(j)) if j == id => break,
-                Ok(Ok(_)) => continue,
-                Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => break,
-                Ok(Err(_)) | Err(_) => break,
-            }
-        }
+        // Woken by this job's end (or cancel); the state is read again every 15 s regardless,
+        // a safety net that costs thousands of long-polling clients little.
+        let tick = (tokio::time::Instant::now() + Duration::from_secs(15)).min(deadline);
+        let _ = tokio::time::timeout_at(tick, ended).await;
         if tokio::time::Instant::now() >= deadline {
             let rec = find_job(&app, &tenant, id).await?;
             return Ok(Json(view(&app, rec)));
@@ -878,7 +890,7 @@ async fn cancel_job(
     let cancelled = blocking(move || state.cancel_job(&t, id)).await?;
     if cancelled {
         app.worker.cancel(id);
-        let _ = app.worker.ended.send(id);
+        app.worker.ended.notify(id);
     }
     let rec = find_job(&app, &tenant, id).await?;
     Ok(Json(view(&app, rec)))

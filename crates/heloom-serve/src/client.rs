@@ -116,16 +116,22 @@ impl Client {
     /// A client of the server at `url` (`http://127.0.0.1:8787`, or `https://...`, checked
     /// against the public web roots) with `token`.
     pub fn new(url: &str, token: &str) -> Result<Self> {
-        Self::build(url, token, None)
+        Self::build(url, token, None, None)
+    }
+
+    /// [`Client::new`] with a limit on each request, from connecting to the end of its
+    /// answer (a server that stops answering fails the request instead of holding it).
+    pub fn with_timeout(url: &str, token: &str, timeout: Duration) -> Result<Self> {
+        Self::build(url, token, None, Some(timeout))
     }
 
     /// A client of an HTTPS server whose certificate chains to the CA certificate(s) in the
     /// PEM bytes `ca` (a private CA, or a self-signed server certificate).
     pub fn with_ca(url: &str, token: &str, ca: &[u8]) -> Result<Self> {
-        Self::build(url, token, Some(ca))
+        Self::build(url, token, Some(ca), None)
     }
 
-    fn build(url: &str, token: &str, ca: Option<&[u8]>) -> Result<Self> {
+    fn build(url: &str, token: &str, ca: Option<&[u8]>, timeout: Option<Duration>) -> Result<Self> {
         use rustls::pki_types::pem::PemObject;
         use rustls::pki_types::CertificateDer;
         let fail = |m: String| ClientError::Transport {
@@ -155,7 +161,7 @@ impl Client {
             .with_no_client_auth();
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let http = reqwest::blocking::Client::builder()
-            .timeout(None)
+            .timeout(timeout)
             .connect_timeout(Duration::from_secs(10))
             .use_preconfigured_tls(tls)
             .build()
@@ -215,6 +221,12 @@ impl Client {
 
     fn json<T: serde::de::DeserializeOwned>(&self, r: reqwest::blocking::Response) -> Result<T> {
         r.json().map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    /// The server's API name and version (`GET /v1`, no token needed).
+    pub fn version(&self) -> Result<serde_json::Value> {
+        let r = self.send(self.http.get(self.url("/v1")))?;
+        self.json(r)
     }
 
     /// Uploads one object's bytes (keys, a ciphertext, a task graph).

@@ -8,7 +8,11 @@
 //!   survives `kill -9` and power loss), and the tenants' objects (key sets, ciphertexts,
 //!   graphs, results: [`objects`]) as files beside it. Loaded key sets are held in a
 //!   `heloom-store` under the server's memory budget.
-//! - [`client`]: a blocking Rust client; [`metrics`]: Prometheus metrics.
+//! - [`client`]: a blocking Rust client; [`metrics`]: Prometheus metrics; [`apps`]: the
+//!   built-in applications (matrix products, CryptoNets) as jobs, and what clients need for them.
+//! - [`RayConfig`] (`heloom serve --ray ADDRESS`): the same server as the front, with jobs run
+//!   by heloom node servers on every node of a Ray cluster, placed by the cost model
+//!   ([`place`]).
 //!
 //! Tokens: 256 random bits from the operating system's CSPRNG, shown once as `hlm_` + 64 hex
 //! digits, stored only as their SHA-256 (a leaked database yields no usable token), compared
@@ -31,16 +35,20 @@
 //! ```
 
 pub mod api;
+pub mod apps;
 pub mod client;
 mod jobs;
 pub mod metrics;
 pub mod objects;
+mod remote;
 pub mod server;
+mod waiters;
 pub mod worker;
 
 pub use client::{Client, ClientError};
 pub use jobs::{JobRecord, JobState, NewJob};
 pub use objects::{ObjectInfo, ObjectKind};
+pub use remote::{place, NodeLoad, RayConfig, RayError};
 pub use server::{Server, ServerConfig, TlsFiles};
 
 use rand::RngCore;
@@ -117,13 +125,16 @@ pub enum ServeError {
     /// The operating system's random source failed.
     #[error("no randomness from the operating system: {0}")]
     Random(String),
+    /// The Ray backend (`heloom serve --ray`) could not start.
+    #[error(transparent)]
+    Ray(#[from] RayError),
 }
 
 /// Result with [`ServeError`].
 pub type Result<T> = std::result::Result<T, ServeError>;
 
 /// Schema version this build writes (SQLite `user_version`).
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 /// Schema migrations: step `i` brings the database from version `i` to `i + 1`.
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
@@ -176,6 +187,13 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
                      PRIMARY KEY (tenant, id)
                  );
                  PRAGMA user_version = 3;
+                 COMMIT;",
+    // Each tenant's queue in start order, so picking the next job and counting a tenant's
+    // queue stay logarithmic however long the queues grow.
+    "BEGIN;
+                 CREATE INDEX IF NOT EXISTS jobs_tenant_queue
+                     ON jobs (tenant, state, priority DESC, id);
+                 PRAGMA user_version = 4;
                  COMMIT;",
 ];
 
@@ -258,6 +276,21 @@ impl State {
             path: self.db_path.clone(),
             message: e.to_string(),
         }
+    }
+
+    /// [`Self::with_conn`] with commits that skip the fsync (`synchronous = NORMAL`: in WAL
+    /// mode they survive the process being killed, not a power cut), for changes a power cut
+    /// may undo safely.
+    pub(crate) fn with_conn_unsynced<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T> {
+        self.with_conn(|c| {
+            c.pragma_update(None, "synchronous", "NORMAL")?;
+            let out = f(c);
+            c.pragma_update(None, "synchronous", "FULL")?;
+            out
+        })
     }
 
     pub(crate) fn with_conn<T>(

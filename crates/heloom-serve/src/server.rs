@@ -23,6 +23,8 @@ pub struct ServerConfig {
     pub threads: usize,
     /// Jobs in the executor at once (0: threads / 2 + 1).
     pub max_in_flight: usize,
+    /// Most threads one tenant's tasks hold at once (`None`: no cap).
+    pub tenant_threads: Option<usize>,
     /// Memory budget of the key store, bytes (`None`: unlimited).
     pub memory_budget: Option<u64>,
     /// Accept parameters below 128-bit security (tests only).
@@ -36,6 +38,8 @@ pub struct ServerConfig {
     pub allow_remote: bool,
     /// Serve HTTPS with this certificate chain and private key (PEM files).
     pub tls: Option<TlsFiles>,
+    /// Run jobs on the node servers of a Ray cluster (`--ray`) instead of in this process.
+    pub ray: Option<crate::RayConfig>,
 }
 
 /// A certificate chain and its private key, PEM.
@@ -100,12 +104,14 @@ impl ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             max_in_flight: 0,
+            tenant_threads: None,
             memory_budget: None,
             allow_insecure: false,
             limits: Limits::default(),
             model,
             allow_remote: false,
             tls: None,
+            ray: None,
         }
     }
 }
@@ -161,8 +167,10 @@ impl Server {
                 model: Arc::clone(&config.model),
                 threads: config.threads,
                 max_in_flight: config.max_in_flight,
+                tenant_threads: config.tenant_threads,
                 memory_budget: config.memory_budget,
                 allow_insecure: config.allow_insecure,
+                ray: config.ray.clone(),
             },
         )?;
         let app = AppState {

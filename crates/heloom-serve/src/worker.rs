@@ -5,8 +5,11 @@
 //! - **Order.** [`State::start_next`] picks the next job fairly: among tenants with queued
 //!   jobs, the one with the fewest jobs running (then the oldest waiting job), and within a
 //!   tenant the highest priority, then the oldest. At most `max_in_flight` jobs are in the
-//!   executor at once, so a tenant flooding the queue holds at most its share of those slots;
-//!   inside the executor, tasks run in critical-path order.
+//!   executor at once, plus one express slot for a tenant with nothing running
+//!   ([`State::start_next_idle_tenant`]), so a light tenant beside a flooding one starts at
+//!   once. Inside the executor each tenant is a flow: tenants share the threads task by task
+//!   (start-time fair queueing, `heloom_runtime::scheduler`), and within a tenant tasks run
+//!   in job order, then critical-path order.
 //! - **Keys.** Each job's evaluation keys come from a `heloom_store::Store` under the
 //!   server's memory budget. A key set spills as the path of its stored object (the object
 //!   file is the durable copy), so evicting one costs nothing and a later job loads it again.
@@ -63,6 +66,23 @@ pub enum Task {
         /// The tenant's graph object.
         graph_id: String,
     },
+    /// A plaintext `d x d` matrix times each input ciphertext, an encrypted `d`-vector packed
+    /// in exactly `D` slots (`D` = `d` rounded up to a power of two;
+    /// [`crate::apps::pack_vector`]): output `k` is `M x_k` in its first `d` slots, one level
+    /// lower (generalized diagonals with baby-step giant-step; Galois keys for
+    /// [`crate::apps::required_rotations`]).
+    Matmul {
+        /// The matrix, row by row (1 to [`crate::apps::MAX_MATMUL_SIDE`] rows of as many
+        /// finite numbers).
+        matrix: Vec<Vec<f64>>,
+    },
+    /// CryptoNets inference on MNIST with heloom's trained network (the logits of each image).
+    Cryptonets {
+        /// `batch`: 784 inputs, one per pixel, image `s` in slot `s` (five levels, the
+        /// relinearization key); `single`: one input of 8192 slots per image (six levels,
+        /// Galois keys for [`crate::apps::required_rotations`]).
+        packing: heloom_apps::cryptonets::evaluate::Packing,
+    },
 }
 
 impl Task {
@@ -72,6 +92,8 @@ impl Task {
             Task::Exp { .. } => "exp",
             Task::Polynomial { .. } => "polynomial",
             Task::Graph { .. } => "graph",
+            Task::Matmul { .. } => "matmul",
+            Task::Cryptonets { .. } => "cryptonets",
         }
     }
 }
@@ -100,10 +122,14 @@ pub struct WorkerConfig {
     pub threads: usize,
     /// Jobs in the executor at once (default: threads / 2 + 1).
     pub max_in_flight: usize,
+    /// Most threads one tenant's tasks hold at once (`None`: no cap).
+    pub tenant_threads: Option<usize>,
     /// Memory budget of the key store, bytes (`None`: unlimited).
     pub memory_budget: Option<u64>,
     /// Accept parameters below 128-bit security (tests only).
     pub allow_insecure: bool,
+    /// Run jobs on the node servers of a Ray cluster instead of in this process.
+    pub ray: Option<crate::remote::RayConfig>,
 }
 
 /// Progress of the jobs in flight.
@@ -122,6 +148,9 @@ pub(crate) struct Shared {
     live: Mutex<Live>,
     in_flight: AtomicUsize,
     max_in_flight: usize,
+    /// Jobs the executor has finished whose slot was released before the finisher stored
+    /// their result (`release_slot`); `forget` does not release those again.
+    released: Mutex<std::collections::HashSet<i64>>,
     wake: (Mutex<bool>, Condvar),
     stop: AtomicBool,
     metrics: Arc<Metrics>,
@@ -133,8 +162,13 @@ pub(crate) struct Shared {
     largest_load: AtomicU64,
     /// Recent mean of a job's run time (start to end), ms, as f64 bits; 0 before the first.
     service_ms: AtomicU64,
-    /// Job ids as they end (the API's wait endpoint listens).
-    pub(crate) ended: tokio::sync::broadcast::Sender<i64>,
+    /// Waiters of jobs, woken as their job ends (the API's wait endpoint).
+    pub(crate) ended: crate::waiters::Waiters,
+    /// When the submission request of each job accepted since this start (and not started
+    /// yet) arrived: the start latency metric.
+    received: Mutex<HashMap<i64, std::time::Instant>>,
+    /// With `--ray`: where jobs run instead of the executor.
+    remote: Option<Arc<crate::remote::RemoteBackend>>,
 }
 
 /// The running worker; dropping it stops the dispatcher (jobs in flight are left `running`
@@ -153,10 +187,12 @@ impl std::fmt::Debug for Worker {
     }
 }
 
-/// How a job left the executor.
-enum Outcome {
+/// How a job left the executor (or a Ray node).
+pub(crate) enum Outcome {
     /// Its outputs, serialized.
     Done(Vec<u8>),
+    /// Its outputs, serialized by the finisher (not on the executor's scheduler thread).
+    Computed(Vec<heloom_ckks::Ciphertext<u64>>),
     /// It failed (or could not start): why.
     Failed(String),
     /// The server stopped under it: left as it is in the database, to run again.
@@ -164,7 +200,7 @@ enum Outcome {
 }
 
 /// A job's outcome on its way to the finisher thread.
-type Finished = (JobRecord, u64, Outcome);
+pub(crate) type Finished = (JobRecord, u64, Outcome);
 
 impl Worker {
     /// Starts the worker on `state`: jobs left running by a previous process are queued again
@@ -176,11 +212,22 @@ impl Worker {
         config: &WorkerConfig,
     ) -> Result<Self> {
         state.recover()?;
+        let remote = match &config.ray {
+            Some(ray) => Some(crate::remote::RemoteBackend::start(
+                Arc::clone(&state),
+                Arc::clone(&contexts),
+                Arc::clone(&config.model),
+                config.allow_insecure,
+                ray,
+            )?),
+            None => None,
+        };
         let threads = config.threads.max(1);
         let exec = OnlineExecutor::start(OnlineConfig {
             capacity: threads,
             policy: "heloom".into(),
             model: Arc::clone(&config.model),
+            flow_threads: config.tenant_threads,
         })
         .map_err(|e| ServeError::InvalidRequest(format!("starting the executor: {e}")))?;
         let loader_contexts = Arc::clone(&contexts);
@@ -208,7 +255,8 @@ impl Worker {
             // rest of the process grows and shrinks (govern_memory).
             let _ = keys.set_budget_bytes(budget.saturating_sub(resident_bytes()).max(budget / 8));
         }
-        let (ended, _) = tokio::sync::broadcast::channel(1024);
+        let ended = crate::waiters::Waiters::default();
+        let received = Mutex::new(HashMap::new());
         let shared = Arc::new(Shared {
             state,
             contexts,
@@ -216,6 +264,7 @@ impl Worker {
             exec: Mutex::new(Some(exec)),
             live: Mutex::new(Live::default()),
             in_flight: AtomicUsize::new(0),
+            released: Mutex::new(std::collections::HashSet::new()),
             max_in_flight: if config.max_in_flight == 0 {
                 threads / 2 + 1
             } else {
@@ -229,6 +278,8 @@ impl Worker {
             memory_budget: config.memory_budget,
             largest_load: AtomicU64::new(0),
             ended,
+            received,
+            remote,
         });
         let (tx, rx) = mpsc::channel::<Finished>();
         let s = Arc::clone(&shared);
@@ -260,6 +311,9 @@ impl Drop for Worker {
         if let Some(h) = self.dispatcher.take() {
             let _ = h.join();
         }
+        if let Some(r) = &self.shared.remote {
+            r.shutdown();
+        }
         // Jobs still in the executor end with a shut-down error, which the finisher leaves
         // unrecorded: they stay `running` in the database and run again after a restart.
         let exec = self.shared.exec().take();
@@ -277,6 +331,19 @@ impl Shared {
         self.exec.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Job `id` was accepted from a request that arrived at `at`: wakes the dispatcher.
+    pub(crate) fn accepted(&self, id: i64, at: std::time::Instant) {
+        {
+            let mut r = self.received.lock().unwrap_or_else(|p| p.into_inner());
+            // Bounded: entries leave as jobs start or end; a runaway map is dropped whole.
+            if r.len() >= 1 << 20 {
+                r.clear();
+            }
+            r.insert(id, at);
+        }
+        self.notify();
+    }
+
     /// Wakes the dispatcher (a job was accepted or one ended).
     pub(crate) fn notify(&self) {
         let (lock, cv) = &self.wake;
@@ -286,6 +353,9 @@ impl Shared {
 
     /// Progress of a job in flight: tasks done and total.
     pub(crate) fn progress(&self, id: i64) -> Option<(usize, usize)> {
+        if let Some(r) = &self.remote {
+            return r.progress(id);
+        }
         self.live
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -296,6 +366,9 @@ impl Shared {
 
     /// Stops a running job's tasks (its record was already marked cancelled).
     pub(crate) fn cancel(&self, id: i64) {
+        if let Some(r) = &self.remote {
+            return r.cancel(id);
+        }
         let exec_id = self
             .live
             .lock()
@@ -319,7 +392,7 @@ impl Shared {
             return None;
         }
         let ahead = queued as f64 + self.in_flight.load(Ordering::Relaxed) as f64;
-        Some((ahead / self.max_in_flight as f64).floor() * mean + mean)
+        Some((ahead / self.slots().max(1) as f64).floor() * mean + mean)
     }
 
     /// Executor and key-store gauges for `/metrics`.
@@ -332,6 +405,11 @@ impl Shared {
             store_resident_bytes: self.keys.resident_bytes(),
             store_budget_bytes: self.keys.budget_bytes().unwrap_or(0),
             store: self.keys.stats(),
+            extra: self
+                .remote
+                .as_ref()
+                .map(|r| r.metrics_text())
+                .unwrap_or_default(),
             ..Default::default()
         }
     }
@@ -362,8 +440,17 @@ impl Shared {
     fn dispatch_loop(self: Arc<Self>, tx: mpsc::Sender<Finished>) {
         while !self.stop.load(Ordering::SeqCst) {
             self.govern_memory();
-            if self.in_flight.load(Ordering::SeqCst) < self.max_in_flight {
-                match self.state.start_next() {
+            let in_flight = self.in_flight.load(Ordering::SeqCst);
+            let max_in_flight = self.slots();
+            // Results not yet stored are bounded too (each holds its outputs in memory).
+            let backlog_ok = self.finishing() <= 2 * max_in_flight + 2;
+            if in_flight <= max_in_flight && max_in_flight > 0 && backlog_ok {
+                let next = if in_flight < max_in_flight {
+                    self.state.start_next()
+                } else {
+                    self.state.start_next_idle_tenant()
+                };
+                match next {
                     Ok(Some(rec)) => {
                         self.in_flight.fetch_add(1, Ordering::SeqCst);
                         if rec.deadline_unix.is_some_and(|d| d < crate::unix_now()) {
@@ -376,8 +463,20 @@ impl Shared {
                         }
                         let wait = (crate::unix_now_ms() - rec.created_ms).max(0) as f64 / 1e3;
                         self.metrics.started(&rec.tenant, wait);
-                        if let Err(msg) = self.launch(rec.clone(), tx.clone()) {
-                            let _ = tx.send((rec, 0, Outcome::Failed(msg)));
+                        let received = self
+                            .received
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .remove(&rec.id);
+                        match self.start_job(rec.clone(), tx.clone()) {
+                            Ok(()) => {
+                                if let Some(at) = received {
+                                    self.metrics.start_latency(at.elapsed().as_secs_f64());
+                                }
+                            }
+                            Err(msg) => {
+                                let _ = tx.send((rec, 0, Outcome::Failed(msg)));
+                            }
                         }
                         continue;
                     }
@@ -394,6 +493,31 @@ impl Shared {
                     .unwrap_or_else(|p| p.into_inner().0);
             }
             *woken = false;
+        }
+    }
+
+    /// Jobs that may be in flight: `max_in_flight`, or with `--ray` what the node servers
+    /// take (none while no node is up: jobs stay queued).
+    fn slots(&self) -> usize {
+        self.remote
+            .as_ref()
+            .map_or(self.max_in_flight, |r| r.capacity())
+    }
+
+    /// Whether jobs can run now (`/readyz`); with `--ray`, why not.
+    pub(crate) fn ready(&self) -> std::result::Result<(), String> {
+        self.remote.as_ref().map_or(Ok(()), |r| r.ready())
+    }
+
+    /// Starts a job: on a Ray node with `--ray`, else in the executor.
+    fn start_job(
+        self: &Arc<Self>,
+        rec: JobRecord,
+        tx: mpsc::Sender<Finished>,
+    ) -> std::result::Result<(), String> {
+        match &self.remote {
+            Some(r) => r.launch(rec, tx),
+            None => self.launch(rec, tx),
         }
     }
 
@@ -434,6 +558,7 @@ impl Shared {
             graph,
             evaluator,
             inputs,
+            flow: Some(rec.tenant.clone()),
             progress: Some(Box::new(move |done, total| {
                 progress_shared
                     .live
@@ -444,16 +569,13 @@ impl Shared {
             })),
             done: Box::new(move |out| {
                 let outcome = match out {
-                    Ok(cts) => {
-                        let mut b = Vec::new();
-                        for c in &cts {
-                            b.extend_from_slice(&c.to_bytes());
-                        }
-                        Outcome::Done(b)
-                    }
+                    Ok(cts) => Outcome::Computed(cts),
                     Err(GraphError::ShutDown) => Outcome::Interrupted,
                     Err(e) => Outcome::Failed(e.to_string()),
                 };
+                // The executor is done with it: its slot goes to the next job now, while the
+                // finisher stores the result (file and database syncs).
+                me.release_slot(id);
                 let _ = tx.send((done_rec, fp, outcome));
                 drop(entry);
                 drop(me);
@@ -529,7 +651,40 @@ impl Shared {
                     .map(Arc::new)
                     .map_err(|e| e.to_string())
             }
+            Task::Matmul { .. } | Task::Cryptonets { .. } => self.app_graph(rec, spec, inputs),
         }
+    }
+
+    /// A built-in application's graph (cached), after checking the inputs and the key set.
+    fn app_graph(
+        &self,
+        rec: &JobRecord,
+        spec: &JobSpec,
+        inputs: &[Arc<heloom_ckks::Ciphertext<u64>>],
+    ) -> std::result::Result<Arc<TaskGraph>, String> {
+        let entry = self.key_set(&rec.tenant, &spec.key_id)?;
+        let (ctx, keys) = (&entry.set.ctx, &entry.set.keys);
+        let facts = crate::apps::KeyFacts {
+            n: ctx.n(),
+            relin: keys.has_relin(),
+            galois: keys.galois_elements(),
+        };
+        let inputs: Vec<crate::apps::InputFacts> = inputs
+            .iter()
+            .map(|c| crate::apps::InputFacts {
+                level: c.level(),
+                scale: c.scale(),
+                slots: c.slots(),
+            })
+            .collect();
+        let msg = |e: ServeError| match e {
+            ServeError::InvalidRequest(m) => m,
+            other => other.to_string(),
+        };
+        crate::apps::check(&spec.task, &facts, &inputs).map_err(msg)?;
+        crate::apps::graph(&spec.task, ctx.params().moduli(), &inputs)
+            .map_err(msg)?
+            .ok_or_else(|| format!("{} jobs have no built-in graph", spec.task.kind()))
     }
 
     fn moduli(&self, rec: &JobRecord, spec: &JobSpec) -> std::result::Result<Vec<u64>, String> {
@@ -565,6 +720,17 @@ impl Shared {
     fn finish_loop(self: Arc<Self>, rx: mpsc::Receiver<Finished>) {
         for (rec, fp, out) in rx {
             let outcome = match out {
+                Outcome::Computed(cts) => {
+                    let mut bytes = Vec::new();
+                    for c in &cts {
+                        bytes.extend_from_slice(&c.to_bytes());
+                    }
+                    drop(cts);
+                    match self.state.store_result(&rec.tenant, &bytes, fp) {
+                        Ok(info) => Ok(info.id),
+                        Err(e) => Err(format!("storing the result: {e}")),
+                    }
+                }
                 Outcome::Done(bytes) => match self.state.store_result(&rec.tenant, &bytes, fp) {
                     Ok(info) => Ok(info.id),
                     Err(e) => Err(format!("storing the result: {e}")),
@@ -602,19 +768,51 @@ impl Shared {
             }
             self.metrics.finished(&rec.tenant, state, latency);
             self.forget(rec.id);
-            let _ = self.ended.send(rec.id);
+            self.ended.notify(rec.id);
             self.notify();
         }
     }
 
     /// The job left the executor: drop its live state and free its slot.
+    /// Job `id` left the executor: its slot is free for the next job (once).
+    fn release_slot(&self, id: i64) {
+        let first = self
+            .released
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id);
+        if first {
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            self.notify();
+        }
+    }
+
+    /// Results waiting for the finisher whose slots were released.
+    fn finishing(&self) -> usize {
+        self.released
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
     fn forget(&self, id: i64) {
         {
             let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
             live.progress.remove(&id);
             live.exec_ids.remove(&id);
         }
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.received
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        let released = self
+            .released
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        if !released {
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 

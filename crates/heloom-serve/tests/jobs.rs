@@ -102,3 +102,28 @@ fn queue_order_single_end_cancel_and_recovery() {
     assert!(!state.cancel_job("t", high).unwrap());
     assert_eq!(state.recover().unwrap(), 0);
 }
+
+#[test]
+fn the_express_slot_starts_only_tenants_with_nothing_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = State::open(dir.path()).unwrap();
+    for t in ["heavy", "light"] {
+        state.create_token(t).unwrap();
+    }
+    let h1 = state.submit_job("heavy", &job("h1", "d", 0)).unwrap().0.id;
+    let h2 = state.submit_job("heavy", &job("h2", "d", 0)).unwrap().0.id;
+    let h3 = state.submit_job("heavy", &job("h3", "d", 0)).unwrap().0.id;
+    assert_eq!(state.start_next().unwrap().unwrap().id, h1);
+    // Heavy has a job running: the express slot does not start its next one.
+    assert_eq!(state.start_next_idle_tenant().unwrap(), None);
+    let l1 = state.submit_job("light", &job("l1", "d", 0)).unwrap().0.id;
+    let l2 = state.submit_job("light", &job("l2", "d", 0)).unwrap().0.id;
+    // Light has nothing running: it starts, however old heavy's queue is.
+    assert_eq!(state.start_next_idle_tenant().unwrap().unwrap().id, l1);
+    assert_eq!(state.start_next_idle_tenant().unwrap(), None);
+    // The regular order: fewest running first, then the oldest waiting job.
+    assert_eq!(state.start_next().unwrap().unwrap().id, h2);
+    assert_eq!(state.start_next().unwrap().unwrap().id, l2);
+    assert_eq!(state.start_next().unwrap().unwrap().id, h3);
+    assert_eq!(state.start_next().unwrap(), None);
+}

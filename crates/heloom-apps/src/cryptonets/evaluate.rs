@@ -15,7 +15,7 @@ use crate::error::{AppError, Result};
 use crate::mnist::{Mnist, HELD_OUT};
 
 /// How images are laid out in ciphertexts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Packing {
     /// One image per slot: 784 pixel ciphertexts classify up to N/2 images at once.

@@ -31,18 +31,18 @@ use std::sync::Arc;
 /// Multiplicative levels the single-image network uses.
 pub const LEVELS: usize = 6;
 /// Slots per block.
-const BLOCK: usize = 256;
+pub(crate) const BLOCK: usize = 256;
 /// Blocks the convolution's kernel positions use.
-const KPOS: usize = KERNEL * KERNEL;
+pub(crate) const KPOS: usize = KERNEL * KERNEL;
 /// Outputs per map.
-const MAP: usize = CONV_OUT * CONV_OUT;
+pub(crate) const MAP: usize = CONV_OUT * CONV_OUT;
 /// The first dense layer as a `D1_ROWS x D1_COLS` matrix.
-const D1_ROWS: usize = 128;
-const D1_COLS: usize = 2048;
-const D1_BABY: usize = 16;
+pub(crate) const D1_ROWS: usize = 128;
+pub(crate) const D1_COLS: usize = 2048;
+pub(crate) const D1_BABY: usize = 16;
 /// The second dense layer as a `D2_ROWS x D1_ROWS` matrix.
-const D2_ROWS: usize = 16;
-const D2_BABY: usize = 4;
+pub(crate) const D2_ROWS: usize = 16;
+pub(crate) const D2_BABY: usize = 4;
 
 /// The network prepared for one image per ciphertext.
 pub struct SingleNet<W: Word> {
@@ -86,7 +86,7 @@ pub fn rotation_steps() -> Vec<i64> {
 }
 
 /// Column of conv output `h` (map-major) in the dense layer's 2048-slot input.
-fn slot_of_hidden(h: usize) -> usize {
+pub(crate) fn slot_of_hidden(h: usize) -> usize {
     (h / MAP) * BLOCK + h % MAP
 }
 

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Ray scaling benchmark (issue 18, "Beyond one machine, on Ray"): `heloom loadtest` against
+# `heloom serve --ray` on a local Ray cluster, first of ONE node, then of NODES nodes, each
+# node CPUS CPUs (its heloom node server runs CPUS threads). Every result is decrypted and
+# checked by the load test. Target (a 16-core machine, the defaults): 4 nodes of 4 CPUs give
+# >= 3.2x the sustained throughput of one such node.
+#
+#   bench/ray/scale.sh                       # NODES=4 CPUS=4 DURATION=60 LOG_N=14
+#   NODES=2 CPUS=1 DURATION=10 bench/ray/scale.sh   # a smoke run on a small machine
+#
+# Needs: target/release/heloom (cargo build --release -p heloom-cli), .venv with the heloom
+# package and Ray (./run.sh python -c 0; .venv/bin/pip install 'ray[default]>=2.9').
+# Writes bench/results/ray-scale-<host>/{summary.json,summary.txt,one,many} (OUT= to change).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+NODES=${NODES:-4}
+CPUS=${CPUS:-4}
+DURATION=${DURATION:-60}
+LOG_N=${LOG_N:-14}
+TENANTS=${TENANTS:-8}
+# Offered far above capacity: the load test's client threads (CLIENTS, each holding one job
+# until its result) keep every node busy, so throughput measures capacity.
+RATE=${RATE:-2000}
+CLIENTS=${CLIENTS:-256}
+TARGET=${TARGET:-3.2}
+PY=${PYTHON:-.venv/bin/python}
+BIN=${HELOOM_BIN:-target/release/heloom}
+HOST=$(hostname -s 2>/dev/null || echo host)
+OUT=${OUT:-bench/results/ray-scale-$HOST}
+
+[ -x "$BIN" ] || { echo "scale.sh: $BIN missing: cargo build --release -p heloom-cli" >&2; exit 1; }
+"$PY" -c 'import ray, heloom' 2>/dev/null || {
+  echo "scale.sh: $PY lacks heloom or ray: ./run.sh python -c 0 && $PY -m pip install 'ray[default]>=2.9'" >&2
+  exit 1
+}
+CORES=$(nproc)
+if [ $((NODES * CPUS)) -gt "$CORES" ]; then
+  echo "scale.sh: warning: $NODES nodes x $CPUS CPUs > $CORES cores here: the nodes share cores and the ratio means little" >&2
+fi
+mkdir -p "$OUT"
+WORK=$(mktemp -d -t heloom-ray-scale-XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+cat >"$WORK/cluster.py" <<'PYEOF'
+import sys
+
+from ray.cluster_utils import Cluster
+
+n, cpus, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+args = {"num_cpus": cpus, "object_store_memory": 200 * 2**20}
+c = Cluster(initialize_head=True, head_node_args={**args, "include_dashboard": False})
+try:
+    for _ in range(n - 1):
+        c.add_node(**args)
+    c.wait_for_nodes()
+    with open(out, "w") as f:
+        f.write(c.address)
+    sys.stdin.read()
+finally:
+    c.shutdown()
+PYEOF
+
+# run NAME N: a local Ray cluster of N nodes, the front on it, the load test; prints the
+# sustained throughput (jobs/s) and leaves the report in $OUT/NAME.
+run() {
+  local name=$1 n=$2 dir="$WORK/$1"
+  mkdir -p "$dir"
+  # The cluster lives while its stdin (a fifo we hold open) does.
+  mkfifo "$dir/hold"
+  "$PY" "$WORK/cluster.py" "$n" "$CPUS" "$dir/address" <"$dir/hold" >"$dir/cluster.log" 2>&1 &
+  local cluster=$!
+  PIDS+=($cluster)
+  exec {hold}>"$dir/hold"
+  for _ in $(seq 600); do [ -s "$dir/address" ] && break; sleep 0.2; done
+  [ -s "$dir/address" ] || { cat "$dir/cluster.log" >&2; exit 1; }
+  "$BIN" serve --data "$dir/data" --listen 127.0.0.1:0 --allow-insecure \
+    --ray "$(cat "$dir/address")" --ray-python "$PY" 2>"$dir/front.log" &
+  local front=$!
+  PIDS+=($front)
+  local url=""
+  for _ in $(seq 1200); do
+    url=$(grep -so 'listening on http://[0-9.:]*' "$dir/front.log" | head -1 | cut -d' ' -f3 || true)
+    [ -n "$url" ] && break
+    kill -0 "$front" 2>/dev/null || { cat "$dir/front.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  [ -n "$url" ] || { cat "$dir/front.log" >&2; exit 1; }
+  echo "== $name: $n node(s) x $CPUS CPUs, front $url" >&2
+  "$BIN" loadtest --url "$url" --data "$dir/data" --tenants "$TENANTS" --rate "$RATE" \
+    --duration "$DURATION" --log-n "$LOG_N" --clients "$CLIENTS" --warmup 5 \
+    --out "$OUT/$name" --json >"$OUT/$name/loadtest-stdout.json" 2>"$dir/loadtest.log" || {
+      tail -20 "$dir/loadtest.log" >&2; echo "scale.sh: the load test failed ($name)" >&2; exit 1; }
+  curl -s "$url/metrics" | grep '^heloom_ray_' >"$OUT/$name/ray-metrics.txt" || true
+  kill "$front"; wait "$front" 2>/dev/null || true
+  exec {hold}>&-
+  wait "$cluster" 2>/dev/null || true
+  cp "$dir/front.log" "$OUT/$name/front.log"
+}
+
+mkdir -p "$OUT/one" "$OUT/many"
+run one 1
+run many "$NODES"
+"$PY" - "$OUT" "$NODES" "$CPUS" "$TARGET" "$CORES" <<'PYEOF'
+import json, sys
+out, nodes, cpus, target, cores = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+def load(name):
+    with open(f"{out}/{name}/loadtest-stdout.json") as f:
+        return json.load(f)
+one, many = load("one"), load("many")
+t1, tn = one["overall"]["sustained_jobs_s"], many["overall"]["sustained_jobs_s"]
+ratio = tn / t1 if t1 > 0 else 0.0
+ok = one["ok"] and many["ok"] and ratio >= target
+s = {
+    "nodes": nodes, "cpus_per_node": cpus, "machine_cores": cores,
+    "one_node_jobs_s": t1, "nodes_jobs_s": tn, "speedup": ratio, "target": target,
+    "all_results_correct": one["overall"]["wrong"] == 0 and many["overall"]["wrong"] == 0,
+    "jobs_done": [one["overall"]["done"], many["overall"]["done"]],
+    "problems": one["problems"] + many["problems"], "ok": ok,
+}
+with open(f"{out}/summary.json", "w") as f:
+    json.dump(s, f, indent=2)
+text = (f"heloom serve --ray, load test: 1 node x {cpus} CPUs {t1:.2f} jobs/s; {nodes} nodes x {cpus} CPUs "
+        f"{tn:.2f} jobs/s; speedup {ratio:.2f}x (target {target}x) on {cores} cores; "
+        f"results correct: {s['all_results_correct']}; {'PASS' if ok else 'FAIL'}\n")
+with open(f"{out}/summary.txt", "w") as f:
+    f.write(text)
+print(text, end="")
+sys.exit(0 if ok else 1)
+PYEOF

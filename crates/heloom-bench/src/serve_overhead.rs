@@ -1,0 +1,558 @@
+//! `heloom bench serve`: what the service costs over the runtime it drives.
+//!
+//! Two measurements on one machine, in one run:
+//!
+//! - **Throughput at saturation.** Rounds alternate `heloom schedule`'s real executor in this
+//!   process (the same e^x jobs, all arriving at once, the `heloom` policy choosing among the
+//!   three graph shapes) with the same number of e^x jobs submitted at once to a `heloom serve`
+//!   spawned here (one tenant; HTTP, SQLite, object files, the online executor). Each side's
+//!   throughput is its steady completion rate: jobs finishing between the 10th and the 90th
+//!   percentile of finish times, over that time span (the burst's ramp-up and drain left out).
+//!   Target: the server at >= 95% of the in-process rate.
+//! - **Start latency at idle.** Small jobs one at a time, each after the previous one ended:
+//!   the server's `heloom_job_start_latency_seconds` histogram (request received to job in
+//!   the executor). Target: p99 <= 2 ms.
+//!
+//! Both sides use one cost model: the host profile is measured once (or loaded with
+//! `--profile`) and written to the server's data directory, so the thread policy decides the
+//! same way in and out of the server. Every server result is fetched and decrypted after the
+//! timing and checked against the same polynomial in f64.
+
+use crate::loadtest::{wait_ready, JobKind, Spawned, ERROR_BOUND};
+use crate::report::save_json_and_text;
+use crate::schedule::Setup;
+use crate::timing::Machine;
+use anyhow::{bail, Context as _, Result};
+use heloom_ckks::{keygen, Context, Decryptor, Encryptor};
+use heloom_runtime::profile::{measure_host, MeasureConfig, Profile};
+use heloom_runtime::workload::default_params;
+use heloom_serve::client::{Client, SubmitJob};
+use heloom_serve::worker::Task;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The throughput target: server over in-process.
+pub const TARGET_RATIO: f64 = 0.95;
+
+/// The start latency target at idle, ms (p99).
+pub const TARGET_START_P99_MS: f64 = 2.0;
+
+/// What `heloom bench serve` runs.
+#[derive(Clone, Debug)]
+pub struct OverheadOptions {
+    /// The `heloom` binary to spawn as the server.
+    pub exe: PathBuf,
+    /// log2 of the ring degree (below 14 the server gets `--allow-insecure`).
+    pub log_n: u32,
+    /// Jobs per round and side.
+    pub jobs: usize,
+    /// Rounds (each: in-process, then server).
+    pub rounds: usize,
+    /// Jobs of the idle start-latency measurement.
+    pub idle_jobs: usize,
+    /// Threads of both sides (default: every core).
+    pub threads: Option<usize>,
+    /// A stored profile (name or path) instead of measuring this machine.
+    pub profile: Option<String>,
+    /// Seed of the inputs.
+    pub seed: u64,
+}
+
+/// One round: the same number of jobs on each side.
+#[derive(Clone, Debug, Serialize)]
+pub struct Round {
+    /// `heloom schedule` in this process, jobs/s.
+    pub schedule_jobs_per_s: f64,
+    /// Graph shapes the `heloom` policy chose in process, with counts.
+    pub schedule_variants: BTreeMap<String, usize>,
+    /// `heloom serve`, jobs/s (server-side finish times).
+    pub server_jobs_per_s: f64,
+    /// Server over in-process.
+    pub ratio: f64,
+    /// Server: first submission to the last job seen done by the client, s.
+    pub server_wall_s: f64,
+}
+
+/// The idle start-latency measurement.
+#[derive(Clone, Debug, Serialize)]
+pub struct Idle {
+    /// Jobs measured.
+    pub jobs: u64,
+    /// Histogram: (upper bound in ms, jobs at or below it).
+    pub buckets_ms: Vec<(f64, u64)>,
+    /// Median, ms: the upper bound of the bucket that holds it.
+    pub p50_ms: f64,
+    /// 99th percentile, ms: the upper bound of the bucket that holds it.
+    pub p99_ms: f64,
+    /// Mean, ms.
+    pub mean_ms: f64,
+    /// Client-side submit to done seen, ms (median), for scale.
+    pub round_trip_p50_ms: f64,
+    /// The same, 99th percentile.
+    pub round_trip_p99_ms: f64,
+    /// p99 <= [`TARGET_START_P99_MS`].
+    pub met: bool,
+}
+
+/// What `heloom bench serve` reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct OverheadReport {
+    /// Where it ran.
+    pub machine: Machine,
+    /// log2 N.
+    pub log_n: u32,
+    /// Threads of each side.
+    pub threads: usize,
+    /// The cost model both sides used.
+    pub profile: String,
+    /// Jobs per round and side.
+    pub jobs: usize,
+    /// The rounds.
+    pub rounds: Vec<Round>,
+    /// Median of the rounds' ratios.
+    pub median_ratio: f64,
+    /// Median ratio >= [`TARGET_RATIO`].
+    pub throughput_met: bool,
+    /// Idle start latency.
+    pub idle: Idle,
+    /// Server results decrypted and checked.
+    pub checked: usize,
+    /// Of those, within [`ERROR_BOUND`].
+    pub correct: usize,
+    /// Largest decryption error seen.
+    pub max_error: f64,
+    /// Seconds the whole run took.
+    pub seconds: f64,
+}
+
+/// Steady completion rate: jobs finishing between the 10th and 90th percentile finish times
+/// over that span, jobs/s.
+pub fn steady_rate(finish_ms: &mut [f64]) -> f64 {
+    finish_ms.sort_by(f64::total_cmp);
+    let n = finish_ms.len();
+    if n < 3 {
+        return 0.0;
+    }
+    let (a, b) = (
+        (n as f64 * 0.1) as usize,
+        ((n as f64 * 0.9) as usize).min(n - 1),
+    );
+    let span = finish_ms[b] - finish_ms[a];
+    if b <= a || span <= 0.0 {
+        return 0.0;
+    }
+    (b - a) as f64 / (span / 1e3)
+}
+
+/// The histogram `heloom_job_start_latency_seconds` in a `/metrics` text: (le seconds, count).
+pub fn start_buckets(metrics: &str) -> Vec<(f64, u64)> {
+    let mut out = Vec::new();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("heloom_job_start_latency_seconds_bucket{le=\"") else {
+            continue;
+        };
+        let Some((le, count)) = rest.split_once("\"} ") else {
+            continue;
+        };
+        let le = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            match le.parse::<f64>() {
+                Ok(v) => v,
+                Err(_) => continue,
+            }
+        };
+        if let Ok(c) = count.trim().parse::<u64>() {
+            out.push((le, c));
+        }
+    }
+    out
+}
+
+/// The upper bound (ms) of the bucket holding quantile `q` of cumulative buckets `b`.
+pub fn bucket_quantile_ms(b: &[(f64, u64)], q: f64) -> f64 {
+    let total = b.last().map_or(0, |x| x.1);
+    if total == 0 {
+        return f64::NAN;
+    }
+    let want = (q * total as f64).ceil() as u64;
+    b.iter()
+        .find(|(_, c)| *c >= want)
+        .map_or(f64::INFINITY, |(le, _)| le * 1e3)
+}
+
+/// Nearest-rank percentile, `p` in 0..=100.
+fn percentile(xs: &[f64], p: f64) -> f64 {
+    crate::loadtest::percentile(xs, p / 100.0)
+}
+
+/// Runs the benchmark; `note` hears what it is doing.
+pub fn run(opts: &OverheadOptions, note: &dyn Fn(&str)) -> Result<OverheadReport> {
+    if opts.jobs < 20 || opts.rounds == 0 || opts.idle_jobs == 0 {
+        bail!("--jobs must be at least 20, --rounds and --idle-jobs at least 1");
+    }
+    let t0 = Instant::now();
+    let machine = Machine::now();
+    let threads = opts.threads.unwrap_or_else(heloom_pool::cores).max(1);
+    if threads != heloom_pool::cores() {
+        // `heloom schedule` runs on every core; a smaller server would not be comparable.
+        bail!(
+            "--threads must equal this machine's cores ({}) for an apples-to-apples comparison \
+             with `heloom schedule`, which runs on every core",
+            heloom_pool::cores()
+        );
+    }
+    let (profile_name, profile) = match &opts.profile {
+        Some(p) => (
+            p.clone(),
+            Profile::load(p).with_context(|| format!("loading profile {p}"))?,
+        ),
+        None => {
+            note("measuring this machine's cost profile (used by both sides)");
+            let cfg = MeasureConfig {
+                log_n: opts.log_n,
+                reps: 3,
+                ..MeasureConfig::default()
+            };
+            (
+                "measured host".into(),
+                measure_host(&cfg, &mut |_, _, _| {})?,
+            )
+        }
+    };
+    note("keys and inputs for the in-process side");
+    let setup = Setup::real(profile.clone(), opts.log_n)?;
+
+    // The server, on a fresh data directory holding the same profile.
+    let data = std::env::temp_dir().join(format!(
+        "heloom-bench-serve-{}-{}",
+        std::process::id(),
+        crate::loadtest::unix_ms()
+    ));
+    std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
+    profile
+        .save(&data.join("profile.json"))
+        .context("writing the profile for the server")?;
+    let token = heloom_serve::State::open(&data)?.create_token("bench")?;
+    let insecure = opts.log_n < 14;
+    note(&format!(
+        "starting {} serve on {}",
+        opts.exe.display(),
+        data.display()
+    ));
+    let mut server = Spawned::start(&opts.exe, &data, Some(threads), insecure, 0)?;
+    let out = measure(opts, &setup, &server.url(), &token, note).map(|mut r| {
+        r.threads = threads;
+        r.profile = profile_name;
+        r
+    });
+    let log = server.last_log();
+    server.kill();
+    match out {
+        Ok(mut r) => {
+            let _ = std::fs::remove_dir_all(&data);
+            r.machine = machine.finish();
+            r.seconds = t0.elapsed().as_secs_f64();
+            Ok(r)
+        }
+        Err(e) => Err(e.context(format!(
+            "the server's data directory is kept: {}; its last log lines:\n{log}",
+            data.display()
+        ))),
+    }
+}
+
+fn measure(
+    opts: &OverheadOptions,
+    setup: &Setup,
+    url: &str,
+    token: &str,
+    note: &dyn Fn(&str),
+) -> Result<OverheadReport> {
+    wait_ready(url, Duration::from_secs(60))?;
+    let params = default_params(opts.log_n)?;
+    let ctx = Context::<u64>::new(params)?;
+    let client = Client::new(url, token)?;
+    note("keys and inputs for the server side");
+    let keys = keygen(&ctx, &[], false)?;
+    let key = client.upload_keys(ctx.params(), &keys.evaluation_keys)?;
+    let enc = Encryptor::new(&ctx);
+    let dec = Decryptor::new(&ctx, &keys.secret_key)?;
+    let mut rng = ChaCha20Rng::seed_from_u64(opts.seed);
+    let slots = ctx.params().slots();
+    let mut inputs = Vec::new();
+    for _ in 0..4 {
+        let x: Vec<f64> = (0..slots).map(|_| rng.gen_range(-1.0..1.0)).collect();
+        let obj = client.upload_ciphertext(&enc.encrypt(&x, &keys.public_key)?)?;
+        inputs.push((obj.id, x));
+    }
+    let job = |tag: &str, i: usize| {
+        SubmitJob::new(
+            &format!("{tag}-{i}"),
+            &key.id,
+            vec![inputs[i % inputs.len()].0.clone()],
+            Task::Exp { variant: None },
+        )
+    };
+    // One warm-up job: the server loads the key set and prices the graph once.
+    let w = client.submit(&job("warmup", 0))?;
+    client.wait(w.id, Duration::from_secs(60))?;
+
+    let mut rounds = Vec::new();
+    let mut all_ids: Vec<(i64, usize)> = Vec::new();
+    for r in 0..opts.rounds {
+        note(&format!(
+            "round {}/{}: {} jobs in process (heloom schedule)",
+            r + 1,
+            opts.rounds,
+            opts.jobs
+        ));
+        let run = setup.run("heloom", 0.01, opts.jobs, opts.seed + r as u64)?;
+        let mut finish: Vec<f64> = run.record.jobs.iter().map(|j| j.finish_ms).collect();
+        let schedule = steady_rate(&mut finish);
+        let mut variants = BTreeMap::new();
+        for j in &run.record.jobs {
+            *variants.entry(j.variant.clone()).or_insert(0) += 1;
+        }
+        if run.record.jobs.iter().any(|j| j.correct == Some(false)) {
+            bail!("an in-process job decrypted wrong");
+        }
+        note(&format!(
+            "round {}/{}: {} jobs through heloom serve",
+            r + 1,
+            opts.rounds,
+            opts.jobs
+        ));
+        let start = Instant::now();
+        let tag = format!("r{r}");
+        let mut ids = Vec::with_capacity(opts.jobs);
+        for i in 0..opts.jobs {
+            ids.push((client.submit(&job(&tag, i))?.id, i));
+        }
+        // Jobs of one tenant start in submission order: the last one ends (about) last.
+        let mut pending: Vec<i64> = ids.iter().map(|p| p.0).collect();
+        let mut finish = Vec::with_capacity(opts.jobs);
+        while let Some(&last) = pending.last() {
+            let v = client.wait(last, Duration::from_secs(120))?;
+            if v.finished_ms.is_none() && v.state != "failed" && v.state != "cancelled" {
+                continue;
+            }
+            let listed = client.jobs()?;
+            let by_id: BTreeMap<i64, _> = listed.into_iter().map(|j| (j.id, j)).collect();
+            pending.retain(|id| match by_id.get(id) {
+                Some(j) if j.state == "done" => {
+                    finish.push(j.finished_ms.unwrap_or(0) as f64);
+                    false
+                }
+                _ => true,
+            });
+            if let Some(bad) = pending
+                .iter()
+                .filter_map(|id| by_id.get(id))
+                .find(|j| j.state == "failed" || j.state == "cancelled")
+            {
+                bail!("server job {} ended {}: {:?}", bad.id, bad.state, bad.error);
+            }
+        }
+        let wall = start.elapsed().as_secs_f64();
+        let server = steady_rate(&mut finish);
+        rounds.push(Round {
+            schedule_jobs_per_s: schedule,
+            schedule_variants: variants,
+            server_jobs_per_s: server,
+            ratio: if schedule > 0.0 {
+                server / schedule
+            } else {
+                0.0
+            },
+            server_wall_s: wall,
+        });
+        all_ids.extend(ids);
+    }
+
+    note(&format!("{} jobs one at a time at idle", opts.idle_jobs));
+    let before_text = client_metrics(url)?;
+    let before = start_buckets(&before_text);
+    let mut trips = Vec::with_capacity(opts.idle_jobs);
+    for i in 0..opts.idle_jobs {
+        std::thread::sleep(Duration::from_millis(10));
+        let t = Instant::now();
+        let v = client.submit(&job("idle", i))?;
+        let v = client.wait(v.id, Duration::from_secs(60))?;
+        if v.state != "done" {
+            bail!("idle job {} ended {}: {:?}", v.id, v.state, v.error);
+        }
+        trips.push(t.elapsed().as_secs_f64() * 1e3);
+        all_ids.push((v.id, i));
+    }
+    let after_text = client_metrics(url)?;
+    let after = start_buckets(&after_text);
+    let buckets: Vec<(f64, u64)> = after
+        .iter()
+        .map(|&(le, c)| {
+            let was = before.iter().find(|b| b.0 == le).map_or(0, |b| b.1);
+            (le, c.saturating_sub(was))
+        })
+        .collect();
+    let jobs = buckets.last().map_or(0, |b| b.1);
+    let (p50, p99) = (
+        bucket_quantile_ms(&buckets, 0.5),
+        bucket_quantile_ms(&buckets, 0.99),
+    );
+    let sum = |m: &str| -> f64 {
+        m.lines()
+            .find_map(|l| l.strip_prefix("heloom_job_start_latency_seconds_sum "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    let mean_ms = (sum(&after_text) - sum(&before_text)) / jobs.max(1) as f64 * 1e3;
+    let idle = Idle {
+        jobs,
+        buckets_ms: buckets.iter().map(|&(le, c)| (le * 1e3, c)).collect(),
+        p50_ms: p50,
+        p99_ms: p99,
+        mean_ms,
+        round_trip_p50_ms: percentile(&trips, 50.0),
+        round_trip_p99_ms: percentile(&trips, 99.0),
+        met: p99 <= TARGET_START_P99_MS,
+    };
+
+    note(&format!("fetching and checking {} results", all_ids.len()));
+    let coeffs = JobKind::Exp.coefficients();
+    let (mut checked, mut correct, mut max_error) = (0, 0, 0.0f64);
+    for &(id, i) in &all_ids {
+        let cts = client.result(id, &ctx)?;
+        let ct = cts.first().context("a result holds no ciphertext")?;
+        let got = dec.decrypt(ct)?;
+        let x = &inputs[i % inputs.len()].1;
+        let err = got
+            .iter()
+            .zip(x)
+            .map(|(g, &v)| (g - coeffs.iter().rev().fold(0.0, |a, k| a * v + k)).abs())
+            .fold(0.0, f64::max);
+        checked += 1;
+        if err <= ERROR_BOUND {
+            correct += 1;
+        }
+        max_error = max_error.max(err);
+    }
+    let ratios: Vec<f64> = rounds.iter().map(|r| r.ratio).collect();
+    let median_ratio = percentile(&ratios, 50.0);
+    Ok(OverheadReport {
+        machine: Machine::now(),
+        log_n: opts.log_n,
+        threads: 0,
+        profile: String::new(),
+        jobs: opts.jobs,
+        rounds,
+        median_ratio,
+        throughput_met: median_ratio >= TARGET_RATIO,
+        idle,
+        checked,
+        correct,
+        max_error,
+        seconds: 0.0,
+    })
+}
+
+fn client_metrics(url: &str) -> Result<String> {
+    let (code, body) = crate::loadtest::http_get(url, "/metrics", Duration::from_secs(10))?;
+    if code != 200 {
+        bail!("GET /metrics answered {code}");
+    }
+    Ok(body)
+}
+
+/// The report as a table.
+pub fn render(r: &OverheadReport) -> String {
+    let mut s = format!(
+        "heloom bench serve: {} ({} cores), N = 2^{}, {} e^x jobs per side and round, \
+         {} threads, profile: {}\n\n",
+        r.machine.model, r.machine.cores, r.log_n, r.jobs, r.threads, r.profile
+    );
+    s.push_str("round  schedule jobs/s  server jobs/s  server/schedule  policy's graph shapes\n");
+    for (i, x) in r.rounds.iter().enumerate() {
+        let shapes: Vec<String> = x
+            .schedule_variants
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        s.push_str(&format!(
+            "{:>5}  {:>15.1}  {:>13.1}  {:>15.3}  {}\n",
+            i + 1,
+            x.schedule_jobs_per_s,
+            x.server_jobs_per_s,
+            x.ratio,
+            shapes.join(", ")
+        ));
+    }
+    s.push_str(&format!(
+        "median server/schedule: {:.3} (target >= {TARGET_RATIO}): {}\n\n",
+        r.median_ratio,
+        if r.throughput_met { "met" } else { "NOT met" }
+    ));
+    s.push_str(&format!(
+        "start latency at idle (request received to job in the executor), {} jobs:\n  \
+         p50 <= {:.2} ms, p99 <= {:.2} ms (bucket bounds; target p99 <= {TARGET_START_P99_MS} \
+         ms): {}; mean {:.3} ms\n  client submit-to-done round trip: p50 {:.2} ms, p99 {:.2} ms\n  buckets \
+         (ms: jobs at or below): {}\n\n",
+        r.idle.jobs,
+        r.idle.p50_ms,
+        r.idle.p99_ms,
+        if r.idle.met { "met" } else { "NOT met" },
+        r.idle.mean_ms,
+        r.idle.round_trip_p50_ms,
+        r.idle.round_trip_p99_ms,
+        r.idle
+            .buckets_ms
+            .iter()
+            .map(|(le, c)| format!("{le}: {c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    s.push_str(&format!(
+        "server results checked: {} of {} within {:.1e} (max error {:.2e}); {:.0} s\n",
+        r.correct, r.checked, ERROR_BOUND, r.max_error, r.seconds
+    ));
+    s
+}
+
+/// Writes `serve-overhead.json` and `.txt` into `dir`.
+pub fn save(r: &OverheadReport, dir: &Path) -> Result<Vec<PathBuf>> {
+    save_json_and_text(r, &render(r), dir, "serve-overhead")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steady_rate_leaves_out_ramp_and_drain() {
+        // 100 jobs finishing 10 ms apart: 100 jobs/s, whatever the first and last do.
+        let mut f: Vec<f64> = (0..100).map(|i| i as f64 * 10.0).collect();
+        f[0] = -5000.0;
+        f[99] = 1e6;
+        let r = steady_rate(&mut f);
+        assert!((r - 100.0).abs() < 1e-9, "{r}");
+        assert_eq!(steady_rate(&mut [1.0, 2.0]), 0.0);
+    }
+
+    #[test]
+    fn bucket_quantiles_read_the_prometheus_histogram() {
+        let text = "# HELP x\nheloom_job_start_latency_seconds_bucket{le=\"0.0005\"} 10\n\
+                    heloom_job_start_latency_seconds_bucket{le=\"0.001\"} 90\n\
+                    heloom_job_start_latency_seconds_bucket{le=\"0.002\"} 99\n\
+                    heloom_job_start_latency_seconds_bucket{le=\"0.005\"} 100\n\
+                    heloom_job_start_latency_seconds_bucket{le=\"+Inf\"} 100\n";
+        let b = start_buckets(text);
+        assert_eq!(b.len(), 5);
+        assert_eq!(bucket_quantile_ms(&b, 0.5), 1.0);
+        assert_eq!(bucket_quantile_ms(&b, 0.99), 2.0);
+        assert_eq!(bucket_quantile_ms(&b, 1.0), 5.0);
+        assert!(bucket_quantile_ms(&[], 0.5).is_nan());
+    }
+}

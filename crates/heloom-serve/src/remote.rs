@@ -1,0 +1,1045 @@
+//! Jobs on a Ray cluster: `heloom serve --ray ADDRESS`.
+//!
+//! The server stays the front: the same API, job records, tenants, admission control,
+//! durability and idempotency. Only execution moves: instead of the in-process online
+//! executor, each job goes to a *node server* (`heloom serve` started by a Ray actor on each
+//! Ray node, with that node's CPUs) over heloom's own HTTP API.
+//!
+//! - **The bridge.** [`RemoteBackend::start`] spawns `python -m heloom.ray_nodes` (the
+//!   Python package's Ray bridge, `pip install heloom[ray]`). It connects to the cluster,
+//!   starts one actor pinned to each alive node, and reports each node server (URL, token,
+//!   threads) as one JSON line on stdout, and later joins and leaves. It exits, stopping its
+//!   actors, when its stdin closes (this process stopped or died).
+//! - **Placement** ([`place`]): a job's predicted cost is its task graph's work under the
+//!   server's cost model; it goes to the node where it would end first: the least
+//!   outstanding predicted work per thread, plus the time to upload the job's key set where
+//!   the node lacks it (at the measured upload bandwidth).
+//! - **Keys** go to a node once and stay there (the node's store is content-addressed, so
+//!   the key set keeps its id); inputs are uploaded with each job.
+//! - **Exactly once.** A job is submitted to its node with the idempotency key
+//!   `front-<job id>`, and its result comes back to this server, which stores it and records
+//!   the job's end as for a local job (once per run). A node that disappears has its jobs
+//!   placed again on the others.
+
+use crate::client::{Client, ClientError, SubmitJob};
+use crate::objects::{parse_ciphertexts, Contexts};
+use crate::worker::{exp_variant, Finished, JobSpec, Outcome, Task};
+use crate::{JobRecord, State};
+use heloom_ckks::PolyBasis;
+use heloom_runtime::{exp_graph, polynomial_graph, CostModel, TaskGraph};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How `heloom serve --ray` reaches the cluster.
+#[derive(Clone, Debug)]
+pub struct RayConfig {
+    /// The Ray cluster's address (what `ray.init(address=...)` takes: `HOST:PORT`, `auto`).
+    pub address: String,
+    /// The Python that runs the bridge (with `heloom[ray]` installed).
+    pub python: PathBuf,
+    /// The `heloom` binary the node servers run; it must exist at this path on every node.
+    pub heloom_bin: PathBuf,
+    /// Seconds between the bridge's looks at the cluster's nodes.
+    pub poll_s: f64,
+    /// How long to wait for the bridge's first round of node servers.
+    pub startup_timeout: Duration,
+}
+
+impl RayConfig {
+    /// The cluster at `address`, node servers running `heloom_bin`; the bridge runs on
+    /// `$HELOOM_PYTHON`, else `python3` from the PATH.
+    pub fn new(address: &str, heloom_bin: PathBuf) -> Self {
+        Self {
+            address: address.to_string(),
+            python: std::env::var_os("HELOOM_PYTHON")
+                .map_or_else(|| PathBuf::from("python3"), PathBuf::from),
+            heloom_bin,
+            poll_s: 2.0,
+            startup_timeout: Duration::from_secs(180),
+        }
+    }
+}
+
+/// What can go wrong starting the Ray backend.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RayError {
+    /// The bridge's Python could not be started.
+    #[error(
+        "cannot run {python} for the Ray bridge: {source}; install Python with the heloom \
+         package and Ray (`pip install heloom[ray]`), then pass that Python with --ray-python \
+         PATH or HELOOM_PYTHON"
+    )]
+    Spawn {
+        /// The Python tried.
+        python: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The bridge stopped, or did not get ready in time, before any job could run.
+    #[error(
+        "the Ray bridge ({python} -m heloom.ray_nodes) did not start: {message}; it needs the \
+         heloom package with Ray in that Python (`pip install heloom[ray]`; another Python with \
+         --ray-python PATH or HELOOM_PYTHON) and a running Ray cluster at the --ray address"
+    )]
+    Bridge {
+        /// The Python that ran it.
+        python: PathBuf,
+        /// What it said.
+        message: String,
+    },
+}
+
+/// One node as [`place`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NodeLoad {
+    /// Predicted work of the jobs placed there and not ended, ms (one thread).
+    pub outstanding_ms: f64,
+    /// Threads of its node server.
+    pub threads: usize,
+    /// Whether it already has the job's key set.
+    pub has_key: bool,
+}
+
+/// Where a job of predicted work `cost_ms` (one thread) with a key set of `key_bytes` goes:
+/// the node where it would end first, that is the least `(outstanding_ms + cost_ms) /
+/// threads`, plus `key_bytes / upload_bytes_per_s` where the node lacks the key set. Ties go
+/// to the first such node; `None` without nodes.
+pub fn place(
+    nodes: &[NodeLoad],
+    cost_ms: f64,
+    key_bytes: u64,
+    upload_bytes_per_s: f64,
+) -> Option<usize> {
+    let upload_ms = key_bytes as f64 / upload_bytes_per_s.max(1.0) * 1e3;
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let run = (n.outstanding_ms.max(0.0) + cost_ms.max(0.0)) / n.threads.max(1) as f64;
+            (i, run + if n.has_key { 0.0 } else { upload_ms })
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(i, _)| i)
+}
+
+/// Upload bandwidth assumed before the first key upload is measured, bytes per second.
+const DEFAULT_UPLOAD_BPS: f64 = 200e6;
+/// Predicted work of a job whose graph cannot be built here, ms.
+const DEFAULT_COST_MS: f64 = 1000.0;
+/// Times a job is placed again after its node was lost before it fails.
+const MAX_PLACEMENTS: usize = 8;
+/// Longest request to a node server (a key set upload included): a node that stops
+/// answering without closing its connections fails its jobs' requests after this.
+const NODE_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a job waits for a node to appear before going back to the queue.
+const NO_NODE_WAIT: Duration = Duration::from_secs(20);
+
+/// A node server announced by the bridge.
+struct Node {
+    /// The Ray node id.
+    id: String,
+    client: Client,
+    threads: usize,
+    /// Cleared when the bridge says the node left, or its server stopped answering.
+    up: AtomicBool,
+    /// Key set ids it holds.
+    keys: Mutex<HashSet<String>>,
+    /// Held while a key set is uploaded to it (each goes once).
+    key_upload: Mutex<()>,
+}
+
+/// Counters per Ray node id (kept after the node leaves).
+#[derive(Clone, Debug, Default)]
+struct NodeStats {
+    threads: usize,
+    up: bool,
+    jobs: u64,
+    key_uploads: u64,
+    key_upload_bytes: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Nodes jobs may be placed on, with their outstanding predicted work (ms).
+    nodes: Vec<(Arc<Node>, f64)>,
+    stats: BTreeMap<String, NodeStats>,
+    bridge_up: bool,
+    ready: bool,
+    /// Why the bridge stopped, or its last error.
+    note: Option<String>,
+}
+
+/// A job running on a node.
+#[derive(Default)]
+struct Live {
+    node: Option<(Arc<Node>, i64)>,
+    progress: Option<(usize, usize)>,
+    cancelled: bool,
+}
+
+/// The bridge process.
+struct Bridge {
+    child: Child,
+    stdin: Option<ChildStdin>,
+}
+
+/// What became of one try on one node.
+enum Try {
+    /// The job's outputs.
+    Done(Vec<u8>),
+    /// The job itself failed (its node is fine): why.
+    Failed(String),
+    /// The node failed under it: place it again.
+    NodeLost(String),
+    /// The server is stopping.
+    Stopped,
+}
+
+/// What a job needs, read from the front's state once.
+struct Prepared {
+    spec: JobSpec,
+    key_path: PathBuf,
+    key_bytes: u64,
+    fp: u64,
+    inputs: Vec<Vec<u8>>,
+    /// A graph job's graph object (uploaded with the job, like its inputs).
+    graph: Option<Vec<u8>>,
+    cost_ms: f64,
+}
+
+/// Jobs on node servers of a Ray cluster (see the module docs).
+pub(crate) struct RemoteBackend {
+    state: Arc<State>,
+    contexts: Arc<Contexts>,
+    model: Arc<dyn CostModel>,
+    allow_insecure: bool,
+    inner: Mutex<Inner>,
+    /// Signalled when nodes join or the bridge changes state.
+    changed: Condvar,
+    live: Mutex<HashMap<i64, Live>>,
+    bridge: Mutex<Option<Bridge>>,
+    stop: AtomicBool,
+    /// Measured key upload bandwidth, bytes per second (f64 bits).
+    upload_bps: AtomicU64,
+    /// Jobs placed again after their node was lost.
+    replaced: AtomicU64,
+    /// Recent run time per job kind, ms: the cost of jobs whose graph is not built here.
+    kind_ms: Mutex<HashMap<String, f64>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl RemoteBackend {
+    /// Spawns the bridge and waits for its first round of node servers.
+    pub(crate) fn start(
+        state: Arc<State>,
+        contexts: Arc<Contexts>,
+        model: Arc<dyn CostModel>,
+        allow_insecure: bool,
+        config: &RayConfig,
+    ) -> Result<Arc<Self>, RayError> {
+        let mut cmd = Command::new(&config.python);
+        cmd.args(["-m", "heloom.ray_nodes", "--address", &config.address])
+            .arg("--heloom-bin")
+            .arg(&config.heloom_bin)
+            .args(["--poll", &format!("{}", config.poll_s.max(0.1))])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if allow_insecure {
+            cmd.arg("--allow-insecure");
+        }
+        let mut child = cmd.spawn().map_err(|source| RayError::Spawn {
+            python: config.python.clone(),
+            source,
+        })?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let me = Arc::new(Self {
+            state,
+            contexts,
+            model,
+            allow_insecure,
+            inner: Mutex::new(Inner {
+                bridge_up: true,
+                ..Inner::default()
+            }),
+            changed: Condvar::new(),
+            live: Mutex::new(HashMap::new()),
+            bridge: Mutex::new(Some(Bridge { child, stdin })),
+            stop: AtomicBool::new(false),
+            upload_bps: AtomicU64::new(DEFAULT_UPLOAD_BPS.to_bits()),
+            replaced: AtomicU64::new(0),
+            kind_ms: Mutex::new(HashMap::new()),
+        });
+        let tail = Arc::new(Mutex::new(VecDeque::<String>::new()));
+        if let Some(err) = stderr {
+            let tail = Arc::clone(&tail);
+            let spawned = std::thread::Builder::new()
+                .name("heloom-ray-log".into())
+                .spawn(move || {
+                    for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
+                        eprintln!("heloom serve: ray: {line}");
+                        let mut t = lock(&tail);
+                        t.push_back(line);
+                        if t.len() > 20 {
+                            t.pop_front();
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                eprintln!("heloom serve: ray: cannot forward the bridge's log: {e}");
+            }
+        }
+        let bridge_failed = |message: String| RayError::Bridge {
+            python: config.python.clone(),
+            message,
+        };
+        let Some(out) = stdout else {
+            return Err(bridge_failed("its stdout is not readable".into()));
+        };
+        let reader = Arc::clone(&me);
+        std::thread::Builder::new()
+            .name("heloom-ray-bridge".into())
+            .spawn(move || reader.read_bridge(out))
+            .map_err(|e| bridge_failed(format!("cannot read it: {e}")))?;
+        // Wait for the first round of joins (or the bridge's end).
+        let deadline = Instant::now() + config.startup_timeout;
+        let mut inner = lock(&me.inner);
+        while !inner.ready && inner.bridge_up && Instant::now() < deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            inner = me
+                .changed
+                .wait_timeout(inner, left.min(Duration::from_millis(200)))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+        let (ready, up, note) = (inner.ready, inner.bridge_up, inner.note.clone());
+        drop(inner);
+        if !ready {
+            // Give the log thread a moment to collect the bridge's last words.
+            std::thread::sleep(Duration::from_millis(200));
+            let said = lock(&tail).iter().cloned().collect::<Vec<_>>().join(" | ");
+            me.shutdown();
+            let why = match (note, up) {
+                (Some(n), _) => return Err(bridge_failed(n)),
+                (None, false) => "it exited".to_string(),
+                (None, true) => format!(
+                    "no answer within {} s",
+                    config.startup_timeout.as_secs_f64()
+                ),
+            };
+            return Err(bridge_failed(if said.is_empty() {
+                why
+            } else {
+                format!("{why} (it said: {said})")
+            }));
+        }
+        Ok(me)
+    }
+
+    /// Reads the bridge's protocol lines until it exits.
+    fn read_bridge(self: Arc<Self>, out: std::process::ChildStdout) {
+        for line in BufReader::new(out).lines().map_while(|l| l.ok()) {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            let field = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+            match v["event"].as_str() {
+                Some("join") => self.join(
+                    &field("node_id"),
+                    &field("url"),
+                    &field("token"),
+                    v["threads"].as_u64().unwrap_or(1) as usize,
+                ),
+                Some("leave") => {
+                    let id = field("node_id");
+                    eprintln!(
+                        "heloom serve: ray node {id} left ({}); its jobs go to other nodes",
+                        field("reason")
+                    );
+                    self.remove_node(&id, None);
+                }
+                Some("ready") => {
+                    lock(&self.inner).ready = true;
+                    self.changed.notify_all();
+                }
+                Some("error") => {
+                    lock(&self.inner).note = Some(field("message"));
+                }
+                _ => {}
+            }
+        }
+        // The bridge is gone: no node can be reached or supervised any more.
+        let status = lock(&self.bridge)
+            .as_mut()
+            .and_then(|b| b.child.wait().ok())
+            .map_or_else(|| "stopped".to_string(), |s| s.to_string());
+        {
+            let mut inner = lock(&self.inner);
+            inner.bridge_up = false;
+            for (n, _) in inner.nodes.drain(..) {
+                n.up.store(false, Ordering::SeqCst);
+            }
+            for s in inner.stats.values_mut() {
+                s.up = false;
+            }
+            if inner.note.is_none() {
+                inner.note = Some(format!("the Ray bridge exited ({status})"));
+            }
+        }
+        self.changed.notify_all();
+        // Before the first round of nodes the start fails with the bridge's own words.
+        if !self.stop.load(Ordering::SeqCst) && lock(&self.inner).ready {
+            eprintln!(
+                "heloom serve: the Ray bridge exited ({status}): no node runs jobs now; accepted \
+                 jobs stay queued and /readyz answers 503 until the server is restarted"
+            );
+        }
+    }
+
+    /// A node server joined (or a node's server was restarted: a new one, without keys).
+    fn join(&self, id: &str, url: &str, token: &str, threads: usize) {
+        let client = match Client::with_timeout(url, token, NODE_REQUEST_TIMEOUT) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("heloom serve: ray node {id} at {url} is not usable: {e}");
+                return;
+            }
+        };
+        let node = Arc::new(Node {
+            id: id.to_string(),
+            client,
+            threads: threads.max(1),
+            up: AtomicBool::new(true),
+            keys: Mutex::new(HashSet::new()),
+            key_upload: Mutex::new(()),
+        });
+        {
+            let mut inner = lock(&self.inner);
+            for (n, _) in inner.nodes.iter().filter(|(n, _)| n.id == id) {
+                n.up.store(false, Ordering::SeqCst);
+            }
+            inner.nodes.retain(|(n, _)| n.id != id);
+            inner.nodes.push((node, 0.0));
+            let s = inner.stats.entry(id.to_string()).or_default();
+            s.threads = threads.max(1);
+            s.up = true;
+        }
+        eprintln!("heloom serve: ray node {id}: {threads} threads, node server {url}");
+        // The dispatcher sees the new capacity at its next look (within 0.5 s).
+        self.changed.notify_all();
+    }
+
+    /// Takes a node out of placement (`which`: that server only, else any under this id).
+    fn remove_node(&self, id: &str, which: Option<&Arc<Node>>) {
+        let mut inner = lock(&self.inner);
+        inner.nodes.retain(|(n, _)| {
+            let hit = n.id == id && which.is_none_or(|w| Arc::ptr_eq(w, n));
+            if hit {
+                n.up.store(false, Ordering::SeqCst);
+            }
+            !hit
+        });
+        let still = inner.nodes.iter().any(|(n, _)| n.id == id);
+        if let Some(s) = inner.stats.get_mut(id) {
+            s.up = still;
+        }
+    }
+
+    /// Jobs that may be in flight: each node server takes threads / 2 + 1 at once (its own
+    /// default), so jobs wait in the front's fair queue rather than in a node's.
+    pub(crate) fn capacity(&self) -> usize {
+        lock(&self.inner)
+            .nodes
+            .iter()
+            .map(|(n, _)| n.threads / 2 + 1)
+            .sum()
+    }
+
+    /// `Ok` when jobs can run: the bridge runs and at least one node server is up.
+    pub(crate) fn ready(&self) -> std::result::Result<(), String> {
+        let inner = lock(&self.inner);
+        if !inner.bridge_up {
+            return Err(inner
+                .note
+                .clone()
+                .unwrap_or_else(|| "the Ray bridge exited".into()));
+        }
+        if inner.nodes.is_empty() {
+            return Err("no Ray node runs a heloom node server yet".into());
+        }
+        Ok(())
+    }
+
+    /// Progress of a job on its node: tasks done and total.
+    pub(crate) fn progress(&self, id: i64) -> Option<(usize, usize)> {
+        lock(&self.live).get(&id).and_then(|l| l.progress)
+    }
+
+    /// Cancels a job on its node (its record was already marked cancelled).
+    pub(crate) fn cancel(&self, id: i64) {
+        let target = {
+            let mut live = lock(&self.live);
+            let Some(l) = live.get_mut(&id) else { return };
+            l.cancelled = true;
+            l.node.clone()
+        };
+        if let Some((node, node_job)) = target {
+            // The caller may be on the async runtime: the blocking client runs elsewhere.
+            let _ = std::thread::Builder::new()
+                .name("heloom-ray-cancel".into())
+                .spawn(move || {
+                    if let Err(e) = node.client.cancel(node_job) {
+                        eprintln!(
+                            "heloom serve: cancelling job {id} on ray node {}: {e}",
+                            node.id
+                        );
+                    }
+                });
+        }
+    }
+
+    /// Stops: jobs in flight are left `running` (they run again after a restart), the
+    /// bridge is told to stop its node servers (its stdin closes) and reaped.
+    pub(crate) fn shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.changed.notify_all();
+        let Some(mut b) = lock(&self.bridge).take() else {
+            return;
+        };
+        drop(b.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if matches!(b.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = b.child.kill();
+        let _ = b.child.wait();
+    }
+
+    /// Runs `rec` on a node, on a thread of its own; its end goes to `tx`.
+    pub(crate) fn launch(
+        self: &Arc<Self>,
+        rec: JobRecord,
+        tx: mpsc::Sender<Finished>,
+    ) -> std::result::Result<(), String> {
+        let me = Arc::clone(self);
+        std::thread::Builder::new()
+            .name(format!("heloom-ray-job-{}", rec.id))
+            .spawn(move || me.run_job(rec, tx))
+            .map(|_| ())
+            .map_err(|e| format!("starting the job's thread: {e}"))
+    }
+
+    fn run_job(self: Arc<Self>, rec: JobRecord, tx: mpsc::Sender<Finished>) {
+        lock(&self.live).insert(rec.id, Live::default());
+        let (fp, outcome) = match self.prepare(&rec) {
+            Ok(p) => (p.fp, self.run_prepared(&rec, &p)),
+            Err(msg) => (0, Outcome::Failed(msg)),
+        };
+        lock(&self.live).remove(&rec.id);
+        if let Outcome::Interrupted = outcome {
+            if !self.stop.load(Ordering::SeqCst) {
+                // No node to run it: back to the queue, for when nodes come.
+                if let Err(e) = self.state.requeue_job(rec.id) {
+                    eprintln!(
+                        "heloom serve: putting job {} back in the queue: {e}",
+                        rec.id
+                    );
+                }
+            }
+        }
+        let _ = tx.send((rec, fp, outcome));
+    }
+
+    /// Places the job, runs it, places it again while its nodes are lost.
+    fn run_prepared(&self, rec: &JobRecord, p: &Prepared) -> Outcome {
+        let started = Instant::now();
+        for _ in 0..MAX_PLACEMENTS {
+            let Some(node) = self.choose(p) else {
+                return Outcome::Interrupted;
+            };
+            let attempt = self.run_on(&node, rec, p);
+            self.release(&node, p.cost_ms);
+            match attempt {
+                Try::Done(bytes) => {
+                    let ms = started.elapsed().as_secs_f64() * 1e3;
+                    let mut k = lock(&self.kind_ms);
+                    let e = k.entry(rec.kind.clone()).or_insert(ms);
+                    *e = 0.8 * *e + 0.2 * ms;
+                    return Outcome::Done(bytes);
+                }
+                Try::Failed(msg) => return Outcome::Failed(msg),
+                Try::Stopped => return Outcome::Interrupted,
+                Try::NodeLost(msg) => {
+                    if self.stop.load(Ordering::SeqCst) {
+                        return Outcome::Interrupted;
+                    }
+                    if lock(&self.live).get(&rec.id).is_some_and(|l| l.cancelled) {
+                        return Outcome::Failed("cancelled".into());
+                    }
+                    eprintln!(
+                        "heloom serve: job {} lost ray node {}: {msg}; placing it again",
+                        rec.id, node.id
+                    );
+                    if !node.up.load(Ordering::SeqCst) || node.client.version().is_err() {
+                        self.remove_node(&node.id, Some(&node));
+                    }
+                    self.replaced.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        Outcome::Failed(format!(
+            "its node was lost {MAX_PLACEMENTS} times; submit it again"
+        ))
+    }
+
+    /// The node for a job (waiting a while for one when there is none), its predicted work
+    /// added to the node's.
+    fn choose(&self, p: &Prepared) -> Option<Arc<Node>> {
+        let deadline = Instant::now() + NO_NODE_WAIT;
+        let bps = f64::from_bits(self.upload_bps.load(Ordering::Relaxed));
+        let key_id = &p.spec.key_id;
+        let mut inner = lock(&self.inner);
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return None;
+            }
+            let loads: Vec<NodeLoad> = inner
+                .nodes
+                .iter()
+                .map(|(n, out)| NodeLoad {
+                    outstanding_ms: *out,
+                    threads: n.threads,
+                    has_key: lock(&n.keys).contains(key_id),
+                })
+                .collect();
+            if let Some(i) = place(&loads, p.cost_ms, p.key_bytes, bps) {
+                let (node, out) = &mut inner.nodes[i];
+                *out += p.cost_ms;
+                let node = Arc::clone(node);
+                if let Some(s) = inner.stats.get_mut(&node.id) {
+                    s.jobs += 1;
+                }
+                return Some(node);
+            }
+            if !inner.bridge_up || Instant::now() >= deadline {
+                return None;
+            }
+            inner = self
+                .changed
+                .wait_timeout(inner, Duration::from_millis(500))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+
+    fn release(&self, node: &Arc<Node>, cost_ms: f64) {
+        let mut inner = lock(&self.inner);
+        if let Some((_, out)) = inner.nodes.iter_mut().find(|(n, _)| Arc::ptr_eq(n, node)) {
+            *out = (*out - cost_ms).max(0.0);
+        }
+    }
+
+    /// Reads what the job needs and predicts its work.
+    fn prepare(&self, rec: &JobRecord) -> std::result::Result<Prepared, String> {
+        let spec: JobSpec = serde_json::from_str(&rec.spec)
+            .map_err(|e| format!("the stored job description is unreadable: {e}"))?;
+        let key = self
+            .state
+            .object(&rec.tenant, &spec.key_id)
+            .map_err(|e| e.to_string())?
+            .filter(|o| o.kind == crate::ObjectKind::Keys)
+            .ok_or_else(|| format!("key set {} is not stored (deleted?)", spec.key_id))?;
+        let fp = u64::from_str_radix(&key.parameters, 16)
+            .map_err(|e| format!("key set {}: bad parameter fingerprint: {e}", key.id))?;
+        let mut inputs = Vec::with_capacity(spec.inputs.len());
+        for id in &spec.inputs {
+            let data = self
+                .state
+                .read_object(&rec.tenant, id)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("input ciphertext {id} is not stored (deleted?)"))?;
+            inputs.push(data);
+        }
+        let graph = match &spec.task {
+            Task::Graph { graph_id } => Some(
+                self.state
+                    .read_object(&rec.tenant, graph_id)
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| format!("graph {graph_id} is not stored (deleted?)"))?,
+            ),
+            _ => None,
+        };
+        let cost_ms = self
+            .graph_work_ms(rec, &spec, fp, &inputs, graph.as_deref())
+            .or_else(|| lock(&self.kind_ms).get(&rec.kind).copied())
+            .unwrap_or(DEFAULT_COST_MS);
+        Ok(Prepared {
+            key_path: self.state.object_path(&rec.tenant, &key.id),
+            key_bytes: key.bytes,
+            fp,
+            inputs,
+            graph,
+            cost_ms,
+            spec,
+        })
+    }
+
+    /// The job's task graph's work under the server's cost model, ms (one thread); `None`
+    /// where the graph cannot be built here (the node reports the job's errors).
+    fn graph_work_ms(
+        &self,
+        rec: &JobRecord,
+        spec: &JobSpec,
+        fp: u64,
+        inputs: &[Vec<u8>],
+        graph: Option<&[u8]>,
+    ) -> Option<f64> {
+        let graph = if let Some(data) = graph {
+            TaskGraph::from_bytes(data).ok()?
+        } else {
+            let ctx = self
+                .state
+                .context_for(&rec.tenant, fp, &self.contexts, self.allow_insecure)
+                .ok()?;
+            let [input] = inputs else { return None };
+            let ct = parse_ciphertexts(input, &ctx).ok()?.into_iter().next()?;
+            let moduli = ctx.params().moduli().to_vec();
+            let (level, scale) = (ct.level(), ct.scale());
+            if let Task::Exp { variant } = &spec.task {
+                let v = exp_variant(variant.as_deref().unwrap_or("horner"))?;
+                exp_graph(v, &moduli, level, scale).ok()?
+            } else if let Task::Polynomial { coefficients } = &spec.task {
+                polynomial_graph(
+                    "polynomial",
+                    &moduli,
+                    level,
+                    scale,
+                    coefficients,
+                    PolyBasis::Power,
+                )
+                .ok()?
+            } else {
+                return None;
+            }
+        };
+        Some(graph.work_ms(self.model.as_ref()))
+    }
+
+    /// One try of the job on `node`.
+    fn run_on(&self, node: &Arc<Node>, rec: &JobRecord, p: &Prepared) -> Try {
+        let lost = |what: &str, e: ClientError| -> Try {
+            match &e {
+                ClientError::Api {
+                    status, message, ..
+                } if *status < 500 && *status != 429 && *status != 408 && *status != 404 => {
+                    Try::Failed(format!("{what}: {message}"))
+                }
+                _ => Try::NodeLost(format!("{what}: {e}")),
+            }
+        };
+        // The key set, once per node.
+        let key_id = &p.spec.key_id;
+        if !lock(&node.keys).contains(key_id) {
+            let _one = lock(&node.key_upload);
+            if !lock(&node.keys).contains(key_id) {
+                let t = Instant::now();
+                match node.client.upload_file(&p.key_path) {
+                    Ok(info) if &info.id == key_id => {
+                        let s = t.elapsed().as_secs_f64().max(1e-6);
+                        let bps = p.key_bytes as f64 / s;
+                        let old = f64::from_bits(self.upload_bps.load(Ordering::Relaxed));
+                        self.upload_bps
+                            .store((0.5 * old + 0.5 * bps).to_bits(), Ordering::Relaxed);
+                        lock(&node.keys).insert(key_id.clone());
+                        let mut inner = lock(&self.inner);
+                        if let Some(st) = inner.stats.get_mut(&node.id) {
+                            st.key_uploads += 1;
+                            st.key_upload_bytes += p.key_bytes;
+                        }
+                    }
+                    Ok(info) => {
+                        return Try::Failed(format!(
+                            "the node stored key set {key_id} as {}: the stored file changed",
+                            info.id
+                        ))
+                    }
+                    Err(e) => return lost("uploading the key set", e),
+                }
+            }
+        }
+        let mut inputs = Vec::with_capacity(p.inputs.len());
+        for data in &p.inputs {
+            match node.client.upload(data.clone()) {
+                Ok(info) => inputs.push(info.id),
+                Err(e) => return lost("uploading an input", e),
+            }
+        }
+        if let Some(g) = &p.graph {
+            if let Err(e) = node.client.upload(g.clone()) {
+                return lost("uploading the graph", e);
+            }
+        }
+        let mut job = SubmitJob::new(
+            &format!("front-{}", rec.id),
+            key_id,
+            inputs,
+            p.spec.task.clone(),
+        );
+        job.priority = rec.priority;
+        let view = match node.client.submit(&job) {
+            Ok(v) => v,
+            Err(e) => return lost("submitting", e),
+        };
+        let cancel_now = {
+            let mut live = lock(&self.live);
+            let l = live.entry(rec.id).or_default();
+            l.node = Some((Arc::clone(node), view.id));
+            l.cancelled
+        };
+        if cancel_now {
+            let _ = node.client.cancel(view.id);
+        }
+        let mut errors = 0;
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return Try::Stopped;
+            }
+            if !node.up.load(Ordering::SeqCst) {
+                return Try::NodeLost("the node left".into());
+            }
+            let id = rec.id;
+            let mut on_update = |v: &crate::api::JobView| {
+                if let Some(pr) = &v.progress {
+                    if let Some(l) = lock(&self.live).get_mut(&id) {
+                        l.progress = Some((pr.tasks_done, pr.tasks_total));
+                    }
+                }
+            };
+            match node
+                .client
+                .wait_with(view.id, Duration::from_secs(2), &mut on_update)
+            {
+                Ok(v) => match v.state.as_str() {
+                    "done" => {
+                        return match node.client.result_bytes(v.id) {
+                            Ok(b) => Try::Done(b),
+                            Err(e) => lost("fetching the result", e),
+                        }
+                    }
+                    "failed" => return Try::Failed(v.error.unwrap_or_else(|| "failed".into())),
+                    _ => {
+                        return if lock(&self.live).get(&id).is_some_and(|l| l.cancelled) {
+                            Try::Failed("cancelled".into())
+                        } else {
+                            Try::NodeLost("the node cancelled it".into())
+                        }
+                    }
+                },
+                Err(ClientError::Timeout { .. }) => errors = 0,
+                Err(e) => {
+                    errors += 1;
+                    if errors >= 3 {
+                        return lost("waiting", e);
+                    }
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+            }
+        }
+    }
+
+    /// The backend's series for `/metrics`.
+    pub(crate) fn metrics_text(&self) -> String {
+        use std::fmt::Write as _;
+        let inner = lock(&self.inner);
+        let mut out = String::new();
+        let gauge = |out: &mut String, name: &str, help: &str, v: f64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        };
+        gauge(
+            &mut out,
+            "heloom_ray_bridge_up",
+            "1 while the Ray bridge runs.",
+            f64::from(u8::from(inner.bridge_up)),
+        );
+        gauge(
+            &mut out,
+            "heloom_ray_nodes",
+            "Ray nodes whose node servers take jobs.",
+            inner.nodes.len() as f64,
+        );
+        gauge(
+            &mut out,
+            "heloom_ray_key_upload_bytes_per_second",
+            "Measured key set upload bandwidth to the nodes.",
+            f64::from_bits(self.upload_bps.load(Ordering::Relaxed)),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP heloom_ray_jobs_replaced_total Jobs placed again after their node was lost.\n\
+             # TYPE heloom_ray_jobs_replaced_total counter\nheloom_ray_jobs_replaced_total {}",
+            self.replaced.load(Ordering::Relaxed)
+        );
+        let outstanding: HashMap<&str, f64> = inner
+            .nodes
+            .iter()
+            .map(|(n, o)| (n.id.as_str(), *o))
+            .collect();
+        type Series = (
+            &'static str,
+            &'static str,
+            &'static str,
+            fn(&NodeStats) -> f64,
+        );
+        let series: [Series; 5] = [
+            (
+                "heloom_ray_node_up",
+                "gauge",
+                "1 while the node's server takes jobs.",
+                |s| f64::from(u8::from(s.up)),
+            ),
+            (
+                "heloom_ray_node_threads",
+                "gauge",
+                "Threads of the node's server.",
+                |s| s.threads as f64,
+            ),
+            (
+                "heloom_ray_node_jobs_total",
+                "counter",
+                "Jobs placed on the node (a job placed again counts again).",
+                |s| s.jobs as f64,
+            ),
+            (
+                "heloom_ray_key_uploads_total",
+                "counter",
+                "Key sets uploaded to the node (each once per node server).",
+                |s| s.key_uploads as f64,
+            ),
+            (
+                "heloom_ray_key_upload_bytes_total",
+                "counter",
+                "Key set bytes uploaded to the node.",
+                |s| s.key_upload_bytes as f64,
+            ),
+        ];
+        for (name, kind, help, f) in series {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (id, s) in &inner.stats {
+                let _ = writeln!(out, "{name}{{node=\"{id}\"}} {}", f(s));
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP heloom_ray_node_outstanding_ms Predicted work placed on the node and not \
+             ended, ms.\n# TYPE heloom_ray_node_outstanding_ms gauge"
+        );
+        for id in inner.stats.keys() {
+            let o = outstanding.get(id.as_str()).copied().unwrap_or(0.0);
+            let _ = writeln!(out, "heloom_ray_node_outstanding_ms{{node=\"{id}\"}} {o}");
+        }
+        out
+    }
+}
+
+impl Drop for RemoteBackend {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl State {
+    /// Puts a running job back in the queue (its try ended without an outcome: no node could
+    /// take it). Returns whether it was running.
+    pub(crate) fn requeue_job(&self, id: i64) -> crate::Result<bool> {
+        let n = self.with_conn(|c| {
+            c.execute(
+                "UPDATE jobs SET state = 'accepted' WHERE id = ?1 AND state = 'running'",
+                rusqlite::params![id],
+            )
+        })?;
+        Ok(n > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(outstanding_ms: f64, threads: usize, has_key: bool) -> NodeLoad {
+        NodeLoad {
+            outstanding_ms,
+            threads,
+            has_key,
+        }
+    }
+
+    #[test]
+    fn no_nodes_no_place() {
+        assert_eq!(place(&[], 10.0, 0, 1e9), None);
+    }
+
+    #[test]
+    fn least_work_per_thread_wins() {
+        // 400 / 4 = 100 beats 300 / 2 = 150 and 120 / 1 = 120 (plus the job's 40 / threads).
+        let nodes = [n(300.0, 2, true), n(400.0, 4, true), n(120.0, 1, true)];
+        assert_eq!(place(&nodes, 40.0, 1 << 20, 1e9), Some(1));
+        // Idle nodes: the job ends first on the widest one.
+        let idle = [n(0.0, 1, true), n(0.0, 4, true), n(0.0, 2, true)];
+        assert_eq!(place(&idle, 100.0, 0, 1e9), Some(1));
+    }
+
+    #[test]
+    fn ties_go_to_the_first_node() {
+        let nodes = [n(50.0, 2, true), n(50.0, 2, true), n(50.0, 2, true)];
+        assert_eq!(place(&nodes, 10.0, 0, 1e9), Some(0));
+    }
+
+    #[test]
+    fn a_missing_key_costs_its_upload() {
+        // 100 MB at 100 MB/s is 1000 ms: a node with the key and 800 ms of work queued
+        // (the job ends at 810 ms) beats an idle one without it (1010 ms).
+        let nodes = [n(0.0, 1, false), n(800.0, 1, true)];
+        assert_eq!(place(&nodes, 10.0, 100_000_000, 100e6), Some(1));
+        // At 1 GB/s the upload is 100 ms: the idle node wins (110 ms against 810 ms).
+        assert_eq!(place(&nodes, 10.0, 100_000_000, 1e9), Some(0));
+        // Every node lacks the key: least work wins.
+        let cold = [n(30.0, 1, false), n(20.0, 1, false)];
+        assert_eq!(place(&cold, 10.0, 100_000_000, 100e6), Some(1));
+    }
+
+    #[test]
+    fn filling_idle_nodes_round_robins() {
+        // Placing equal jobs one by one spreads them over equal nodes.
+        let mut nodes = vec![n(0.0, 2, true); 4];
+        let mut got = Vec::new();
+        for _ in 0..8 {
+            let i = place(&nodes, 100.0, 0, 1e9).unwrap_or(usize::MAX);
+            nodes[i].outstanding_ms += 100.0;
+            got.push(i);
+        }
+        assert_eq!(got, vec![0, 1, 2, 3, 0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn bad_numbers_are_clamped() {
+        // Zero threads counts as one; negative work as none; zero bandwidth as 1 B/s.
+        let nodes = [n(-5.0, 0, true), n(10.0, 1, true)];
+        assert_eq!(place(&nodes, 1.0, 0, 0.0), Some(0));
+        let nodes = [n(0.0, 1, false), n(10.0, 1, true)];
+        assert_eq!(place(&nodes, 1.0, 10, 0.0), Some(1));
+    }
+}
