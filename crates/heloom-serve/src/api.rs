@@ -379,9 +379,13 @@ async fn upload(
     let contexts = Arc::clone(&app.contexts);
     let allow = app.allow_insecure;
     let tmp2 = tmp.clone();
-    let (info, new) =
-        blocking(move || state.store_upload(&tenant, &tmp2, &digest, &contexts, allow)).await?;
+    let t = tenant.clone();
+    let (info, new, ct) =
+        blocking(move || state.store_upload_parsed(&t, &tmp2, &digest, &contexts, allow)).await?;
     cleanup.defuse();
+    if let Some(ct) = ct {
+        app.worker.inputs.insert(&tenant, &info.id, ct);
+    }
     let status = if new {
         StatusCode::CREATED
     } else {
@@ -485,8 +489,13 @@ async fn delete_object(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    on_object(&app, &headers, id, |s, t, i| {
-        Ok(s.delete_object(t, i)?.then_some(StatusCode::NO_CONTENT))
+    let worker = Arc::clone(&app.worker);
+    on_object(&app, &headers, id, move |s, t, i| {
+        let deleted = s.delete_object(t, i)?;
+        if deleted {
+            worker.inputs.remove(t, i);
+        }
+        Ok(deleted.then_some(StatusCode::NO_CONTENT))
     })
     .await
 }

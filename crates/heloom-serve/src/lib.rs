@@ -37,6 +37,7 @@
 pub mod api;
 pub mod apps;
 pub mod client;
+mod inputs;
 mod jobs;
 pub mod metrics;
 pub mod objects;

@@ -218,6 +218,9 @@ struct Checked {
     kind: ObjectKind,
     parameters: String,
     info: serde_json::Value,
+    /// An uploaded ciphertext as parsed by the validation (the worker keeps it for the jobs
+    /// that use it, instead of parsing the file again).
+    ciphertext: Option<Ciphertext<u64>>,
 }
 
 impl State {
@@ -269,6 +272,20 @@ impl State {
         contexts: &Contexts,
         allow_insecure: bool,
     ) -> Result<(ObjectInfo, bool)> {
+        self.store_upload_parsed(tenant, tmp, sha, contexts, allow_insecure)
+            .map(|(info, new, _)| (info, new))
+    }
+
+    /// [`Self::store_upload`], also returning an uploaded ciphertext as its validation parsed
+    /// it.
+    pub fn store_upload_parsed(
+        &self,
+        tenant: &str,
+        tmp: &Path,
+        sha: &[u8; 32],
+        contexts: &Contexts,
+        allow_insecure: bool,
+    ) -> Result<(ObjectInfo, bool, Option<Ciphertext<u64>>)> {
         let id = hex(sha);
         let checked = (|| {
             let file = std::fs::File::open(tmp).map_err(|source| ServeError::DataDir {
@@ -283,7 +300,7 @@ impl State {
             let data = read_file(tmp)?;
             self.check_upload(tenant, &data, contexts, allow_insecure)
         })();
-        let checked = match checked {
+        let mut checked = match checked {
             Ok(c) => c,
             Err(e) => {
                 let _ = std::fs::remove_file(tmp);
@@ -291,7 +308,9 @@ impl State {
             }
         };
         let bytes = std::fs::metadata(tmp).map(|m| m.len()).unwrap_or(0);
+        let ct = checked.ciphertext.take();
         self.commit_object(tenant, &id, tmp, bytes, checked)
+            .map(|(info, new)| (info, new, ct))
     }
 
     fn check_upload(
@@ -324,18 +343,20 @@ impl State {
                         "galois_elements": steps,
                         "memory_bytes": ks.keys.memory_bytes(),
                     }),
+                    ciphertext: None,
                 })
             }
             Wire::Ciphertext => {
                 let fp = header.params_fingerprint;
                 let ctx = self.context_for(tenant, fp, contexts, allow_insecure)?;
-                let cts = parse_ciphertexts(data, &ctx)?;
-                let Some(ct) = cts.first().filter(|_| cts.len() == 1) else {
+                let mut cts = parse_ciphertexts(data, &ctx)?;
+                if cts.len() != 1 {
                     return Err(invalid(format!(
                         "{} ciphertexts in one upload: upload one ciphertext per object",
                         cts.len()
                     )));
-                };
+                }
+                let ct = cts.remove(0);
                 Ok(Checked {
                     kind: ObjectKind::Ciphertext,
                     parameters: format!("{fp:016x}"),
@@ -344,6 +365,7 @@ impl State {
                         "scale": ct.scale(),
                         "slots": ct.slots(),
                     }),
+                    ciphertext: Some(ct),
                 })
             }
             Wire::TaskGraph => {
@@ -357,6 +379,7 @@ impl State {
                         "inputs": g.num_inputs(),
                         "outputs": g.outputs().len(),
                     }),
+                    ciphertext: None,
                 })
             }
             other => Err(invalid(format!(
@@ -474,6 +497,7 @@ impl State {
             kind: ObjectKind::Result,
             parameters: format!("{parameters:016x}"),
             info: serde_json::json!({}),
+            ciphertext: None,
         };
         self.commit_object(tenant, &hex(&sha), &tmp, data.len() as u64, checked)
             .map(|(info, _)| info)

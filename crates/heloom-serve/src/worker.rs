@@ -167,6 +167,8 @@ pub(crate) struct Shared {
     /// When the submission request of each job accepted since this start (and not started
     /// yet) arrived: the start latency metric.
     received: Mutex<HashMap<i64, std::time::Instant>>,
+    /// Uploaded ciphertexts as parsed at upload, for the jobs that use them.
+    pub(crate) inputs: crate::inputs::InputCache,
     /// With `--ray`: where jobs run instead of the executor.
     remote: Option<Arc<crate::remote::RemoteBackend>>,
 }
@@ -257,6 +259,12 @@ impl Worker {
         }
         let ended = crate::waiters::Waiters::default();
         let received = Mutex::new(HashMap::new());
+        // Parsed inputs: 64 MiB, or a sixteenth of a memory budget below 1 GiB.
+        let inputs = crate::inputs::InputCache::new(
+            config
+                .memory_budget
+                .map_or(64 << 20, |b| (b / 16).min(64 << 20) as usize),
+        );
         let shared = Arc::new(Shared {
             state,
             contexts,
@@ -279,6 +287,7 @@ impl Worker {
             largest_load: AtomicU64::new(0),
             ended,
             received,
+            inputs,
             remote,
         });
         let (tx, rx) = mpsc::channel::<Finished>();
@@ -537,6 +546,15 @@ impl Shared {
         let fp = ctx.params().fingerprint();
         let mut inputs = Vec::with_capacity(spec.inputs.len());
         for id in &spec.inputs {
+            // Parsed at upload (and still stored: a deleted object leaves the cache too).
+            if let Some(ct) = self
+                .inputs
+                .get(&rec.tenant, id)
+                .filter(|c| c.fingerprint() == ctx.fingerprint())
+            {
+                inputs.push(ct);
+                continue;
+            }
             let data = self
                 .state
                 .read_object(&rec.tenant, id)
