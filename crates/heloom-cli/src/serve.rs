@@ -30,8 +30,8 @@ struct RunArgs {
     /// Threads for HE tasks (default: every core).
     #[arg(long)]
     threads: Option<usize>,
-    /// Jobs run at once (default: threads / 2 + 1), plus one express slot for a tenant with
-    /// nothing running.
+    /// Jobs run at once (default: threads + 1; threads / 2 + 1 with --memory-budget), plus one
+    /// express slot for a tenant with nothing running.
     #[arg(long, default_value_t = 0)]
     max_in_flight: usize,
     /// Most threads one tenant's tasks hold at once, a per-tenant thread quota (default: no

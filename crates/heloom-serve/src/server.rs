@@ -21,7 +21,7 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Threads for HE tasks.
     pub threads: usize,
-    /// Jobs in the executor at once (0: threads / 2 + 1).
+    /// Jobs in the executor at once (0: threads + 1, or threads / 2 + 1 with a memory budget).
     pub max_in_flight: usize,
     /// Most threads one tenant's tasks hold at once (`None`: no cap).
     pub tenant_threads: Option<usize>,

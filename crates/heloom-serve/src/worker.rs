@@ -120,7 +120,7 @@ pub struct WorkerConfig {
     pub model: Arc<dyn heloom_runtime::CostModel>,
     /// Threads for HE tasks.
     pub threads: usize,
-    /// Jobs in the executor at once (default: threads / 2 + 1).
+    /// Jobs in the executor at once (0: threads + 1, or threads / 2 + 1 with a memory budget).
     pub max_in_flight: usize,
     /// Most threads one tenant's tasks hold at once (`None`: no cap).
     pub tenant_threads: Option<usize>,
@@ -274,7 +274,7 @@ impl Worker {
             in_flight: AtomicUsize::new(0),
             released: Mutex::new(std::collections::HashSet::new()),
             max_in_flight: if config.max_in_flight == 0 {
-                threads / 2 + 1
+                default_in_flight(threads, config.memory_budget.is_some())
             } else {
                 config.max_in_flight
             },
@@ -831,6 +831,17 @@ impl Shared {
         if !released {
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
         }
+    }
+}
+
+/// Jobs in the executor at once by default: enough that every thread has a task while a
+/// finished job's slot is refilled (threads + 1), or under a memory budget, where each job of
+/// another tenant holds its key set, threads / 2 + 1.
+fn default_in_flight(threads: usize, memory_budget: bool) -> usize {
+    if memory_budget {
+        threads / 2 + 1
+    } else {
+        threads + 1
     }
 }
 
