@@ -328,12 +328,15 @@ impl State {
         })
     }
 
-    /// Queued and running jobs per tenant (for metrics and admission control).
+    /// Queued and running jobs of every tenant, zeros included (a gauge that drops to 0 is
+    /// shown as 0, not dropped from `/metrics`). Index lookups per tenant.
     pub fn queue_depths(&self) -> Result<Vec<(String, u64, u64)>> {
         self.with_conn(|c| {
             let mut st = c.prepare(
-                "SELECT tenant, SUM(state = 'accepted'), SUM(state = 'running') FROM jobs
-                 WHERE state IN ('accepted', 'running') GROUP BY tenant ORDER BY tenant",
+                "SELECT t.name,
+                        (SELECT COUNT(*) FROM jobs j WHERE j.tenant = t.name AND j.state = 'accepted'),
+                        (SELECT COUNT(*) FROM jobs j WHERE j.tenant = t.name AND j.state = 'running')
+                 FROM tenants t ORDER BY t.name",
             )?;
             let rows = st.query_map([], |r| {
                 Ok((
@@ -385,7 +388,8 @@ impl State {
     pub fn recover(&self) -> Result<usize> {
         self.with_conn(|c| {
             c.execute(
-                "UPDATE jobs SET state = 'accepted' WHERE state = 'running'",
+                // Not started any more: a view of it must not show the dead run's start.
+                "UPDATE jobs SET state = 'accepted', started_ms = NULL WHERE state = 'running'",
                 [],
             )
         })

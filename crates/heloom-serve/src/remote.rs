@@ -967,7 +967,7 @@ impl State {
     pub(crate) fn requeue_job(&self, id: i64) -> crate::Result<bool> {
         let n = self.with_conn(|c| {
             c.execute(
-                "UPDATE jobs SET state = 'accepted' WHERE id = ?1 AND state = 'running'",
+                "UPDATE jobs SET state = 'accepted', started_ms = NULL WHERE id = ?1 AND state = 'running'",
                 rusqlite::params![id],
             )
         })?;

@@ -84,6 +84,8 @@ fn queue_order_single_end_cancel_and_recovery() {
         JobState::Running
     );
     assert_eq!(state.recover().unwrap(), 1);
+    let back = state.job("t", low).unwrap().unwrap();
+    assert_eq!((back.state, back.started_ms), (JobState::Accepted, None));
     let again = state.start_next().unwrap().unwrap();
     assert_eq!((again.id, again.attempts), (low, 2));
     assert!(state.finish_job(low, Err("bad input")).unwrap());
@@ -126,4 +128,14 @@ fn the_express_slot_starts_only_tenants_with_nothing_running() {
     assert_eq!(state.start_next().unwrap().unwrap().id, l2);
     assert_eq!(state.start_next().unwrap().unwrap().id, h3);
     assert_eq!(state.start_next().unwrap(), None);
+    // Every tenant's gauges, zeros included.
+    state.create_token("idle").unwrap();
+    let depths = state.queue_depths().unwrap();
+    let want = [("heavy", 0, 3), ("idle", 0, 0), ("light", 0, 2)];
+    let got: Vec<(&str, u64, u64)> = depths
+        .iter()
+        .map(|(t, q, r)| (t.as_str(), *q, *r))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(state.queued_jobs(None).unwrap(), 0);
 }
