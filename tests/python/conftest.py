@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -96,3 +98,15 @@ def max_err(got: np.ndarray, want: np.ndarray) -> float:
     want = np.asarray(want)
     assert got.shape == want.shape, (got.shape, want.shape)
     return float(np.max(np.abs(got - want)))
+
+
+def create_token(binary: Path, data: Path, tenant: str) -> str:
+    """A new bearer token for ``tenant`` in the ``heloom serve`` data directory ``data``."""
+    out = subprocess.run(
+        [str(binary), "serve", "token", "create", "--data", str(data), "--tenant", tenant],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    return out.stdout.strip()

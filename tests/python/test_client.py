@@ -32,6 +32,8 @@ from heloom.client import (
     polynomial,
 )
 
+from conftest import create_token
+
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = Path(os.environ.get("HELOOM_BIN", ROOT / "target" / "release" / "heloom"))
 
@@ -64,17 +66,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data = tmp_path_factory.mktemp("serve")
     binary, dirname = str(BINARY), str(data)
 
-    def token(tenant: str) -> str:
-        out = subprocess.run(
-            [binary, "serve", "token", "create", "--data", dirname, "--tenant", tenant],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=30,
-        )
-        return out.stdout.strip()
-
-    alice, bob = token("alice"), token("bob")
+    alice, bob = create_token(BINARY, data, "alice"), create_token(BINARY, data, "bob")
     log = data / "serve.log"
     with open(log, "wb") as err:
         args = ["serve", "--data", dirname, "--listen", "127.0.0.1:0", "--threads", "2"]

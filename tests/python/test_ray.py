@@ -24,6 +24,8 @@ import pytest
 import heloom
 from heloom.client import Client, Job, exp, polynomial
 
+from conftest import create_token
+
 ray = pytest.importorskip(
     "ray", reason="Ray is not installed: `pip install heloom[ray]` (./run.sh test installs it)"
 )
@@ -89,17 +91,7 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
         data = tmp_path_factory.mktemp("ray-front")
         binary, dirname = str(BINARY), str(data)
 
-        def token(tenant: str) -> str:
-            out = subprocess.run(
-                [binary, "serve", "token", "create", "--data", dirname, "--tenant", tenant],
-                capture_output=True,
-                text=True,
-                check=True,
-                timeout=30,
-            )
-            return out.stdout.strip()
-
-        alice, bob = token("alice"), token("bob")
+        alice, bob = create_token(BINARY, data, "alice"), create_token(BINARY, data, "bob")
         log = data / "serve.log"
         args = ["serve", "--data", dirname, "--listen", "127.0.0.1:0", "--allow-insecure"]
         args += ["--ray", cluster.address, "--ray-python", sys.executable]

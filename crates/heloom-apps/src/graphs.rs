@@ -591,20 +591,7 @@ pub fn batch_logits(decrypted: &[Vec<f64>], count: usize) -> Result<Vec<[f64; CL
 /// im2col form: block `ky * 5 + kx` holds at `i * 13 + j` the pixel under that kernel
 /// position for output `(i, j)`).
 pub fn single_input(image: &[u8]) -> Result<Vec<f64>> {
-    let x = CryptoNet::input(image)?;
-    let mut v = vec![0.0; SINGLE_SLOTS];
-    for ky in 0..KERNEL {
-        for kx in 0..KERNEL {
-            let k = ky * KERNEL + kx;
-            for i in 0..CONV_OUT {
-                for j in 0..CONV_OUT {
-                    v[k * BLOCK + i * CONV_OUT + j] =
-                        x[(STRIDE * i + ky) * PADDED + STRIDE * j + kx];
-                }
-            }
-        }
-    }
-    Ok(v)
+    single::im2col(image, SINGLE_SLOTS)
 }
 
 /// Client side, single-image packing: the ten logits (slots `0..10` of the decrypted output).

@@ -381,7 +381,7 @@ async fn upload(
     let tmp2 = tmp.clone();
     let t = tenant.clone();
     let (info, new, ct) =
-        blocking(move || state.store_upload_parsed(&t, &tmp2, &digest, &contexts, allow)).await?;
+        blocking(move || state.store_upload(&t, &tmp2, &digest, &contexts, allow)).await?;
     cleanup.defuse();
     if let Some(ct) = ct {
         app.worker.inputs.insert(&tenant, &info.id, ct);

@@ -266,13 +266,12 @@ impl State {
     }
 
     fn take_next(c: &rusqlite::Connection, idle_only: bool) -> rusqlite::Result<Option<JobRecord>> {
-        {
-            let tx = c.unchecked_transaction()?;
-            // Per tenant (a small table), index lookups only: its oldest queued job and its
-            // running count; the tenant with the fewest running, then the oldest, goes next.
-            let tenant: Option<String> = tx
-                .query_row(
-                    "SELECT name FROM (
+        let tx = c.unchecked_transaction()?;
+        // Per tenant (a small table), index lookups only: its oldest queued job and its
+        // running count; the tenant with the fewest running, then the oldest, goes next.
+        let tenant: Option<String> = tx
+            .query_row(
+                "SELECT name FROM (
                          SELECT t.name,
                                 (SELECT MIN(id) FROM jobs j
                                  WHERE j.tenant = t.name AND j.state = 'accepted') AS oldest,
@@ -281,31 +280,30 @@ impl State {
                          FROM tenants t)
                      WHERE oldest IS NOT NULL AND (?1 = 0 OR running = 0)
                      ORDER BY running, oldest LIMIT 1",
-                    [idle_only as i64],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            let Some(tenant) = tenant else {
-                return Ok(None);
-            };
-            let id: Option<i64> = tx
-                .query_row(
-                    "SELECT id FROM jobs WHERE tenant = ?1 AND state = 'accepted'
+                [idle_only as i64],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(tenant) = tenant else {
+            return Ok(None);
+        };
+        let id: Option<i64> = tx
+            .query_row(
+                "SELECT id FROM jobs WHERE tenant = ?1 AND state = 'accepted'
                      ORDER BY priority DESC, id LIMIT 1",
-                    [&tenant],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            let Some(id) = id else { return Ok(None) };
-            tx.execute(
-                "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?2
+                [&tenant],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(id) = id else { return Ok(None) };
+        tx.execute(
+            "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?2
                  WHERE id = ?1",
-                params![id, unix_now_ms()],
-            )?;
-            let rec = by_id(&tx, id)?;
-            tx.commit()?;
-            Ok(Some(rec))
-        }
+            params![id, unix_now_ms()],
+        )?;
+        let rec = by_id(&tx, id)?;
+        tx.commit()?;
+        Ok(Some(rec))
     }
 
     /// Jobs queued (accepted, not started): the tenant's, or every tenant's with `None`.

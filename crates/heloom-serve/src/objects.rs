@@ -263,22 +263,9 @@ impl State {
     }
 
     /// Validates the upload in `tmp` (its SHA-256 `sha`) for `tenant` and stores it: the
-    /// tenant's object (new or already there, `false`). The temporary file is consumed.
+    /// tenant's object (new or already there, `false`), and an uploaded ciphertext as its
+    /// validation parsed it (the worker keeps it for jobs). The temporary file is consumed.
     pub fn store_upload(
-        &self,
-        tenant: &str,
-        tmp: &Path,
-        sha: &[u8; 32],
-        contexts: &Contexts,
-        allow_insecure: bool,
-    ) -> Result<(ObjectInfo, bool)> {
-        self.store_upload_parsed(tenant, tmp, sha, contexts, allow_insecure)
-            .map(|(info, new, _)| (info, new))
-    }
-
-    /// [`Self::store_upload`], also returning an uploaded ciphertext as its validation parsed
-    /// it.
-    pub fn store_upload_parsed(
         &self,
         tenant: &str,
         tmp: &Path,

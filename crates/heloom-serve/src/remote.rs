@@ -23,10 +23,9 @@
 
 use crate::client::{Client, ClientError, SubmitJob};
 use crate::objects::{parse_ciphertexts, Contexts};
-use crate::worker::{exp_variant, Finished, JobSpec, Outcome, Task};
+use crate::worker::{Finished, JobSpec, Outcome, Task};
 use crate::{JobRecord, State};
-use heloom_ckks::PolyBasis;
-use heloom_runtime::{exp_graph, polynomial_graph, CostModel, TaskGraph};
+use heloom_runtime::{CostModel, TaskGraph};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -718,23 +717,7 @@ impl RemoteBackend {
             let [input] = inputs else { return None };
             let ct = parse_ciphertexts(input, &ctx).ok()?.into_iter().next()?;
             let moduli = ctx.params().moduli().to_vec();
-            let (level, scale) = (ct.level(), ct.scale());
-            if let Task::Exp { variant } = &spec.task {
-                let v = exp_variant(variant.as_deref().unwrap_or("horner"))?;
-                exp_graph(v, &moduli, level, scale).ok()?
-            } else if let Task::Polynomial { coefficients } = &spec.task {
-                polynomial_graph(
-                    "polynomial",
-                    &moduli,
-                    level,
-                    scale,
-                    coefficients,
-                    PolyBasis::Power,
-                )
-                .ok()?
-            } else {
-                return None;
-            }
+            crate::worker::slotwise_graph(&spec.task, &moduli, ct.level(), ct.scale())?.ok()?
         };
         Some(graph.work_ms(self.model.as_ref()))
     }

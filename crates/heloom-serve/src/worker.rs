@@ -634,30 +634,12 @@ impl Shared {
                 })
         };
         match &spec.task {
-            Task::Exp { variant } => {
-                let name = variant.as_deref().unwrap_or("horner");
-                let v = exp_variant(name).ok_or_else(|| {
-                    format!("e^x variant {name:?}: use horner, bsgs or paper-fig3")
-                })?;
+            Task::Exp { .. } | Task::Polynomial { .. } => {
                 let (level, scale) = one()?;
                 let moduli = self.moduli(rec, spec)?;
-                exp_graph(v, &moduli, level, scale)
+                slotwise_graph(&spec.task, &moduli, level, scale)
+                    .unwrap_or_else(|| Err(format!("{} is not a slot-wise job", spec.task.kind())))
                     .map(Arc::new)
-                    .map_err(|e| e.to_string())
-            }
-            Task::Polynomial { coefficients } => {
-                let (level, scale) = one()?;
-                let moduli = self.moduli(rec, spec)?;
-                polynomial_graph(
-                    "polynomial",
-                    &moduli,
-                    level,
-                    scale,
-                    coefficients,
-                    PolyBasis::Power,
-                )
-                .map(Arc::new)
-                .map_err(|e| e.to_string())
             }
             Task::Graph { graph_id } => {
                 let data = self
@@ -832,6 +814,37 @@ impl Shared {
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
         }
     }
+}
+
+/// The graph of a slot-wise job (e^x, polynomial) on one input at `level` and `scale`;
+/// `None` for the other kinds.
+pub(crate) fn slotwise_graph(
+    task: &Task,
+    moduli: &[u64],
+    level: usize,
+    scale: f64,
+) -> Option<std::result::Result<TaskGraph, String>> {
+    let graph = match task {
+        Task::Exp { variant } => {
+            let name = variant.as_deref().unwrap_or("horner");
+            let Some(v) = exp_variant(name) else {
+                return Some(Err(format!(
+                    "e^x variant {name:?}: use horner, bsgs or paper-fig3"
+                )));
+            };
+            exp_graph(v, moduli, level, scale)
+        }
+        Task::Polynomial { coefficients } => polynomial_graph(
+            "polynomial",
+            moduli,
+            level,
+            scale,
+            coefficients,
+            PolyBasis::Power,
+        ),
+        _ => return None,
+    };
+    Some(graph.map_err(|e| e.to_string()))
 }
 
 /// Jobs in the executor at once by default: enough that every thread has a task while a

@@ -200,19 +200,7 @@ impl<W: Word> SingleNet<W> {
 
     /// Client side: the image in im2col form, one ciphertext.
     pub fn encrypt(&self, image: &[u8], sk: &SecretKey<W>) -> Result<Ciphertext<W>> {
-        let x = CryptoNet::input(image)?;
-        let mut v = vec![0.0; self.slots];
-        for ky in 0..KERNEL {
-            for kx in 0..KERNEL {
-                let k = ky * KERNEL + kx;
-                for i in 0..CONV_OUT {
-                    for j in 0..CONV_OUT {
-                        v[k * BLOCK + i * CONV_OUT + j] =
-                            x[(STRIDE * i + ky) * PADDED + STRIDE * j + kx];
-                    }
-                }
-            }
-        }
+        let v = im2col(image, self.slots)?;
         Ok(Encryptor::new(&self.ctx).encrypt_symmetric(&v, sk)?)
     }
 
@@ -273,4 +261,23 @@ impl<W: Word> SingleNet<W> {
         }
         Ok(std::array::from_fn(|c| v[c]))
     }
+}
+
+/// The image in im2col form in `slots` values: block `ky * 5 + kx` holds at `i * 13 + j` the
+/// pixel under that kernel position for output `(i, j)` (the rest zero).
+pub(crate) fn im2col(image: &[u8], slots: usize) -> Result<Vec<f64>> {
+    let x = CryptoNet::input(image)?;
+    let mut v = vec![0.0; slots];
+    for ky in 0..KERNEL {
+        for kx in 0..KERNEL {
+            let k = ky * KERNEL + kx;
+            for i in 0..CONV_OUT {
+                for j in 0..CONV_OUT {
+                    v[k * BLOCK + i * CONV_OUT + j] =
+                        x[(STRIDE * i + ky) * PADDED + STRIDE * j + kx];
+                }
+            }
+        }
+    }
+    Ok(v)
 }
