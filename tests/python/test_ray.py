@@ -188,9 +188,13 @@ def test_jobs_run_on_several_nodes(front: Front) -> None:
     # Two key sets (one per tenant), each uploaded to a node at most once.
     assert all(n <= 2 for n in uploads.values()), uploads
     assert sum(uploads.values()) >= 2
-    # A second round reuses the keys the nodes already hold.
+    # A second round: placement may send a job to an idle node that lacks its key (the upload
+    # is priced in), but a node never takes a key set twice: with two key sets in play, no
+    # node counts more than two uploads.
     run_jobs(tenants, 2, "again")
-    assert front.per_node("heloom_ray_key_uploads_total") == uploads
+    again = front.per_node("heloom_ray_key_uploads_total")
+    assert all(again.get(n, 0) >= k for n, k in uploads.items()), (uploads, again)
+    assert all(k <= 2 for k in again.values()), again
 
 
 def test_a_node_leaves(front: Front) -> None:
