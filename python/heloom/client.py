@@ -42,7 +42,7 @@ import sys
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal, TypeAlias, TypedDict
 
@@ -688,18 +688,39 @@ class Client:
         """One of this tenant's jobs, as it is now."""
         return self._job("GET", f"/v1/jobs/{_job_id(job_id)}")
 
-    def jobs(self, state: str | None = None, limit: int | None = None) -> list[Job]:
-        """This tenant's jobs, newest first: only those in ``state`` when given, at most
-        ``limit`` (the server's default 1000, at most 10 000)."""
+    def jobs(
+        self, state: str | None = None, limit: int | None = None, before: int | None = None
+    ) -> list[Job]:
+        """One page of this tenant's jobs, newest first: only those in ``state`` when given,
+        only those with an id below ``before`` when given, at most ``limit`` (the server's
+        default 1000, at most 10 000). ``iter_jobs`` goes through every page."""
+        return self._jobs_page(state, limit, before)[0]
+
+    def iter_jobs(self, state: str | None = None) -> Iterator[Job]:
+        """Every job of this tenant (only those in ``state`` when given), newest first,
+        fetched a page of 1000 at a time."""
+        before: int | None = None
+        while True:
+            jobs, before = self._jobs_page(state, 1000, before)
+            yield from jobs
+            if before is None:
+                return
+
+    def _jobs_page(
+        self, state: str | None, limit: int | None, before: int | None
+    ) -> tuple[list[Job], int | None]:
         query: dict[str, str] = {}
         if state is not None:
             query["state"] = state
         if limit is not None:
             query["limit"] = str(limit)
+        if before is not None:
+            query["before"] = str(before)
         d = self._json("GET", "/v1/jobs", query=query)
         try:
-            return [Job.from_json(j) for j in d["jobs"]]
-        except (KeyError, TypeError, ValueError) as e:
+            nb = d.get("next_before")
+            return [Job.from_json(j) for j in d["jobs"]], None if nb is None else int(nb)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ClientError(f"unexpected answer from the server: {e!r}") from e
 
     def cancel(self, job_id: int | Job) -> Job:
@@ -875,9 +896,11 @@ class AsyncClient:
         """``Client.job`` in a worker thread."""
         return await asyncio.to_thread(self.sync.job, job_id)
 
-    async def jobs(self, state: str | None = None, limit: int | None = None) -> list[Job]:
+    async def jobs(
+        self, state: str | None = None, limit: int | None = None, before: int | None = None
+    ) -> list[Job]:
         """``Client.jobs`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.jobs, state, limit)
+        return await asyncio.to_thread(self.sync.jobs, state, limit, before)
 
     async def cancel(self, job_id: int | Job) -> Job:
         """``Client.cancel`` in a worker thread."""

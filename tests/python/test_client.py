@@ -180,6 +180,14 @@ def test_jobs_end_to_end(
     listed = c.jobs()
     assert [j.id for j in listed][:2] == [job_poly.id, job_exp.id], "newest first"
     assert all(isinstance(j, Job) for j in listed)
+    # A page at a time: the second page of one starts right after the first.
+    (newest,) = c.jobs(limit=1)
+    (older,) = c.jobs(limit=1, before=newest.id)
+    assert [newest.id, older.id] == [j.id for j in listed][:2]
+    assert [j.id for j in c.iter_jobs()] == [j.id for j in listed]
+    assert {j.id for j in c.iter_jobs(state="done")} >= {done.id, done_poly.id}
+    with pytest.raises(ApiError, match="unknown job state"):
+        c.jobs(state="finished")
     # Cancelling a finished job changes nothing.
     assert c.cancel(done.id).state == "done"
 

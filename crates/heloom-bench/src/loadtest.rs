@@ -705,6 +705,8 @@ pub(crate) struct Spawned {
     data: PathBuf,
     threads: Option<usize>,
     insecure: bool,
+    /// Further `heloom serve` flags.
+    extra: Vec<String>,
     child: Child,
     port: u16,
     log: Arc<Mutex<VecDeque<String>>>,
@@ -719,13 +721,26 @@ impl Spawned {
         insecure: bool,
         port: u16,
     ) -> Result<Self> {
+        Self::start_with(exe, data, threads, insecure, port, &[])
+    }
+
+    /// [`Spawned::start`] with further `heloom serve` flags.
+    pub(crate) fn start_with(
+        exe: &Path,
+        data: &Path,
+        threads: Option<usize>,
+        insecure: bool,
+        port: u16,
+        extra: &[String],
+    ) -> Result<Self> {
         let log = Arc::new(Mutex::new(VecDeque::new()));
-        let (child, port) = start_process(exe, data, threads, insecure, port, &log)?;
+        let (child, port) = start_process(exe, data, threads, insecure, port, extra, &log)?;
         Ok(Self {
             exe: exe.to_path_buf(),
             data: data.to_path_buf(),
             threads,
             insecure,
+            extra: extra.to_vec(),
             child,
             port,
             log,
@@ -749,6 +764,7 @@ impl Spawned {
                 self.threads,
                 self.insecure,
                 self.port,
+                &self.extra,
                 &self.log,
             ) {
                 Ok((child, _)) => {
@@ -781,6 +797,7 @@ fn start_process(
     threads: Option<usize>,
     insecure: bool,
     port: u16,
+    extra: &[String],
     log: &Arc<Mutex<VecDeque<String>>>,
 ) -> Result<(Child, u16)> {
     let mut cmd = Command::new(exe);
@@ -795,6 +812,7 @@ fn start_process(
     if insecure {
         cmd.arg("--allow-insecure");
     }
+    cmd.args(extra);
     let mut child = cmd
         .spawn()
         .with_context(|| format!("starting {} serve", exe.display()))?;
@@ -1639,7 +1657,7 @@ fn execute(
     let mut rows = shared.rows.into_inner().unwrap_or_else(|p| p.into_inner());
     rows.sort_by_key(|a| (a.tenant, a.seq));
     // What the server says at the end: each accepted job's state, and each key's jobs.
-    let listed = server_view(tenants, &shared.run_id, &rows)?;
+    let listed = server_view(tenants, &shared.run_id)?;
     let samples = samples.into_inner().unwrap_or_else(|p| p.into_inner());
     let restarts = restarts.into_inner().unwrap_or_else(|p| p.into_inner());
     Ok(build_report(
@@ -1660,13 +1678,13 @@ fn execute(
 /// The server's jobs of this run per (tenant, idempotency key): ids and final states.
 type Listed = HashMap<(usize, String), Vec<(i64, String)>>;
 
-fn server_view(tenants: &[Tenant], run_id: &str, rows: &[JobRow]) -> Result<Listed> {
+fn server_view(tenants: &[Tenant], run_id: &str) -> Result<Listed> {
     let prefix = format!("lt-{run_id}-");
     let mut out: Listed = HashMap::new();
     for (i, t) in tenants.iter().enumerate() {
         let jobs = t
             .client
-            .jobs()
+            .all_jobs(None)
             .with_context(|| format!("listing tenant {}'s jobs", t.name))?;
         for j in jobs
             .into_iter()
@@ -1675,22 +1693,6 @@ fn server_view(tenants: &[Tenant], run_id: &str, rows: &[JobRow]) -> Result<List
             out.entry((i, j.idempotency_key))
                 .or_default()
                 .push((j.id, j.state));
-        }
-    }
-    // The list holds a tenant's newest 1000 jobs: look up the others one by one.
-    for r in rows.iter().filter(|r| r.accepted) {
-        let k = (r.tenant, r.idempotency_key.clone());
-        if out.contains_key(&k) {
-            continue;
-        }
-        for &id in &r.job_ids {
-            match tenants[r.tenant].client.job(id) {
-                Ok(j) if j.idempotency_key == r.idempotency_key => {
-                    out.entry(k.clone()).or_default().push((j.id, j.state))
-                }
-                Ok(_) | Err(ClientError::Api { status: 404, .. }) => {}
-                Err(e) => return Err(anyhow!("looking up job {id}: {e}")),
-            }
         }
     }
     Ok(out)

@@ -29,7 +29,8 @@ use anyhow::{bail, Context as _, Result};
 use heloom_ckks::{keygen, Context, Decryptor, Encryptor};
 use heloom_runtime::profile::{measure_host, MeasureConfig, Profile};
 use heloom_runtime::workload::default_params;
-use heloom_serve::client::{Client, SubmitJob};
+use heloom_serve::api::JobView;
+use heloom_serve::client::{Client, JobsQuery, SubmitJob};
 use heloom_serve::worker::Task;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -63,6 +64,8 @@ pub struct OverheadOptions {
     pub profile: Option<String>,
     /// Seed of the inputs.
     pub seed: u64,
+    /// Further flags for the spawned server.
+    pub server_args: Vec<String>,
 }
 
 /// One round: the same number of jobs on each side.
@@ -114,6 +117,8 @@ pub struct OverheadReport {
     pub profile: String,
     /// Jobs per round and side.
     pub jobs: usize,
+    /// Further flags the server was started with.
+    pub server_args: Vec<String>,
     /// The rounds.
     pub rounds: Vec<Round>,
     /// Median of the rounds' ratios.
@@ -247,7 +252,7 @@ pub fn run(opts: &OverheadOptions, note: &dyn Fn(&str)) -> Result<OverheadReport
         opts.exe.display(),
         data.display()
     ));
-    let mut server = Spawned::start(&opts.exe, &data, Some(threads), insecure, 0)?;
+    let mut server = Spawned::start_with(&opts.exe, &data, Some(threads), insecure, 0, &opts.server_args)?;
     let out = measure(opts, &setup, &server.url(), &token, note).map(|mut r| {
         r.threads = threads;
         r.profile = profile_name;
@@ -344,8 +349,7 @@ fn measure(
             if v.finished_ms.is_none() && v.state != "failed" && v.state != "cancelled" {
                 continue;
             }
-            let listed = client.jobs()?;
-            let by_id: BTreeMap<i64, _> = listed.into_iter().map(|j| (j.id, j)).collect();
+            let by_id = round_jobs(&client, pending.iter().copied().min().unwrap_or(0))?;
             pending.retain(|id| match by_id.get(id) {
                 Some(j) if j.state == "done" => {
                     finish.push(j.finished_ms.unwrap_or(0) as f64);
@@ -466,6 +470,7 @@ fn measure(
         threads: 0,
         profile: String::new(),
         jobs: opts.jobs,
+        server_args: opts.server_args.clone(),
         rounds,
         median_ratio,
         throughput_met: median_ratio >= TARGET_RATIO,
@@ -475,6 +480,29 @@ fn measure(
         max_error,
         seconds: 0.0,
     })
+}
+
+/// The tenant's jobs with ids from `min_id` up, page by page (newest first).
+fn round_jobs(client: &Client, min_id: i64) -> Result<BTreeMap<i64, JobView>> {
+    let mut out = BTreeMap::new();
+    let mut q = JobsQuery {
+        limit: Some(10_000),
+        ..JobsQuery::default()
+    };
+    loop {
+        let page = client.jobs_page(&q)?;
+        let done = page.jobs.last().is_none_or(|j| j.id <= min_id);
+        out.extend(
+            page.jobs
+                .into_iter()
+                .filter(|j| j.id >= min_id)
+                .map(|j| (j.id, j)),
+        );
+        match page.next_before {
+            Some(b) if !done => q.before = Some(b),
+            _ => return Ok(out),
+        }
+    }
 }
 
 fn client_metrics(url: &str) -> Result<String> {
@@ -492,6 +520,9 @@ pub fn render(r: &OverheadReport) -> String {
          {} threads, profile: {}\n\n",
         r.machine.model, r.machine.cores, r.log_n, r.jobs, r.threads, r.profile
     );
+    if !r.server_args.is_empty() {
+        s.push_str(&format!("server flags: {}\n\n", r.server_args.join(" ")));
+    }
     s.push_str("round  schedule jobs/s  server jobs/s  server/schedule  policy's graph shapes\n");
     for (i, x) in r.rounds.iter().enumerate() {
         let shapes: Vec<String> = x

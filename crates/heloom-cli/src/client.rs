@@ -69,8 +69,21 @@ enum ClientCommand {
         /// Job id.
         id: i64,
     },
-    /// This tenant's jobs, newest first.
-    Jobs,
+    /// This tenant's jobs, newest first (the newest 1000 unless --all or --limit).
+    Jobs {
+        /// Only jobs in this state: accepted, running, done, failed or cancelled.
+        #[arg(long)]
+        state: Option<String>,
+        /// At most this many (at most 10000).
+        #[arg(long, conflicts_with = "all")]
+        limit: Option<usize>,
+        /// Only jobs with an id below this one (the previous page's next_before).
+        #[arg(long, conflicts_with = "all")]
+        before: Option<i64>,
+        /// Every job, page by page.
+        #[arg(long)]
+        all: bool,
+    },
     /// Wait for a job to end, with progress on stderr.
     Wait {
         /// Job id.
@@ -198,7 +211,23 @@ pub fn run(args: &ClientArgs) -> Result<()> {
             }
         }
         ClientCommand::Job { id } => print(&client.job(*id)?)?,
-        ClientCommand::Jobs => print(&client.jobs()?)?,
+        ClientCommand::Jobs {
+            state,
+            limit,
+            before,
+            all,
+        } => {
+            if *all {
+                print(&client.all_jobs(state.as_deref())?)?
+            } else {
+                let q = heloom_serve::client::JobsQuery {
+                    state: state.clone(),
+                    limit: *limit,
+                    before: *before,
+                };
+                print(&client.jobs_page(&q)?.jobs)?
+            }
+        }
         ClientCommand::Wait { id, timeout } => print(&wait(&client, *id, *timeout)?)?,
         ClientCommand::Cancel { id } => print(&client.cancel(*id)?)?,
         ClientCommand::Result { id, out } => {

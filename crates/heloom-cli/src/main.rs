@@ -187,6 +187,10 @@ enum BenchCommand {
         /// Seed of the inputs and arrivals.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// A further flag for the spawned server, as one argument (repeatable), for example
+        /// --server-arg=--max-in-flight=4.
+        #[arg(long = "server-arg", value_name = "FLAG", allow_hyphen_values = true)]
+        server_args: Vec<String>,
         /// Also write serve-overhead.json and .txt into this directory.
         #[arg(long, value_name = "DIR")]
         out: Option<std::path::PathBuf>,
@@ -498,6 +502,7 @@ fn main() -> Result<()> {
                     idle_jobs,
                     profile,
                     seed,
+                    server_args,
                     out,
                 },
         } => {
@@ -510,6 +515,7 @@ fn main() -> Result<()> {
                 threads: None,
                 profile,
                 seed,
+                server_args,
             };
             let report =
                 bench::serve_overhead::run(&opts, &|m| eprintln!("heloom bench serve: {m}"))?;

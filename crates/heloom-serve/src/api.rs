@@ -809,6 +809,7 @@ fn check_references(state: &State, tenant: &str, spec: &JobSpec) -> Result<(), S
 struct ListQuery {
     state: Option<String>,
     limit: Option<usize>,
+    before: Option<i64>,
 }
 
 async fn list_jobs(
@@ -817,16 +818,26 @@ async fn list_jobs(
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let tenant = tenant(&app, &headers).await?;
-    let state = Arc::clone(&app.state);
-    let jobs = blocking(move || state.jobs(&tenant)).await?;
+    let job_state = match q.state.as_deref() {
+        None => None,
+        Some(s) => Some(JobState::from_name(s).ok_or_else(|| {
+            ApiError::bad(format!(
+                "unknown job state {s:?}: use one of accepted, running, done, failed, cancelled"
+            ))
+        })?),
+    };
     let limit = q.limit.unwrap_or(1000).min(10_000);
-    let views: Vec<JobView> = jobs
-        .into_iter()
-        .filter(|j| q.state.as_deref().is_none_or(|s| j.state.name() == s))
-        .take(limit)
-        .map(|j| view(&app, j))
-        .collect();
-    Ok(Json(serde_json::json!({ "jobs": views })))
+    let state = Arc::clone(&app.state);
+    let before = q.before;
+    let jobs = blocking(move || state.jobs_page(&tenant, job_state, before, limit)).await?;
+    // A full page may have more after it: the cursor of the next one.
+    let next_before = (limit > 0 && jobs.len() == limit)
+        .then(|| jobs.last().map(|j| j.id))
+        .flatten();
+    let views: Vec<JobView> = jobs.into_iter().map(|j| view(&app, j)).collect();
+    Ok(Json(
+        serde_json::json!({ "jobs": views, "next_before": next_before }),
+    ))
 }
 
 async fn find_job(app: &AppState, tenant: &str, id: i64) -> ApiResult<JobRecord> {

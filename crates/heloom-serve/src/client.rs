@@ -71,6 +71,27 @@ pub enum ClientError {
 /// Result with [`ClientError`].
 pub type Result<T> = std::result::Result<T, ClientError>;
 
+/// Which jobs `GET /v1/jobs` lists (every field optional).
+#[derive(Clone, Debug, Default)]
+pub struct JobsQuery {
+    /// Only jobs in this state (`accepted`, `running`, `done`, `failed`, `cancelled`).
+    pub state: Option<String>,
+    /// At most this many (the server's default 1000, at most 10 000).
+    pub limit: Option<usize>,
+    /// Only jobs with an id below this one: the previous page's `next_before`.
+    pub before: Option<i64>,
+}
+
+/// One page of `GET /v1/jobs`.
+#[derive(Debug, serde::Deserialize)]
+pub struct JobsPage {
+    /// The jobs, newest first.
+    pub jobs: Vec<JobView>,
+    /// Set when the page is full: the `before` of the next page.
+    #[serde(default)]
+    pub next_before: Option<i64>,
+}
+
 /// A job to submit (`POST /v1/jobs`).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct SubmitJob {
@@ -294,14 +315,46 @@ impl Client {
         self.json(r)
     }
 
-    /// This tenant's jobs, newest first.
+    /// This tenant's newest jobs (the server's first page: at most 1000), newest first.
+    /// [`Client::jobs_page`] for a filter or the pages after it; [`Client::all_jobs`] for
+    /// every job.
     pub fn jobs(&self) -> Result<Vec<JobView>> {
-        #[derive(serde::Deserialize)]
-        struct L {
-            jobs: Vec<JobView>,
+        Ok(self.jobs_page(&JobsQuery::default())?.jobs)
+    }
+
+    /// One page of this tenant's jobs, newest first. Its `next_before`, when set, is the
+    /// `before` of the next page.
+    pub fn jobs_page(&self, q: &JobsQuery) -> Result<JobsPage> {
+        let mut query: Vec<(&str, String)> = Vec::new();
+        if let Some(s) = &q.state {
+            query.push(("state", s.clone()));
         }
-        let r = self.send(self.http.get(self.url("/v1/jobs")))?;
-        Ok(self.json::<L>(r)?.jobs)
+        if let Some(l) = q.limit {
+            query.push(("limit", l.to_string()));
+        }
+        if let Some(b) = q.before {
+            query.push(("before", b.to_string()));
+        }
+        let r = self.send(self.http.get(self.url("/v1/jobs")).query(&query))?;
+        self.json(r)
+    }
+
+    /// Every job of this tenant (in `state` when given), newest first, page by page.
+    pub fn all_jobs(&self, state: Option<&str>) -> Result<Vec<JobView>> {
+        let mut q = JobsQuery {
+            state: state.map(str::to_string),
+            limit: Some(10_000),
+            before: None,
+        };
+        let mut out = Vec::new();
+        loop {
+            let page = self.jobs_page(&q)?;
+            out.extend(page.jobs);
+            match page.next_before {
+                Some(b) => q.before = Some(b),
+                None => return Ok(out),
+            }
+        }
     }
 
     /// Cancels a job that has not ended.

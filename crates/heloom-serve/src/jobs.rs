@@ -36,6 +36,11 @@ impl JobState {
         }
     }
 
+    /// The state named `s` (as [`JobState::name`] writes it), if any.
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::parse(s).ok()
+    }
+
     fn parse(s: &str) -> rusqlite::Result<Self> {
         Ok(match s {
             "accepted" => JobState::Accepted,
@@ -139,11 +144,8 @@ fn record(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
 
 /// The job `id` (any tenant: for the service's own use inside a transaction).
 fn by_id(c: &rusqlite::Connection, id: i64) -> rusqlite::Result<JobRecord> {
-    c.query_row(
-        &format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"),
-        params![id],
-        record,
-    )
+    c.prepare_cached(&format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"))?
+        .query_row(params![id], record)
 }
 
 impl State {
@@ -160,34 +162,31 @@ impl State {
         let out = self.with_conn(|c| {
             let tx = c.unchecked_transaction()?;
             let existing: Option<(JobRecord, String)> = tx
-                .query_row(
-                    &format!(
-                        "SELECT {COLUMNS}, input_digest FROM jobs
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS}, input_digest FROM jobs
                          WHERE tenant = ?1 AND idempotency_key = ?2"
-                    ),
-                    params![tenant, key],
-                    |r| Ok((record(r)?, r.get(14)?)),
-                )
+                ))?
+                .query_row(params![tenant, key], |r| Ok((record(r)?, r.get(14)?)))
                 .optional()?;
             if let Some((rec, digest)) = existing {
                 return Ok(Err((rec, digest)));
             }
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO jobs (tenant, idempotency_key, kind, input_digest, priority,
                                    deadline_unix, state, created_unix, spec, created_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'accepted', ?7, ?8, ?9)",
-                params![
-                    tenant,
-                    key,
-                    job.kind,
-                    job.input_digest,
-                    job.priority,
-                    job.deadline_unix,
-                    unix_now(),
-                    job.spec,
-                    unix_now_ms()
-                ],
-            )?;
+            )?
+            .execute(params![
+                tenant,
+                key,
+                job.kind,
+                job.input_digest,
+                job.priority,
+                job.deadline_unix,
+                unix_now(),
+                job.spec,
+                unix_now_ms()
+            ])?;
             let rec = by_id(&tx, tx.last_insert_rowid())?;
             tx.commit()?;
             Ok(Ok(rec))
@@ -208,11 +207,10 @@ impl State {
     /// API answers both with 404).
     pub fn job(&self, tenant: &str, id: i64) -> Result<Option<JobRecord>> {
         self.with_conn(|c| {
-            c.query_row(
-                &format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1 AND tenant = ?2"),
-                params![id, tenant],
-                record,
-            )
+            c.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs WHERE id = ?1 AND tenant = ?2"
+            ))?
+            .query_row(params![id, tenant], record)
             .optional()
         })
     }
@@ -220,23 +218,48 @@ impl State {
     /// The tenant's job accepted under `idempotency_key`, if any.
     pub fn job_by_key(&self, tenant: &str, idempotency_key: &str) -> Result<Option<JobRecord>> {
         self.with_conn(|c| {
-            c.query_row(
-                &format!("SELECT {COLUMNS} FROM jobs WHERE tenant = ?1 AND idempotency_key = ?2"),
-                params![tenant, idempotency_key],
-                record,
-            )
+            c.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs WHERE tenant = ?1 AND idempotency_key = ?2"
+            ))?
+            .query_row(params![tenant, idempotency_key], record)
             .optional()
         })
     }
 
     /// The tenant's jobs, newest first.
     pub fn jobs(&self, tenant: &str) -> Result<Vec<JobRecord>> {
-        self.with_conn(|c| {
-            let mut st = c.prepare(&format!(
-                "SELECT {COLUMNS} FROM jobs WHERE tenant = ?1 ORDER BY id DESC"
-            ))?;
-            let rows = st.query_map(params![tenant], record)?;
-            rows.collect()
+        self.jobs_page(tenant, None, None, usize::MAX)
+    }
+
+    /// One page of a tenant's jobs, newest first: only those in `state` when given, only
+    /// those with an id below `before` when given, at most `limit`. The next page starts
+    /// `before` the last id of this one (ids only grow, so pages never repeat or skip a job).
+    pub fn jobs_page(
+        &self,
+        tenant: &str,
+        state: Option<JobState>,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<JobRecord>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let before = before.unwrap_or(i64::MAX);
+        self.with_conn(|c| match state {
+            Some(s) => {
+                let mut st = c.prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM jobs WHERE tenant = ?1 AND state = ?2 AND id < ?3 \
+                     ORDER BY id DESC LIMIT ?4"
+                ))?;
+                let rows = st.query_map(params![tenant, s.name(), before, limit], record)?;
+                rows.collect()
+            }
+            None => {
+                let mut st = c.prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM jobs WHERE tenant = ?1 AND id < ?2 \
+                     ORDER BY id DESC LIMIT ?3"
+                ))?;
+                let rows = st.query_map(params![tenant, before, limit], record)?;
+                rows.collect()
+            }
         })
     }
 
@@ -270,7 +293,7 @@ impl State {
         // Per tenant (a small table), index lookups only: its oldest queued job and its
         // running count; the tenant with the fewest running, then the oldest, goes next.
         let tenant: Option<String> = tx
-            .query_row(
+            .prepare_cached(
                 "SELECT name FROM (
                          SELECT t.name,
                                 (SELECT MIN(id) FROM jobs j
@@ -280,27 +303,25 @@ impl State {
                          FROM tenants t)
                      WHERE oldest IS NOT NULL AND (?1 = 0 OR running = 0)
                      ORDER BY running, oldest LIMIT 1",
-                [idle_only as i64],
-                |r| r.get(0),
-            )
+            )?
+            .query_row([idle_only as i64], |r| r.get(0))
             .optional()?;
         let Some(tenant) = tenant else {
             return Ok(None);
         };
         let id: Option<i64> = tx
-            .query_row(
+            .prepare_cached(
                 "SELECT id FROM jobs WHERE tenant = ?1 AND state = 'accepted'
                      ORDER BY priority DESC, id LIMIT 1",
-                [&tenant],
-                |r| r.get(0),
-            )
+            )?
+            .query_row([&tenant], |r| r.get(0))
             .optional()?;
         let Some(id) = id else { return Ok(None) };
-        tx.execute(
+        tx.prepare_cached(
             "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?2
                  WHERE id = ?1",
-            params![id, unix_now_ms()],
-        )?;
+        )?
+        .execute(params![id, unix_now_ms()])?;
         let rec = by_id(&tx, id)?;
         tx.commit()?;
         Ok(Some(rec))
@@ -311,16 +332,14 @@ impl State {
     pub fn queued_jobs(&self, tenant: Option<&str>) -> Result<u64> {
         self.with_conn(|c| {
             let n: i64 = match tenant {
-                Some(t) => c.query_row(
-                    "SELECT COUNT(*) FROM jobs WHERE tenant = ?1 AND state = 'accepted'",
-                    [t],
-                    |r| r.get(0),
-                )?,
-                None => c.query_row(
-                    "SELECT COUNT(*) FROM jobs WHERE state = 'accepted'",
-                    [],
-                    |r| r.get(0),
-                )?,
+                Some(t) => c
+                    .prepare_cached(
+                        "SELECT COUNT(*) FROM jobs WHERE tenant = ?1 AND state = 'accepted'",
+                    )?
+                    .query_row([t], |r| r.get(0))?,
+                None => c
+                    .prepare_cached("SELECT COUNT(*) FROM jobs WHERE state = 'accepted'")?
+                    .query_row([], |r| r.get(0))?,
             };
             Ok(n.max(0) as u64)
         })
@@ -330,7 +349,7 @@ impl State {
     /// shown as 0, not dropped from `/metrics`). Index lookups per tenant.
     pub fn queue_depths(&self) -> Result<Vec<(String, u64, u64)>> {
         self.with_conn(|c| {
-            let mut st = c.prepare(
+            let mut st = c.prepare_cached(
                 "SELECT t.name,
                         (SELECT COUNT(*) FROM jobs j WHERE j.tenant = t.name AND j.state = 'accepted'),
                         (SELECT COUNT(*) FROM jobs j WHERE j.tenant = t.name AND j.state = 'running')
@@ -354,16 +373,18 @@ impl State {
         // runs again and stores the same (content-addressed, deterministic) result. A killed
         // process loses nothing (WAL).
         let n = self.with_conn_unsynced(|c| match outcome {
-            Ok(result_ref) => c.execute(
-                "UPDATE jobs SET state = 'done', result_ref = ?2, finished_ms = ?3
+            Ok(result_ref) => c
+                .prepare_cached(
+                    "UPDATE jobs SET state = 'done', result_ref = ?2, finished_ms = ?3
                  WHERE id = ?1 AND state = 'running'",
-                params![id, result_ref, unix_now_ms()],
-            ),
-            Err(message) => c.execute(
-                "UPDATE jobs SET state = 'failed', error = ?2, finished_ms = ?3
+                )?
+                .execute(params![id, result_ref, unix_now_ms()]),
+            Err(message) => c
+                .prepare_cached(
+                    "UPDATE jobs SET state = 'failed', error = ?2, finished_ms = ?3
                  WHERE id = ?1 AND state = 'running'",
-                params![id, message, unix_now_ms()],
-            ),
+                )?
+                .execute(params![id, message, unix_now_ms()]),
         })?;
         Ok(n > 0)
     }
@@ -372,11 +393,11 @@ impl State {
     /// Another tenant's job is left alone and answered like a missing one (`false`).
     pub fn cancel_job(&self, tenant: &str, id: i64) -> Result<bool> {
         let n = self.with_conn(|c| {
-            c.execute(
+            c.prepare_cached(
                 "UPDATE jobs SET state = 'cancelled', finished_ms = ?3
                  WHERE id = ?1 AND tenant = ?2 AND state IN ('accepted', 'running')",
-                params![id, tenant, unix_now_ms()],
-            )
+            )?
+            .execute(params![id, tenant, unix_now_ms()])
         })?;
         Ok(n > 0)
     }

@@ -46,7 +46,7 @@ pub mod server;
 mod waiters;
 pub mod worker;
 
-pub use client::{Client, ClientError};
+pub use client::{Client, ClientError, JobsPage, JobsQuery};
 pub use jobs::{JobRecord, JobState, NewJob};
 pub use objects::{ObjectInfo, ObjectKind};
 pub use remote::{place, NodeLoad, RayConfig, RayError};
@@ -135,7 +135,7 @@ pub enum ServeError {
 pub type Result<T> = std::result::Result<T, ServeError>;
 
 /// Schema version this build writes (SQLite `user_version`).
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 
 /// Schema migrations: step `i` brings the database from version `i` to `i + 1`.
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
@@ -195,6 +195,11 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
                  CREATE INDEX IF NOT EXISTS jobs_tenant_queue
                      ON jobs (tenant, state, priority DESC, id);
                  PRAGMA user_version = 4;
+                 COMMIT;",
+    // A tenant's jobs in id order, for listing them a page at a time.
+    "BEGIN;
+                 CREATE INDEX IF NOT EXISTS jobs_tenant_id ON jobs (tenant, id);
+                 PRAGMA user_version = 5;
                  COMMIT;",
 ];
 
@@ -317,14 +322,14 @@ impl State {
         let now = unix_now();
         self.with_conn(|c| {
             let tx = c.unchecked_transaction()?;
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT OR IGNORE INTO tenants (name, created_unix) VALUES (?1, ?2)",
-                params![tenant, now],
-            )?;
-            tx.execute(
+            )?
+            .execute(params![tenant, now])?;
+            tx.prepare_cached(
                 "INSERT INTO tokens (sha256, tenant, created_unix) VALUES (?1, ?2, ?3)",
-                params![&digest[..], tenant, now],
-            )?;
+            )?
+            .execute(params![&digest[..], tenant, now])?;
             tx.commit()
         })?;
         Ok(token)
@@ -338,12 +343,11 @@ impl State {
         }
         let digest = sha256(token);
         let row: Option<(Vec<u8>, String, i64)> = self.with_conn(|c| {
-            c.query_row(
-                "SELECT sha256, tenant, revoked FROM tokens WHERE sha256 = ?1",
-                params![&digest[..]],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()
+            c.prepare_cached("SELECT sha256, tenant, revoked FROM tokens WHERE sha256 = ?1")?
+                .query_row(params![&digest[..]], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()
         })?;
         Ok(row.and_then(|(stored, tenant, revoked)| {
             // The lookup is by hash; the final check compares in constant time anyway.
@@ -356,10 +360,8 @@ impl State {
     pub fn revoke_token(&self, token: &str) -> Result<bool> {
         let digest = sha256(token);
         let n = self.with_conn(|c| {
-            c.execute(
-                "UPDATE tokens SET revoked = 1 WHERE sha256 = ?1 AND revoked = 0",
-                params![&digest[..]],
-            )
+            c.prepare_cached("UPDATE tokens SET revoked = 1 WHERE sha256 = ?1 AND revoked = 0")?
+                .execute(params![&digest[..]])
         })?;
         Ok(n > 0)
     }

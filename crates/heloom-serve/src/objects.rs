@@ -387,12 +387,11 @@ impl State {
     ) -> Result<Arc<Context<u64>>> {
         let fp_hex = format!("{fp:016x}");
         let key_id: Option<String> = self.with_conn(|c| {
-            c.query_row(
+            c.prepare_cached(
                 "SELECT id FROM objects WHERE tenant = ?1 AND kind = 'keys' AND param_fp = ?2
                  ORDER BY created_unix LIMIT 1",
-                params![tenant, fp_hex],
-                |r| r.get(0),
-            )
+            )?
+            .query_row(params![tenant, fp_hex], |r| r.get(0))
             .optional()
         })?;
         let Some(key_id) = key_id else {
@@ -454,10 +453,8 @@ impl State {
             created_unix: unix_now(),
         };
         self.with_conn(|c| {
-            c.execute(
-                "INSERT OR IGNORE INTO objects (tenant, id, kind, bytes, param_fp, info, created_unix)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
+            c.prepare_cached("INSERT OR IGNORE INTO objects (tenant, id, kind, bytes, param_fp, info, created_unix)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?.execute(params![
                     tenant,
                     id,
                     info.kind.name(),
@@ -465,8 +462,7 @@ impl State {
                     info.parameters,
                     info.info.to_string(),
                     info.created_unix
-                ],
-            )
+                ])
         })?;
         Ok((info, true))
     }
@@ -494,12 +490,11 @@ impl State {
     /// with 404).
     pub fn object(&self, tenant: &str, id: &str) -> Result<Option<ObjectInfo>> {
         self.with_conn(|c| {
-            c.query_row(
+            c.prepare_cached(
                 "SELECT id, kind, bytes, param_fp, info, created_unix FROM objects
                  WHERE tenant = ?1 AND id = ?2",
-                params![tenant, id],
-                object_row,
-            )
+            )?
+            .query_row(params![tenant, id], object_row)
             .optional()
         })
     }
@@ -531,10 +526,8 @@ impl State {
     /// Deletes the tenant's object; returns whether it existed.
     pub fn delete_object(&self, tenant: &str, id: &str) -> Result<bool> {
         let n = self.with_conn(|c| {
-            c.execute(
-                "DELETE FROM objects WHERE tenant = ?1 AND id = ?2",
-                params![tenant, id],
-            )
+            c.prepare_cached("DELETE FROM objects WHERE tenant = ?1 AND id = ?2")?
+                .execute(params![tenant, id])
         })?;
         if n > 0 {
             let _ = std::fs::remove_file(self.object_path(tenant, id));

@@ -4,7 +4,7 @@
 use heloom_ckks::{keygen, Context, Decryptor, Encryptor, KeySet};
 use heloom_runtime::graph::exp_coefficients;
 use heloom_runtime::workload::default_params;
-use heloom_serve::client::{Client, ClientError, SubmitJob};
+use heloom_serve::client::{Client, ClientError, JobsQuery, SubmitJob};
 use heloom_serve::worker::Task;
 use heloom_serve::{Server, ServerConfig};
 use std::sync::Arc;
@@ -192,6 +192,46 @@ fn jobs_run_and_tenants_are_isolated() {
     assert_eq!(status, 400);
     assert!(message.contains("no stored key set"), "{message}");
     assert_eq!(alice.jobs().expect("jobs").len(), 2);
+    // Listing a page at a time: newest first, the cursor continues exactly where it stopped.
+    let all = alice.jobs().expect("jobs");
+    let first = alice
+        .jobs_page(&JobsQuery {
+            limit: Some(1),
+            ..JobsQuery::default()
+        })
+        .expect("page 1");
+    assert_eq!(first.jobs.len(), 1);
+    assert_eq!(first.jobs[0].id, all[0].id);
+    assert_eq!(first.next_before, Some(all[0].id));
+    let second = alice
+        .jobs_page(&JobsQuery {
+            limit: Some(1),
+            before: first.next_before,
+            ..JobsQuery::default()
+        })
+        .expect("page 2");
+    assert_eq!(second.jobs.len(), 1);
+    assert_eq!(second.jobs[0].id, all[1].id);
+    let third = alice
+        .jobs_page(&JobsQuery {
+            limit: Some(1),
+            before: second.next_before,
+            ..JobsQuery::default()
+        })
+        .expect("page 3");
+    assert!(third.jobs.is_empty() && third.next_before.is_none());
+    let ids = |v: Vec<heloom_serve::api::JobView>| v.into_iter().map(|j| j.id).collect::<Vec<_>>();
+    assert_eq!(ids(alice.all_jobs(None).expect("all")), ids(all));
+    let (status, _, message) = api_code(
+        alice
+            .jobs_page(&JobsQuery {
+                state: Some("finished".into()),
+                ..JobsQuery::default()
+            })
+            .expect_err("unknown state"),
+    );
+    assert_eq!(status, 400);
+    assert!(message.contains("unknown job state"), "{message}");
 
     // No token, a wrong token: 401.
     let anon = Client::new(&url, "hlm_0000").expect("client");
