@@ -17,6 +17,7 @@
 //!   streams under thread policies), [`offload`] (AES and HE work shared among devices, and
 //!   openssl), [`loadtest`] (`heloom serve` under many tenants' load, and killed and
 //!   restarted: fairness, latency, durability).
+//! - [`spawn`]: starting a `heloom serve` process and reading the address it prints.
 
 pub mod ckks;
 pub mod cryptonets;
@@ -32,5 +33,6 @@ pub mod progress;
 pub mod report;
 pub mod schedule;
 pub mod serve_overhead;
+pub mod spawn;
 pub mod target;
 pub mod timing;

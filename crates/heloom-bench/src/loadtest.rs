@@ -14,6 +14,7 @@
 
 use crate::plot::{chart_builder, draw_legend, nth_colour, pe, svg_canvas};
 use crate::report::save_json_and_text;
+use crate::spawn::spawn_listening;
 use crate::timing::Machine;
 use anyhow::{anyhow, bail, Context as _, Result};
 use heloom_ckks::{keygen, Context, Decryptor, Encryptor};
@@ -28,7 +29,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -804,8 +805,7 @@ fn start_process(
     cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data"])
         .arg(data)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .stdout(Stdio::null());
     if let Some(t) = threads {
         cmd.args(["--threads", &t.to_string()]);
     }
@@ -813,46 +813,18 @@ fn start_process(
         cmd.arg("--allow-insecure");
     }
     cmd.args(extra);
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("starting {} serve", exe.display()))?;
-    let Some(stderr) = child.stderr.take() else {
-        let _ = child.kill();
-        bail!("no stderr from the server process");
-    };
-    let mut lines = std::io::BufReader::new(stderr).lines();
-    let mut found = None;
-    for line in lines.by_ref() {
-        let Ok(line) = line else { break };
-        push_log(log, &line);
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            found = rest
-                .split_whitespace()
-                .next()
-                .and_then(|u| u.rsplit(':').next())
-                .and_then(|p| p.parse::<u16>().ok());
-            break;
-        }
-    }
-    let log2 = Arc::clone(log);
-    std::thread::spawn(move || {
-        for line in lines.map_while(std::result::Result::ok) {
-            push_log(&log2, &line);
-        }
-    });
-    match found {
-        Some(p) => Ok((child, p)),
+    let sink = Arc::clone(log);
+    let mut server = spawn_listening(&mut cmd, move |line| push_log(&sink, line))?;
+    match server.port() {
+        Some(p) => Ok((server.child, p)),
         None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            let tail = log
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("\n");
-            bail!("the server exited before listening:\n{tail}")
+            let _ = server.child.kill();
+            let _ = server.child.wait();
+            bail!(
+                "{} serve printed an address without a port: {}",
+                exe.display(),
+                server.url
+            )
         }
     }
 }

@@ -254,7 +254,14 @@ pub fn run(opts: &OverheadOptions, note: &dyn Fn(&str)) -> Result<OverheadReport
         opts.exe.display(),
         data.display()
     ));
-    let mut server = Spawned::start_with(&opts.exe, &data, Some(threads), insecure, 0, &opts.server_args)?;
+    let mut server = Spawned::start_with(
+        &opts.exe,
+        &data,
+        Some(threads),
+        insecure,
+        0,
+        &opts.server_args,
+    )?;
     let out = measure(opts, &setup, &server.url(), &token, note).map(|mut r| {
         r.threads = threads;
         r.profile = profile_name;

@@ -555,20 +555,27 @@ fn put_poly<W: Word>(out: &mut Vec<u8>, p: &RnsPoly<W>) {
 
 /// Packs `limb` at `w` bits per coefficient, least significant bit first.
 fn pack<W: Word>(out: &mut Vec<u8>, limb: &[W], w: u32) {
-    out.reserve(packed_len(limb.len(), w));
+    // Sized once and written in 8-byte words: no capacity check per coefficient (results
+    // are serialized on the server's path from a job's end to its stored result).
+    let start = out.len();
+    out.resize(start + packed_len(limb.len(), w), 0);
+    let dst = &mut out[start..];
+    let mut at = 0;
     let mut acc: u128 = 0;
     let mut nbits = 0u32;
     for &v in limb {
         acc |= u128::from(v.to_u64()) << nbits;
         nbits += w;
         if nbits >= 64 {
-            out.extend_from_slice(&(acc as u64).to_le_bytes());
+            dst[at..at + 8].copy_from_slice(&(acc as u64).to_le_bytes());
+            at += 8;
             acc >>= 64;
             nbits -= 64;
         }
     }
-    let tail = nbits.div_ceil(8) as usize;
-    out.extend_from_slice(&(acc as u64).to_le_bytes()[..tail]);
+    // What is left: the last `nbits` bits, at most 8 bytes.
+    let tail = dst.len() - at;
+    dst[at..].copy_from_slice(&(acc as u64).to_le_bytes()[..tail]);
 }
 
 /// The `(step, conjugate)` with `g = ±5^step mod 2N` (every odd `g` has one).

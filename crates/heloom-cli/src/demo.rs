@@ -186,7 +186,6 @@ pub fn run() -> Result<()> {
 fn serve_demo() -> Result<()> {
     use heloom_serve::client::{Client, SubmitJob};
     use heloom_serve::worker::Task;
-    use std::io::BufRead;
     println!("\nheloom serve: a client and the server as separate processes");
     let dir = std::path::Path::new("target/heloom-demo/serve");
     if dir.exists() {
@@ -195,36 +194,14 @@ fn serve_demo() -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let token = heloom_serve::State::open(dir)?.create_token("demo")?;
     let exe = std::env::current_exe()?;
-    let mut child = std::process::Command::new(exe)
-        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+    // The server prints its address first; port 0 let the OS pick a free one. Its log is
+    // drained (and dropped) so that it never blocks on a full pipe.
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--data"])
         .arg(dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
-    // The server prints its address first; port 0 let the OS pick a free one.
-    let url = {
-        let Some(stderr) = child.stderr.take() else {
-            bail!("no stderr from the server process");
-        };
-        let mut lines = std::io::BufReader::new(stderr).lines();
-        let mut url = None;
-        for line in lines.by_ref() {
-            let line = line?;
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                url = rest.split_whitespace().next().map(str::to_string);
-                break;
-            }
-        }
-        // Keep draining the server's log so it never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        match url {
-            Some(u) => u,
-            None => {
-                let _ = child.kill();
-                bail!("the server process exited before listening");
-            }
-        }
-    };
+        .stdout(std::process::Stdio::null());
+    let heloom_bench::spawn::Listening { mut child, url } =
+        heloom_bench::spawn::spawn_listening(&mut cmd, |_| {})?;
     let outcome = (|| -> Result<()> {
         println!(
             "  server {url} (pid {}), data {}",

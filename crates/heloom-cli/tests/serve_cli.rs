@@ -70,7 +70,6 @@ fn token_create_list_revoke() {
 #[test]
 fn serve_and_client_processes() {
     use heloom_ckks::{keygen, Context, Decryptor, Encryptor};
-    use std::io::BufRead;
     let dir = out_dir("serve-run");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -83,31 +82,23 @@ fn serve_and_client_processes() {
             .unwrap();
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     };
-    let mut server = heloom()
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--threads",
-            "2",
-            "--allow-insecure",
-            "--data",
-        ])
-        .arg(&data)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(server.stderr.take().unwrap()).lines();
-    let url = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            l.split("listening on ")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next().map(str::to_string))
-        })
+    let mut cmd = heloom();
+    cmd.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--threads",
+        "2",
+        "--allow-insecure",
+        "--data",
+    ])
+    .arg(&data);
+    // The server's log is drained (and dropped) so that it never blocks on a full pipe.
+    let heloom_bench::spawn::Listening {
+        child: mut server,
+        url,
+    } = heloom_bench::spawn::spawn_listening(&mut cmd, |_| {})
         .expect("the server prints its address");
-    std::thread::spawn(move || for _ in lines {});
 
     let ctx = Context::<u64>::new(heloom_runtime::workload::default_params(12).unwrap()).unwrap();
     let keys = keygen(&ctx, &[], false).unwrap();

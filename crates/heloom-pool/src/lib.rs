@@ -526,3 +526,64 @@ mod memory_tests {
         assert_eq!(after, -1);
     }
 }
+
+/// A memory field of a process's `/proc/<pid>/status`, in bytes: `field` is the name before the
+/// colon (a trailing colon is allowed), e.g. `VmRSS` (resident now) or `VmHWM` (the most
+/// resident so far); `pid` is a process, or `None` for this one. `None` where the file or the
+/// field is missing or the field is not a size in kB: on every OS but Linux, and for a process
+/// that has exited.
+pub fn proc_status_bytes(pid: Option<u32>, field: &str) -> Option<u64> {
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/status"),
+        None => "/proc/self/status".to_string(),
+    };
+    status_field_bytes(&std::fs::read_to_string(path).ok()?, field)
+}
+
+/// `field` (`VmRSS`, `VmRSS:`) in the text of a `/proc/<pid>/status`, bytes (the file gives kB).
+fn status_field_bytes(status: &str, field: &str) -> Option<u64> {
+    let field = field.strip_suffix(':').unwrap_or(field);
+    status.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        if name != field {
+            return None;
+        }
+        let mut words = value.split_whitespace();
+        let kb: u64 = words.next()?.parse().ok()?;
+        if words.next() != Some("kB") {
+            return None;
+        }
+        kb.checked_mul(1024)
+    })
+}
+
+#[cfg(test)]
+mod proc_status_tests {
+    use super::{proc_status_bytes, status_field_bytes};
+
+    #[test]
+    fn fields_are_read_in_bytes() {
+        let text = "Name:\theloom\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\nThreads:\t3\n";
+        assert_eq!(status_field_bytes(text, "VmRSS"), Some(1 << 20));
+        assert_eq!(status_field_bytes(text, "VmHWM:"), Some(2 << 20));
+        // Only the exact name, and only sizes.
+        assert_eq!(status_field_bytes(text, "VmRS"), None);
+        assert_eq!(status_field_bytes(text, "Threads"), None);
+        assert_eq!(status_field_bytes(text, "VmSwap"), None);
+    }
+
+    #[test]
+    fn this_process_has_a_resident_size_on_linux() {
+        let rss = proc_status_bytes(None, "VmRSS");
+        // Read after VmRSS: the high-water mark is at least any earlier resident size.
+        let hwm = proc_status_bytes(Some(std::process::id()), "VmHWM");
+        if cfg!(target_os = "linux") {
+            let (Some(rss), Some(hwm)) = (rss, hwm) else {
+                panic!("no VmRSS or VmHWM: {rss:?} {hwm:?}");
+            };
+            assert!(rss > 0 && hwm >= rss, "VmRSS {rss}, VmHWM {hwm}");
+        } else {
+            assert_eq!((rss, hwm), (None, None));
+        }
+    }
+}

@@ -149,10 +149,28 @@ mod tests {
             max_threads: 2,
             ..crate::profile::MeasureConfig::default()
         };
-        let mut p = crate::profile::measure_host(&cfg, &mut |_, _, _| {}).expect("profile");
-        let f = calibrate(&mut p, params, 3, 6, &mut |_, _, _| {}).expect("calibration");
+        // A factor is real over predicted task time: the stream timed now over the profile's
+        // one sample per cell, timed seconds earlier. On a loaded machine either timing alone
+        // can be slowed several-fold (with two cores kept busy elsewhere, single tries gave
+        // factors from 0.13 to 2.5), which failed the old one-try bound of 0.3..10 now and
+        // then. A try now passes with every factor in 0.1..10 and up to TRIES fresh tries
+        // (profile and stream) are made: a pass still shows the model predicts real task times
+        // within an order of magnitude, and a systematic error that large (a unit slip, a
+        // wrong ratio) fails every try.
+        const TRIES: usize = 3;
+        let plausible = |f: &[f64]| f.iter().all(|&x| x > 0.1 && x < 10.0);
+        let mut rejected = Vec::new();
+        let (p, f) = loop {
+            let mut p = crate::profile::measure_host(&cfg, &mut |_, _, _| {}).expect("profile");
+            let f =
+                calibrate(&mut p, params.clone(), 3, 6, &mut |_, _, _| {}).expect("calibration");
+            if plausible(&f) || rejected.len() + 1 == TRIES {
+                break (p, f);
+            }
+            rejected.push(f);
+        };
         assert_eq!(f.len(), 2);
-        assert!(f.iter().all(|&x| x > 0.3 && x < 10.0), "{f:?}");
+        assert!(plausible(&f), "every try: {rejected:?}, then {f:?}");
         assert_eq!(p.thread_factors, f);
         assert!(p.validate().is_ok());
         assert!(p.notes.iter().any(|n| n.contains("calibrated")));

@@ -60,17 +60,9 @@ fn args() -> R<Args> {
     Ok(a)
 }
 
-/// A process's `field` (VmRSS, VmHWM) from /proc, bytes.
+/// A size field of the process's `/proc/PID/status` in bytes (0 where there is none).
 fn proc_kb(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
+    heloom_pool::proc_status_bytes(Some(pid), field).unwrap_or(0)
 }
 
 fn main() -> R<()> {

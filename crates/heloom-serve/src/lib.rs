@@ -292,9 +292,11 @@ impl State {
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T> {
         self.with_conn(|c| {
-            c.pragma_update(None, "synchronous", "NORMAL")?;
+            // Cached statements: these run on every job's start and end.
+            c.prepare_cached("PRAGMA synchronous = NORMAL")?
+                .execute([])?;
             let out = f(c);
-            c.pragma_update(None, "synchronous", "FULL")?;
+            c.prepare_cached("PRAGMA synchronous = FULL")?.execute([])?;
             out
         })
     }

@@ -247,15 +247,19 @@ impl State {
     /// crosses file systems).
     pub fn upload_file(&self) -> Result<(PathBuf, std::fs::File)> {
         let dir = self.dir().join("objects").join(".incoming");
-        std::fs::create_dir_all(&dir).map_err(|source| ServeError::DataDir {
-            path: dir.clone(),
-            source,
-        })?;
         let mut name = [0u8; 16];
         rand::RngCore::try_fill_bytes(&mut rand::rngs::OsRng, &mut name)
             .map_err(|e| ServeError::Random(e.to_string()))?;
         let path = dir.join(hex(&name));
-        let file = std::fs::File::create(&path).map_err(|source| ServeError::DataDir {
+        // The directory exists after the first upload: create it only when it is missing.
+        let file = std::fs::File::create(&path).or_else(|e| {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(e);
+            }
+            std::fs::create_dir_all(&dir)?;
+            std::fs::File::create(&path)
+        });
+        let file = file.map_err(|source| ServeError::DataDir {
             path: path.clone(),
             source,
         })?;
@@ -429,6 +433,26 @@ impl State {
             let _ = std::fs::remove_file(tmp);
             return Ok((info, false));
         }
+        std::fs::File::open(tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(|source| ServeError::DataDir {
+                path: tmp.to_path_buf(),
+                source,
+            })?;
+        self.install_object(tenant, id, tmp, bytes, checked, true)
+    }
+
+    /// Moves the synced file `tmp` to the tenant's object `id` (a rename, then a sync of the
+    /// directory) and records it; `synced`: whether the record's commit waits for the disk.
+    fn install_object(
+        &self,
+        tenant: &str,
+        id: &str,
+        tmp: &Path,
+        bytes: u64,
+        checked: Checked,
+        synced: bool,
+    ) -> Result<(ObjectInfo, bool)> {
         let dir = self.objects_dir(tenant);
         std::fs::create_dir_all(&dir).map_err(|source| ServeError::DataDir {
             path: dir.clone(),
@@ -439,9 +463,6 @@ impl State {
             path: path.clone(),
             source,
         };
-        std::fs::File::open(tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(io)?;
         std::fs::rename(tmp, &path).map_err(io)?;
         sync_dir(&dir).map_err(io)?;
         let info = ObjectInfo {
@@ -452,29 +473,43 @@ impl State {
             info: checked.info,
             created_unix: unix_now(),
         };
-        self.with_conn(|c| {
-            c.prepare_cached("INSERT OR IGNORE INTO objects (tenant, id, kind, bytes, param_fp, info, created_unix)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?.execute(params![
-                    tenant,
-                    id,
-                    info.kind.name(),
-                    bytes as i64,
-                    info.parameters,
-                    info.info.to_string(),
-                    info.created_unix
-                ])
-        })?;
+        let insert = |c: &rusqlite::Connection| {
+            c.prepare_cached(
+                "INSERT OR IGNORE INTO objects (tenant, id, kind, bytes, param_fp, info, created_unix)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(params![
+                tenant,
+                id,
+                info.kind.name(),
+                bytes as i64,
+                info.parameters,
+                info.info.to_string(),
+                info.created_unix
+            ])
+        };
+        if synced {
+            self.with_conn(insert)?;
+        } else {
+            self.with_conn_unsynced(insert)?;
+        }
         Ok((info, true))
     }
 
-    /// Stores bytes the server made (a job's result) as the tenant's object, atomically.
+    /// Stores bytes the server made (a job's result) as the tenant's object, atomically: the
+    /// file is written and synced under a temporary name, then renamed. Bytes already stored
+    /// (the same content address) are not written again.
     pub fn store_result(&self, tenant: &str, data: &[u8], parameters: u64) -> Result<ObjectInfo> {
-        let sha: [u8; 32] = Sha256::digest(data).into();
+        let id = hex(&Sha256::digest(data));
+        if let Some(info) = self.object(tenant, &id)? {
+            return Ok(info);
+        }
         let (tmp, mut file) = self.upload_file()?;
-        file.write_all(data).map_err(|source| ServeError::DataDir {
-            path: tmp.clone(),
-            source,
-        })?;
+        if let Err(source) = file.write_all(data).and_then(|()| file.sync_all()) {
+            drop(file);
+            let _ = std::fs::remove_file(&tmp);
+            return Err(ServeError::DataDir { path: tmp, source });
+        }
         drop(file);
         let checked = Checked {
             kind: ObjectKind::Result,
@@ -482,7 +517,10 @@ impl State {
             info: serde_json::json!({}),
             ciphertext: None,
         };
-        self.commit_object(tenant, &hex(&sha), &tmp, data.len() as u64, checked)
+        // The record's commit skips the disk flush, like the job's end it comes with: a power
+        // cut that undoes it also undoes the job's end, so the job runs again and stores the
+        // same bytes under the same id (the file itself is synced before it is renamed).
+        self.install_object(tenant, &id, &tmp, data.len() as u64, checked, false)
             .map(|(info, _)| info)
     }
 

@@ -721,8 +721,9 @@ impl Shared {
         for (rec, fp, out) in rx {
             let outcome = match out {
                 Outcome::Computed(cts) => {
-                    let mut bytes = Vec::new();
-                    for c in &cts {
+                    // One output (the usual case) is its own serialization: no second copy.
+                    let mut bytes = cts.first().map(|c| c.to_bytes()).unwrap_or_default();
+                    for c in cts.iter().skip(1) {
                         bytes.extend_from_slice(&c.to_bytes());
                     }
                     drop(cts);
@@ -860,15 +861,7 @@ fn default_in_flight(threads: usize, memory_budget: bool) -> usize {
 
 /// This process's resident memory (VmRSS), bytes; 0 where unknown.
 fn resident_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
+    heloom_pool::proc_status_bytes(None, "VmRSS").unwrap_or(0)
 }
 
 /// The e^x graph shape named `name` (`horner`, `bsgs`, `paper-fig3`).

@@ -117,15 +117,7 @@ pub fn params(word_bits: u32, packing: Packing) -> Result<CkksParameters> {
 
 /// The largest resident memory of this process so far (VmHWM), bytes; 0 where unknown.
 pub fn peak_memory() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
+    heloom_pool::proc_status_bytes(None, "VmHWM").unwrap_or(0)
 }
 
 /// Classifies `cfg.images` held-out images encrypted and in f64; `progress` hears each step.
