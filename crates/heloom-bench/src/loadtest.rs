@@ -249,6 +249,9 @@ pub struct LoadtestOptions {
     pub warmup_s: f64,
     /// Give up on one job after this many seconds.
     pub job_timeout_s: f64,
+    /// Fetch, decrypt and check the results only once every client thread is done, so the
+    /// checking does not take cores from a server on the same machine during the run.
+    pub check_after: bool,
 }
 
 impl LoadtestOptions {
@@ -269,6 +272,7 @@ impl LoadtestOptions {
             inputs_per_tenant: 4,
             warmup_s: 0.0,
             job_timeout_s: 600.0,
+            check_after: false,
         }
     }
 
@@ -625,6 +629,8 @@ pub struct LoadtestReport {
     pub seed: u64,
     /// Client threads.
     pub clients: usize,
+    /// Results were fetched and checked after the run (`--check-after`).
+    pub check_after: bool,
     /// Inputs per tenant.
     pub inputs_per_tenant: usize,
     /// Seconds of setup (keys, inputs, uploads).
@@ -912,6 +918,8 @@ struct Shared<'a> {
     kills: AtomicUsize,
     arrivals_over: AtomicBool,
     pool_over: AtomicBool,
+    /// Every client thread has ended (the fetchers may start with `check_after`).
+    clients_over: AtomicBool,
     /// The server could not be restarted: stop arrivals and retries.
     abort: AtomicBool,
     /// Seconds at which the last kill's restart was ready (with `kills`).
@@ -1537,6 +1545,7 @@ fn execute(
         kills: AtomicUsize::new(0),
         arrivals_over: AtomicBool::new(false),
         pool_over: AtomicBool::new(false),
+        clients_over: AtomicBool::new(false),
         abort: AtomicBool::new(false),
         kills_done_at: Mutex::new(None),
         resubmissions: AtomicUsize::new(0),
@@ -1549,16 +1558,22 @@ fn execute(
     let rx = Mutex::new(rx);
     let (ftx, frx) = mpsc::channel::<ToFetch>();
     let frx = Mutex::new(frx);
+    let check_after = opts.check_after;
     let killer_result = std::thread::scope(|s| -> Result<()> {
         let sh = &shared;
         let frx = &frx;
         let fetchers: Vec<_> = (0..FETCHERS)
             .map(|_| {
-                s.spawn(move || loop {
-                    let next = frx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                    let Ok(f) = next else { break };
-                    let row = sh.fetch(f);
-                    sh.rows.lock().unwrap_or_else(|p| p.into_inner()).push(row);
+                s.spawn(move || {
+                    while check_after && !sh.clients_over.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    loop {
+                        let next = frx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                        let Ok(f) = next else { break };
+                        let row = sh.fetch(f);
+                        sh.rows.lock().unwrap_or_else(|p| p.into_inner()).push(row);
+                    }
                 })
             })
             .collect();
@@ -1613,7 +1628,19 @@ fn execute(
                     .unwrap_or_else(|_| Err(anyhow!("the killer thread panicked")))
             })
             .unwrap_or(Ok(()));
-        for h in pool.into_iter().chain(fetchers) {
+        for h in pool {
+            if h.join().is_err() {
+                shared.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        shared.clients_over.store(true, Ordering::SeqCst);
+        if check_after {
+            observe(Event::Note(format!(
+                "clients done at {:.1} s; fetching and checking the results",
+                shared.now_s()
+            )));
+        }
+        for h in fetchers {
             if h.join().is_err() {
                 shared.failed.fetch_add(1, Ordering::Relaxed);
             }
@@ -1886,6 +1913,7 @@ fn build_report(
         duration_s: opts.duration_s,
         seed: opts.seed,
         clients: opts.clients,
+        check_after: opts.check_after,
         inputs_per_tenant: opts.inputs_per_tenant,
         setup_s,
         client_cpu_s: 0.0,

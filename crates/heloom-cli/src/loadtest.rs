@@ -58,6 +58,11 @@ pub struct LoadtestArgs {
     /// more fetch, decrypt and check the results.
     #[arg(long, default_value_t = 256)]
     clients: usize,
+    /// Fetch, decrypt and check the results after the run, not during it (with a spawned
+    /// server on the same cores, the checking would compete with it). Latencies are the same
+    /// either way: a job ends when the server says so.
+    #[arg(long)]
+    check_after: bool,
     /// Distinct encrypted inputs per tenant.
     #[arg(long, default_value_t = 4)]
     inputs: usize,
@@ -95,6 +100,7 @@ pub fn run(args: &LoadtestArgs) -> Result<()> {
         seed: args.seed,
         clients: args.clients,
         inputs_per_tenant: args.inputs,
+        check_after: args.check_after,
         ..LoadtestOptions::new(server)
     };
     opts.check()?;

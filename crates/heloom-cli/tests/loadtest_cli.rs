@@ -27,8 +27,11 @@ const SMALL: [&str; 12] = [
 #[test]
 fn normal_run_completes_every_job_correctly() {
     let dir = out_dir("loadtest-normal");
-    let r = run_json_out(&SMALL, &dir, "heloom loadtest").unwrap();
+    // Results checked after the run here (the durability run checks them during it).
+    let args: Vec<&str> = SMALL.iter().copied().chain(["--check-after"]).collect();
+    let r = run_json_out(&args, &dir, "heloom loadtest").unwrap();
     assert_eq!(r["ok"], true, "{r:#}");
+    assert_eq!(r["check_after"], true);
     let o = &r["overall"];
     let submitted = o["submitted"].as_u64().unwrap();
     assert!(submitted > 0, "{o:#}");

@@ -32,6 +32,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
+
+/// Threads storing results (each waits on disk syncs; more overlap those waits).
+const FINISHERS: usize = 3;
 use std::time::Duration;
 
 /// What a job computes, as clients submit it (`POST /v1/jobs`).
@@ -178,7 +181,7 @@ pub(crate) struct Shared {
 pub struct Worker {
     shared: Arc<Shared>,
     dispatcher: Option<std::thread::JoinHandle<()>>,
-    finisher: Option<std::thread::JoinHandle<()>>,
+    finishers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -296,15 +299,24 @@ impl Worker {
             .name("heloom-serve-dispatch".into())
             .spawn(move || s.dispatch_loop(tx))
             .map_err(|e| ServeError::InvalidRequest(format!("starting the worker: {e}")))?;
-        let s = Arc::clone(&shared);
-        let finisher = std::thread::Builder::new()
-            .name("heloom-serve-finish".into())
-            .spawn(move || s.finish_loop(rx))
-            .map_err(|e| ServeError::InvalidRequest(format!("starting the worker: {e}")))?;
+        // Several finishers: storing a result waits on the disk twice (the file's sync and
+        // its directory's), so one thread would leave the cores idle behind its syncs.
+        let rx = Arc::new(Mutex::new(rx));
+        let mut finishers = Vec::with_capacity(FINISHERS);
+        for _ in 0..FINISHERS {
+            let s = Arc::clone(&shared);
+            let rx = Arc::clone(&rx);
+            finishers.push(
+                std::thread::Builder::new()
+                    .name("heloom-serve-finish".into())
+                    .spawn(move || s.finish_loop(&rx))
+                    .map_err(|e| ServeError::InvalidRequest(format!("starting the worker: {e}")))?,
+            );
+        }
         Ok(Self {
             shared,
             dispatcher: Some(dispatcher),
-            finisher: Some(finisher),
+            finishers,
         })
     }
 
@@ -329,7 +341,7 @@ impl Drop for Worker {
         if let Some(x) = exec {
             x.shutdown();
         }
-        if let Some(h) = self.finisher.take() {
+        for h in self.finishers.drain(..) {
             let _ = h.join();
         }
     }
@@ -717,8 +729,11 @@ impl Shared {
         self.keys.get(store_key).map_err(|e| e.to_string())
     }
 
-    fn finish_loop(self: Arc<Self>, rx: mpsc::Receiver<Finished>) {
-        for (rec, fp, out) in rx {
+    fn finish_loop(self: Arc<Self>, rx: &Mutex<mpsc::Receiver<Finished>>) {
+        loop {
+            // The lock is held only while waiting for the next result, not while storing it.
+            let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+            let Ok((rec, fp, out)) = next else { return };
             let outcome = match out {
                 Outcome::Computed(cts) => {
                     // One output (the usual case) is its own serialization: no second copy.
