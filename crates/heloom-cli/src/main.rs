@@ -6,6 +6,7 @@ mod format;
 mod genome;
 mod loadtest;
 mod mnist;
+mod nodes;
 mod serve;
 
 use heloom_bench as bench;

@@ -76,6 +76,16 @@ struct RunArgs {
     /// python3 from the PATH).
     #[arg(long, value_name = "PATH", requires = "ray")]
     ray_python: Option<PathBuf>,
+    /// Run jobs on this many node servers on this machine instead (no Ray): each a `heloom
+    /// serve` with its own threads, jobs placed as on Ray (e.g. one node per NUMA socket).
+    #[arg(long, value_name = "N", conflicts_with = "ray")]
+    local_nodes: Option<usize>,
+    /// Threads of each local node server (default: the cores divided among the nodes).
+    #[arg(long, value_name = "T", requires = "local_nodes")]
+    node_threads: Option<usize>,
+    /// Pin each local node server to its own cores (needs `taskset`).
+    #[arg(long, requires = "local_nodes")]
+    pin_nodes: bool,
 }
 
 /// `512M`, `4G`, `1.5G`, `1000000` (bytes).
@@ -110,6 +120,9 @@ enum ServeCommand {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// The local node bridge that `heloom serve --local-nodes` starts (not for direct use).
+    #[command(hide = true)]
+    Nodes(crate::nodes::NodesArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -149,6 +162,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         return serve(&args.run);
     };
     match command {
+        ServeCommand::Nodes(a) => return crate::nodes::run(a),
         ServeCommand::Token { command } => match command {
             TokenCommand::Create { data, tenant } => {
                 let state = open(data)?;
@@ -241,6 +255,25 @@ fn serve(a: &RunArgs) -> Result<()> {
         );
         config.ray = Some(ray);
     }
+    if let Some(nodes) = a.local_nodes {
+        anyhow::ensure!(nodes > 0, "--local-nodes must be at least 1");
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = a.node_threads.unwrap_or((cores / nodes).max(1));
+        anyhow::ensure!(threads > 0, "--node-threads must be at least 1");
+        let exe = std::env::current_exe().context("finding the heloom binary for the nodes")?;
+        eprintln!(
+            "heloom serve: starting {nodes} local node servers of {threads} threads{}",
+            if a.pin_nodes { ", pinned" } else { "" }
+        );
+        config.ray = Some(heloom_serve::RayConfig::local(
+            heloom_serve::LocalNodes {
+                nodes,
+                threads,
+                pin: a.pin_nodes,
+            },
+            exe,
+        ));
+    }
     config.limits.max_upload_bytes = a.max_upload;
     config.limits.max_queued_jobs = a.max_queued;
     config.limits.max_stored_bytes = a.max_stored;
@@ -254,7 +287,7 @@ fn serve(a: &RunArgs) -> Result<()> {
         server.addr(),
         dir.display(),
         if on_ray {
-            "jobs on the Ray nodes".to_string()
+            "jobs on the node servers".to_string()
         } else {
             format!("{threads} threads")
         },

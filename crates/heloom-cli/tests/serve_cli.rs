@@ -196,3 +196,99 @@ fn ray_without_its_python_says_what_to_install() {
     assert!(err.contains("pip install heloom[ray]"), "{err}");
     assert!(err.contains("--ray-python"), "{err}");
 }
+
+/// `--local-nodes`: the front places every job on node servers it started on this machine
+/// (the `--ray` data path without Ray); the load test's results all decrypt correctly, both
+/// nodes run jobs, and killing the front (SIGKILL) stops its node servers.
+#[test]
+fn local_nodes_run_every_job() {
+    let dir = out_dir("serve-local-nodes");
+    let _ = std::fs::remove_dir_all(&dir);
+    let data = dir.join("data");
+    let mut cmd = heloom();
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--allow-insecure"])
+        .args(["--local-nodes", "2", "--node-threads", "1", "--data"])
+        .arg(&data);
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let l2 = std::sync::Arc::clone(&log);
+    let heloom_bench::spawn::Listening {
+        child: mut front,
+        url,
+    } = heloom_bench::spawn::spawn_listening(&mut cmd, move |line| {
+        l2.lock().unwrap().push(line.to_string())
+    })
+    .expect("the front prints its address");
+    // The front's own address, not a node server's (their lines are reworded).
+    let nodes: Vec<String> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.split("node server ").nth(1))
+        .filter_map(|r| r.split_whitespace().next())
+        .filter(|u| u.starts_with("http://"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(nodes.len(), 2, "{:?}", log.lock().unwrap());
+    assert!(!nodes.contains(&url), "{url} is a node's address");
+
+    let out = heloom()
+        .args(["loadtest", "--url", &url, "--data"])
+        .arg(&data)
+        .args(["--tenants", "2", "--rate", "12", "--duration", "2"])
+        .args(["--log-n", "12", "--clients", "16", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let o = &r["overall"];
+    let submitted = o["submitted"].as_u64().unwrap();
+    assert!(submitted > 0, "{o:#}");
+    assert_eq!(o["done"].as_u64(), Some(submitted), "{o:#}");
+    assert_eq!(o["wrong"], 0, "{o:#}");
+
+    let metrics = plain_get(&url, "/metrics");
+    assert!(metrics.contains("heloom_ray_nodes 2"), "{metrics}");
+    let jobs: Vec<u64> = metrics
+        .lines()
+        .filter(|l| l.starts_with("heloom_ray_node_jobs_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(jobs.len(), 2, "{metrics}");
+    assert!(jobs.iter().all(|&j| j > 0), "a node ran no job: {jobs:?}");
+    assert!(
+        jobs.iter().sum::<u64>() >= submitted,
+        "jobs per node {jobs:?}"
+    );
+
+    // SIGKILL: the bridge sees its stdin close and stops the node servers.
+    front.kill().unwrap();
+    front.wait().unwrap();
+    let gone = |u: &str| {
+        let addr = u.trim_start_matches("http://");
+        std::net::TcpStream::connect(addr).is_err()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !nodes.iter().all(|u| gone(u)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node servers outlived the front: {nodes:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// A plain HTTP GET (the test needs no TLS client).
+fn plain_get(url: &str, path: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let addr = url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}

@@ -49,7 +49,7 @@ pub mod worker;
 pub use client::{Client, ClientError, JobsPage, JobsQuery};
 pub use jobs::{JobRecord, JobState, NewJob};
 pub use objects::{ObjectInfo, ObjectKind};
-pub use remote::{place, NodeLoad, RayConfig, RayError};
+pub use remote::{place, LocalNodes, NodeLoad, RayConfig, RayError};
 pub use server::{Server, ServerConfig, TlsFiles};
 
 use rand::RngCore;

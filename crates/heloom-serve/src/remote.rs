@@ -47,6 +47,20 @@ pub struct RayConfig {
     pub poll_s: f64,
     /// How long to wait for the bridge's first round of node servers.
     pub startup_timeout: Duration,
+    /// Node servers on this machine instead of a Ray cluster (`--local-nodes`): the bridge is
+    /// `heloom_bin serve nodes`, no Python or Ray needed.
+    pub local: Option<LocalNodes>,
+}
+
+/// Node servers on this machine (`heloom serve --local-nodes N`).
+#[derive(Clone, Debug)]
+pub struct LocalNodes {
+    /// How many.
+    pub nodes: usize,
+    /// Threads of each.
+    pub threads: usize,
+    /// Pin each to its own cores (`taskset`).
+    pub pin: bool,
 }
 
 impl RayConfig {
@@ -60,6 +74,19 @@ impl RayConfig {
             heloom_bin,
             poll_s: 2.0,
             startup_timeout: Duration::from_secs(180),
+            local: None,
+        }
+    }
+
+    /// `local.nodes` node servers on this machine, run by `heloom_bin` (no Ray).
+    pub fn local(local: LocalNodes, heloom_bin: PathBuf) -> Self {
+        Self {
+            address: "local".to_string(),
+            python: heloom_bin.clone(),
+            heloom_bin,
+            poll_s: 1.0,
+            startup_timeout: Duration::from_secs(120),
+            local: Some(local),
         }
     }
 }
@@ -245,12 +272,26 @@ impl RemoteBackend {
         allow_insecure: bool,
         config: &RayConfig,
     ) -> Result<Arc<Self>, RayError> {
-        let mut cmd = Command::new(&config.python);
-        cmd.args(["-m", "heloom.ray_nodes", "--address", &config.address])
-            .arg("--heloom-bin")
-            .arg(&config.heloom_bin)
-            .args(["--poll", &format!("{}", config.poll_s.max(0.1))])
-            .stdin(Stdio::piped())
+        let mut cmd = match &config.local {
+            Some(l) => {
+                let mut c = Command::new(&config.heloom_bin);
+                c.args(["serve", "nodes", "--nodes", &l.nodes.to_string()])
+                    .args(["--threads", &l.threads.to_string()]);
+                if l.pin {
+                    c.arg("--pin");
+                }
+                c
+            }
+            None => {
+                let mut c = Command::new(&config.python);
+                c.args(["-m", "heloom.ray_nodes", "--address", &config.address])
+                    .arg("--heloom-bin")
+                    .arg(&config.heloom_bin)
+                    .args(["--poll", &format!("{}", config.poll_s.max(0.1))]);
+                c
+            }
+        };
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if allow_insecure {

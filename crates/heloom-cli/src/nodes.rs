@@ -1,0 +1,202 @@
+//! `heloom serve nodes`: the local bridge of `heloom serve --local-nodes N`.
+//!
+//! The front (`heloom serve --local-nodes N`) starts this as a child process, as it starts the
+//! Ray bridge (`python -m heloom.ray_nodes`) under `--ray`, and speaks the same protocol: one
+//! JSON object per line on stdout (`join`, `leave`, `ready`, `error`; see
+//! `python/heloom/ray_nodes.py`). Here the nodes are `heloom serve` processes on this machine,
+//! each on its own data directory with its own threads, optionally pinned to their own cores
+//! (`taskset`): a NUMA machine split into one node server per socket, or a many-core machine
+//! measured as N small ones without a Ray installation. Placement, key caching and the data path
+//! are the front's, the same as on Ray.
+//!
+//! The bridge exits, stopping its node servers and removing their directories, when its stdin
+//! closes (the front stopped or died). A node server that exits is reported as `leave` (its
+//! jobs go to the other nodes) and is not restarted.
+
+use anyhow::{bail, Context as _, Result};
+use clap::Args;
+use heloom_bench::spawn::{spawn_listening, LISTENING_ON};
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Tenant name of the front on every node server (as on Ray).
+const NODE_TENANT: &str = "front";
+
+/// Arguments of `heloom serve nodes`.
+#[derive(Args, Debug)]
+pub struct NodesArgs {
+    /// Node servers to start.
+    #[arg(long)]
+    nodes: usize,
+    /// Threads of each node server.
+    #[arg(long)]
+    threads: usize,
+    /// Pin node i to cores i*threads .. (i+1)*threads-1 (needs `taskset`).
+    #[arg(long)]
+    pin: bool,
+    /// Accept CKKS parameters below 128-bit security on the node servers.
+    #[arg(long)]
+    allow_insecure: bool,
+}
+
+/// One running node server.
+struct Node {
+    id: String,
+    child: Child,
+    dir: PathBuf,
+    left: bool,
+}
+
+/// Writes one protocol line on stdout (a front that is gone is noticed by stdin closing).
+fn emit(v: serde_json::Value) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{v}").and_then(|()| out.flush());
+}
+
+/// Runs the bridge until stdin closes.
+pub fn run(a: &NodesArgs) -> Result<()> {
+    match start(a) {
+        Ok(nodes) => supervise(nodes),
+        Err(e) => {
+            emit(serde_json::json!({"event": "error", "message": format!("{e:#}")}));
+            Err(e)
+        }
+    }
+}
+
+fn start(a: &NodesArgs) -> Result<Vec<Node>> {
+    if a.nodes == 0 || a.threads == 0 {
+        bail!("--nodes and --threads must be at least 1");
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if a.pin && a.nodes * a.threads > cores {
+        bail!(
+            "--pin: {} nodes x {} threads need {} cores, this machine has {cores}",
+            a.nodes,
+            a.threads,
+            a.nodes * a.threads
+        );
+    }
+    if a.pin && Command::new("taskset").arg("--version").output().is_err() {
+        bail!("--pin needs `taskset` (util-linux); install it or run without pinning");
+    }
+    let exe = std::env::current_exe().context("finding the heloom binary")?;
+    let mut nodes: Vec<Node> = Vec::with_capacity(a.nodes);
+    for i in 0..a.nodes {
+        let started = start_node(&exe, a, i);
+        match started {
+            Ok((node, url, token)) => {
+                emit(serde_json::json!({
+                    "event": "join",
+                    "node_id": node.id,
+                    "url": url,
+                    "token": token,
+                    "threads": a.threads,
+                    "ip": "127.0.0.1",
+                    "pid": node.child.id(),
+                }));
+                nodes.push(node);
+            }
+            Err(e) => {
+                for n in &mut nodes {
+                    stop(n);
+                }
+                return Err(e.context(format!("starting node server {i}")));
+            }
+        }
+    }
+    emit(serde_json::json!({"event": "ready", "nodes": nodes.len()}));
+    Ok(nodes)
+}
+
+fn start_node(exe: &PathBuf, a: &NodesArgs, i: usize) -> Result<(Node, String, String)> {
+    let dir = std::env::temp_dir().join(format!("heloom-node-{}-{i}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(exe)
+        .args(["serve", "token", "create", "--data"])
+        .arg(&dir)
+        .args(["--tenant", NODE_TENANT])
+        .output()
+        .context("creating the node server's token")?;
+    if !out.status.success() {
+        bail!(
+            "heloom serve token create failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let mut cmd = if a.pin {
+        let first = i * a.threads;
+        let mut c = Command::new("taskset");
+        c.args(["-c", &format!("{first}-{}", first + a.threads - 1)])
+            .arg(exe);
+        c
+    } else {
+        Command::new(exe)
+    };
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(&dir)
+        .args(["--threads", &a.threads.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    if a.allow_insecure {
+        cmd.arg("--allow-insecure");
+    }
+    let id = format!("local-{i}");
+    let tag = id.clone();
+    // Node servers' logs go to this bridge's stderr, which the front forwards; reworded so
+    // that a node's "listening on" line is never taken for the front's own.
+    let l = spawn_listening(&mut cmd, move |line| {
+        eprintln!("{tag}: {}", line.replace(LISTENING_ON, "node server at "))
+    })?;
+    Ok((
+        Node {
+            id,
+            child: l.child,
+            dir,
+            left: false,
+        },
+        l.url,
+        token,
+    ))
+}
+
+fn stop(n: &mut Node) {
+    let _ = n.child.kill();
+    let _ = n.child.wait();
+    let _ = std::fs::remove_dir_all(&n.dir);
+}
+
+/// Reports node servers that exit, until stdin closes; then stops them all.
+fn supervise(mut nodes: Vec<Node>) -> Result<()> {
+    let closed = Arc::new(AtomicBool::new(false));
+    let c = Arc::clone(&closed);
+    std::thread::spawn(move || {
+        let mut sink = [0u8; 256];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+        c.store(true, Ordering::SeqCst);
+    });
+    while !closed.load(Ordering::SeqCst) {
+        for n in nodes.iter_mut().filter(|n| !n.left) {
+            if let Ok(Some(status)) = n.child.try_wait() {
+                n.left = true;
+                emit(serde_json::json!({
+                    "event": "leave",
+                    "node_id": n.id,
+                    "reason": format!("its server exited ({status})"),
+                }));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for n in &mut nodes {
+        stop(n);
+    }
+    Ok(())
+}
