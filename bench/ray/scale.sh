@@ -7,6 +7,9 @@
 #
 #   bench/ray/scale.sh                       # NODES=4 CPUS=4 DURATION=60 LOG_N=14
 #   NODES=2 CPUS=1 DURATION=10 bench/ray/scale.sh   # a smoke run on a small machine
+#   BACKEND=local bench/ray/scale.sh         # no Ray: `heloom serve --local-nodes`, the same
+#                                            # front, placement and data path, nodes pinned
+#                                            # to their own cores (needs only the binary)
 #
 # Needs: target/release/heloom (cargo build --release -p heloom-cli), .venv with the heloom
 # package and Ray (./run.sh python -c 0; .venv/bin/pip install 'ray[default]>=2.9').
@@ -23,17 +26,23 @@ TENANTS=${TENANTS:-8}
 # until its result) keep every node busy, so throughput measures capacity.
 RATE=${RATE:-2000}
 CLIENTS=${CLIENTS:-256}
-TARGET=${TARGET:-3.2}
+# 80% of linear: 3.2x for the default 4 nodes.
+TARGET=${TARGET:-$(awk -v n="$NODES" 'BEGIN { print 0.8 * n }')}
+BACKEND=${BACKEND:-ray}
 PY=${PYTHON:-.venv/bin/python}
 BIN=${HELOOM_BIN:-target/release/heloom}
 HOST=$(hostname -s 2>/dev/null || echo host)
-OUT=${OUT:-bench/results/ray-scale-$HOST}
+OUT=${OUT:-bench/results/$([ "$BACKEND" = local ] && echo local-nodes || echo ray)-scale-$HOST}
 
 [ -x "$BIN" ] || { echo "scale.sh: $BIN missing: cargo build --release -p heloom-cli" >&2; exit 1; }
-"$PY" -c 'import ray, heloom' 2>/dev/null || {
-  echo "scale.sh: $PY lacks heloom or ray: ./run.sh python -c 0 && $PY -m pip install 'ray[default]>=2.9'" >&2
-  exit 1
-}
+if [ "$BACKEND" = local ]; then
+  command -v "$PY" >/dev/null 2>&1 || PY=python3
+else
+  "$PY" -c 'import ray, heloom' 2>/dev/null || {
+    echo "scale.sh: $PY lacks heloom or ray: ./run.sh python -c 0 && $PY -m pip install 'ray[default]>=2.9'" >&2
+    exit 1
+  }
+fi
 CORES=$(nproc)
 if [ $((NODES * CPUS)) -gt "$CORES" ]; then
   echo "scale.sh: warning: $NODES nodes x $CPUS CPUs > $CORES cores here: the nodes share cores and the ratio means little" >&2
@@ -69,18 +78,25 @@ PYEOF
 # run NAME N: a local Ray cluster of N nodes, the front on it, the load test; prints the
 # sustained throughput (jobs/s) and leaves the report in $OUT/NAME.
 run() {
-  local name=$1 n=$2 dir="$WORK/$1"
+  local name=$1 n=$2 dir="$WORK/$1" cluster="" hold=""
   mkdir -p "$dir"
-  # The cluster lives while its stdin (a fifo we hold open) does.
-  mkfifo "$dir/hold"
-  "$PY" "$WORK/cluster.py" "$n" "$CPUS" "$dir/address" <"$dir/hold" >"$dir/cluster.log" 2>&1 &
-  local cluster=$!
-  PIDS+=($cluster)
-  exec {hold}>"$dir/hold"
-  for _ in $(seq 600); do [ -s "$dir/address" ] && break; sleep 0.2; done
-  [ -s "$dir/address" ] || { cat "$dir/cluster.log" >&2; exit 1; }
-  "$BIN" serve --data "$dir/data" --listen 127.0.0.1:0 --allow-insecure \
-    --ray "$(cat "$dir/address")" --ray-python "$PY" 2>"$dir/front.log" &
+  if [ "$BACKEND" = local ]; then
+    local pin=""
+    [ $((n * CPUS)) -le "$CORES" ] && command -v taskset >/dev/null && pin=--pin-nodes
+    "$BIN" serve --data "$dir/data" --listen 127.0.0.1:0 --allow-insecure \
+      --local-nodes "$n" --node-threads "$CPUS" $pin 2>"$dir/front.log" &
+  else
+    # The cluster lives while its stdin (a fifo we hold open) does.
+    mkfifo "$dir/hold"
+    "$PY" "$WORK/cluster.py" "$n" "$CPUS" "$dir/address" <"$dir/hold" >"$dir/cluster.log" 2>&1 &
+    cluster=$!
+    PIDS+=($cluster)
+    exec {hold}>"$dir/hold"
+    for _ in $(seq 600); do [ -s "$dir/address" ] && break; sleep 0.2; done
+    [ -s "$dir/address" ] || { cat "$dir/cluster.log" >&2; exit 1; }
+    "$BIN" serve --data "$dir/data" --listen 127.0.0.1:0 --allow-insecure \
+      --ray "$(cat "$dir/address")" --ray-python "$PY" 2>"$dir/front.log" &
+  fi
   local front=$!
   PIDS+=($front)
   local url=""
@@ -98,17 +114,20 @@ run() {
       tail -20 "$dir/loadtest.log" >&2; echo "scale.sh: the load test failed ($name)" >&2; exit 1; }
   curl -s "$url/metrics" | grep '^heloom_ray_' >"$OUT/$name/ray-metrics.txt" || true
   kill "$front"; wait "$front" 2>/dev/null || true
-  exec {hold}>&-
-  wait "$cluster" 2>/dev/null || true
+  if [ -n "$cluster" ]; then
+    exec {hold}>&-
+    wait "$cluster" 2>/dev/null || true
+  fi
   cp "$dir/front.log" "$OUT/$name/front.log"
 }
 
 mkdir -p "$OUT/one" "$OUT/many"
 run one 1
 run many "$NODES"
-"$PY" - "$OUT" "$NODES" "$CPUS" "$TARGET" "$CORES" <<'PYEOF'
+"$PY" - "$OUT" "$NODES" "$CPUS" "$TARGET" "$CORES" "$BACKEND" <<'PYEOF'
 import json, sys
 out, nodes, cpus, target, cores = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+backend = sys.argv[6]
 def load(name):
     with open(f"{out}/{name}/loadtest-stdout.json") as f:
         return json.load(f)
@@ -117,7 +136,7 @@ t1, tn = one["overall"]["sustained_jobs_s"], many["overall"]["sustained_jobs_s"]
 ratio = tn / t1 if t1 > 0 else 0.0
 ok = one["ok"] and many["ok"] and ratio >= target
 s = {
-    "nodes": nodes, "cpus_per_node": cpus, "machine_cores": cores,
+    "backend": backend, "nodes": nodes, "cpus_per_node": cpus, "machine_cores": cores,
     "one_node_jobs_s": t1, "nodes_jobs_s": tn, "speedup": ratio, "target": target,
     "all_results_correct": one["overall"]["wrong"] == 0 and many["overall"]["wrong"] == 0,
     "jobs_done": [one["overall"]["done"], many["overall"]["done"]],
@@ -125,7 +144,7 @@ s = {
 }
 with open(f"{out}/summary.json", "w") as f:
     json.dump(s, f, indent=2)
-text = (f"heloom serve --ray, load test: 1 node x {cpus} CPUs {t1:.2f} jobs/s; {nodes} nodes x {cpus} CPUs "
+text = (f"heloom serve {'--ray' if backend == 'ray' else '--local-nodes'}, load test: 1 node x {cpus} CPUs {t1:.2f} jobs/s; {nodes} nodes x {cpus} CPUs "
         f"{tn:.2f} jobs/s; speedup {ratio:.2f}x (target {target}x) on {cores} cores; "
         f"results correct: {s['all_results_correct']}; {'PASS' if ok else 'FAIL'}\n")
 with open(f"{out}/summary.txt", "w") as f:
