@@ -540,6 +540,12 @@ pub fn proc_status_bytes(pid: Option<u32>, field: &str) -> Option<u64> {
     status_field_bytes(&std::fs::read_to_string(path).ok()?, field)
 }
 
+/// The machine's physical memory in bytes (`MemTotal` of `/proc/meminfo`); `None` where that
+/// file is missing (every OS but Linux).
+pub fn total_memory_bytes() -> Option<u64> {
+    status_field_bytes(&std::fs::read_to_string("/proc/meminfo").ok()?, "MemTotal")
+}
+
 /// `field` (`VmRSS`, `VmRSS:`) in the text of a `/proc/<pid>/status`, bytes (the file gives kB).
 fn status_field_bytes(status: &str, field: &str) -> Option<u64> {
     let field = field.strip_suffix(':').unwrap_or(field);
@@ -582,8 +588,11 @@ mod proc_status_tests {
                 panic!("no VmRSS or VmHWM: {rss:?} {hwm:?}");
             };
             assert!(rss > 0 && hwm >= rss, "VmRSS {rss}, VmHWM {hwm}");
+            let total = super::total_memory_bytes().expect("MemTotal");
+            assert!(total > hwm, "MemTotal {total} below this process's VmHWM {hwm}");
         } else {
             assert_eq!((rss, hwm), (None, None));
+            assert_eq!(super::total_memory_bytes(), None);
         }
     }
 }

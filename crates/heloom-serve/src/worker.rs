@@ -262,12 +262,13 @@ impl Worker {
         }
         let ended = crate::waiters::Waiters::default();
         let received = Mutex::new(HashMap::new());
-        // Parsed inputs: 64 MiB, or a sixteenth of a memory budget below 1 GiB.
-        let inputs = crate::inputs::InputCache::new(
-            config
-                .memory_budget
-                .map_or(64 << 20, |b| (b / 16).min(64 << 20) as usize),
-        );
+        // Parsed inputs: a sixteenth of the memory (at most 1 GiB; 64 MiB where the OS does
+        // not say), or of the memory budget (at most 64 MiB). Jobs queued behind a burst of
+        // uploads then still find their inputs parsed; a miss reads and parses the file.
+        let inputs = crate::inputs::InputCache::new(config.memory_budget.map_or_else(
+            || heloom_pool::total_memory_bytes().map_or(64 << 20, |m| (m / 16).min(1 << 30)),
+            |b| (b / 16).min(64 << 20),
+        ) as usize);
         let shared = Arc::new(Shared {
             state,
             contexts,
