@@ -250,7 +250,8 @@ pub struct LoadtestOptions {
     /// Give up on one job after this many seconds.
     pub job_timeout_s: f64,
     /// Fetch, decrypt and check the results only once every client thread is done, so the
-    /// checking does not take cores from a server on the same machine during the run.
+    /// checking does not take cores from a server on the same machine during the run. A job's
+    /// latency then ends when the client sees it done, not when it has the result.
     pub check_after: bool,
 }
 
@@ -407,9 +408,10 @@ pub struct JobRow {
     pub started_ms: Option<i64>,
     /// Ended, Unix ms.
     pub finished_ms: Option<i64>,
-    /// When its result was fetched and checked, s since the start.
+    /// When its result was fetched and checked, s since the start (with `check_after`: when
+    /// the client saw the job done).
     pub fetched_s: Option<f64>,
-    /// Submission to result fetched, ms.
+    /// Submission to result fetched (with `check_after`: to the job seen done), ms.
     pub latency_ms: Option<f64>,
     /// Accepted to (last) started, ms.
     pub queue_wait_ms: Option<f64>,
@@ -887,6 +889,8 @@ struct ToFetch {
     kind: JobKind,
     input: usize,
     deadline: Instant,
+    /// When the client saw the job done, s since the start.
+    done_seen_s: f64,
 }
 
 /// How a job's wait ended.
@@ -920,6 +924,8 @@ struct Shared<'a> {
     pool_over: AtomicBool,
     /// Every client thread has ended (the fetchers may start with `check_after`).
     clients_over: AtomicBool,
+    /// [`LoadtestOptions::check_after`].
+    check_after: bool,
     /// The server could not be restarted: stop arrivals and retries.
     abort: AtomicBool,
     /// Seconds at which the last kill's restart was ready (with `kills`).
@@ -1113,6 +1119,7 @@ impl Shared<'_> {
             kind: p.kind,
             input: p.input,
             deadline,
+            done_seen_s: self.now_s(),
         })
     }
 
@@ -1126,6 +1133,7 @@ impl Shared<'_> {
             kind,
             input,
             deadline,
+            done_seen_s,
         } = f;
         let t = &self.tenants[row.tenant];
         let x = &t.inputs[input].1;
@@ -1141,7 +1149,13 @@ impl Shared<'_> {
                 Err(e) => break Err(e),
             }
         };
-        let fetched = self.now_s();
+        // Checked after the run, a job's end is when the client saw it done (fetching and
+        // checking waited for the run to end); else when its result was in hand.
+        let fetched = if self.check_after {
+            done_seen_s
+        } else {
+            self.now_s()
+        };
         let checked = cts
             .map_err(|e| e.to_string())
             .and_then(|cts| {
@@ -1546,6 +1560,7 @@ fn execute(
         arrivals_over: AtomicBool::new(false),
         pool_over: AtomicBool::new(false),
         clients_over: AtomicBool::new(false),
+        check_after: opts.check_after,
         abort: AtomicBool::new(false),
         kills_done_at: Mutex::new(None),
         resubmissions: AtomicUsize::new(0),

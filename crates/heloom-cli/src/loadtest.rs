@@ -58,9 +58,9 @@ pub struct LoadtestArgs {
     /// more fetch, decrypt and check the results.
     #[arg(long, default_value_t = 256)]
     clients: usize,
-    /// Fetch, decrypt and check the results after the run, not during it (with a spawned
-    /// server on the same cores, the checking would compete with it). Latencies are the same
-    /// either way: a job ends when the server says so.
+    /// Fetch, decrypt and check the results after the run, not during it (with a server on
+    /// the same cores, the checking would compete with it). A job's latency then ends when the
+    /// client sees it done, not when the client has its result.
     #[arg(long)]
     check_after: bool,
     /// Distinct encrypted inputs per tenant.
