@@ -589,7 +589,10 @@ mod proc_status_tests {
             };
             assert!(rss > 0 && hwm >= rss, "VmRSS {rss}, VmHWM {hwm}");
             let total = super::total_memory_bytes().expect("MemTotal");
-            assert!(total > hwm, "MemTotal {total} below this process's VmHWM {hwm}");
+            assert!(
+                total > hwm,
+                "MemTotal {total} below this process's VmHWM {hwm}"
+            );
         } else {
             assert_eq!((rss, hwm), (None, None));
             assert_eq!(super::total_memory_bytes(), None);
