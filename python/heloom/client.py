@@ -633,12 +633,35 @@ class Client:
         """Uploads a task graph, for ``graph(...)`` tasks."""
         return self.upload(task_graph.to_bytes())
 
-    def objects(self) -> list[ObjectInfo]:
-        """This tenant's objects, newest first."""
-        d = self._json("GET", "/v1/objects")
+    def objects(self, limit: int | None = None, before: int | None = None) -> list[ObjectInfo]:
+        """One page of this tenant's objects, newest first: at most ``limit`` (the server's
+        default 1000, at most 10 000), only those before the cursor ``before`` (opaque, from
+        the server). ``iter_objects`` goes through every page."""
+        return self._objects_page(limit, before)[0]
+
+    def iter_objects(self) -> Iterator[ObjectInfo]:
+        """Every object of this tenant, newest first, fetched a page of 1000 at a time."""
+        before: int | None = None
+        while True:
+            objects, before = self._objects_page(1000, before)
+            yield from objects
+            if before is None:
+                return
+
+    def _objects_page(
+        self, limit: int | None, before: int | None
+    ) -> tuple[list[ObjectInfo], int | None]:
+        query: dict[str, str] = {}
+        if limit is not None:
+            query["limit"] = str(limit)
+        if before is not None:
+            query["before"] = str(before)
+        d = self._json("GET", "/v1/objects", query=query)
         try:
-            return [ObjectInfo.from_json(o) for o in d["objects"]]
-        except (KeyError, TypeError, ValueError) as e:
+            nb = d.get("next_before")
+            objects = [ObjectInfo.from_json(o) for o in d["objects"]]
+            return objects, None if nb is None else int(nb)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ClientError(f"unexpected answer from the server: {e!r}") from e
 
     def object_info(self, object_id: str | ObjectInfo) -> ObjectInfo:
@@ -862,9 +885,11 @@ class AsyncClient:
         """``Client.upload_graph`` in a worker thread."""
         return await asyncio.to_thread(self.sync.upload_graph, task_graph)
 
-    async def objects(self) -> list[ObjectInfo]:
+    async def objects(
+        self, limit: int | None = None, before: int | None = None
+    ) -> list[ObjectInfo]:
         """``Client.objects`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.objects)
+        return await asyncio.to_thread(self.sync.objects, limit, before)
 
     async def object_info(self, object_id: str | ObjectInfo) -> ObjectInfo:
         """``Client.object_info`` in a worker thread."""

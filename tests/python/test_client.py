@@ -188,6 +188,10 @@ def test_jobs_end_to_end(
     assert {j.id for j in c.iter_jobs(state="done")} >= {done.id, done_poly.id}
     with pytest.raises(ApiError, match="unknown job state"):
         c.jobs(state="finished")
+    objects = c.objects()
+    assert len(objects) >= 2
+    assert c.objects(limit=1) == objects[:1]
+    assert list(c.iter_objects()) == objects
     # Cancelling a finished job changes nothing.
     assert c.cancel(done.id).state == "done"
 

@@ -31,8 +31,18 @@ enum ClientCommand {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// List this tenant's objects.
-    Objects,
+    /// List this tenant's objects, newest first (the newest 1000 unless --all or --limit).
+    Objects {
+        /// At most this many (at most 10000).
+        #[arg(long, conflicts_with = "all")]
+        limit: Option<usize>,
+        /// Only objects before this position (the previous page's next_before).
+        #[arg(long, conflicts_with = "all")]
+        before: Option<i64>,
+        /// Every object, page by page.
+        #[arg(long)]
+        all: bool,
+    },
     /// Delete one of this tenant's objects.
     Delete {
         /// Object id.
@@ -189,7 +199,13 @@ pub fn run(args: &ClientArgs) -> Result<()> {
                 print(&client.upload_file(f)?)?;
             }
         }
-        ClientCommand::Objects => print(&client.objects()?)?,
+        ClientCommand::Objects { limit, before, all } => {
+            if *all {
+                print(&client.all_objects()?)?
+            } else {
+                print(&client.objects_page(*limit, *before)?.objects)?
+            }
+        }
         ClientCommand::Delete { id } => client.delete_object(id)?,
         ClientCommand::Submit {
             idempotency_key,

@@ -436,14 +436,30 @@ fn too_large(bytes: u64, limit: u64) -> ApiError {
     )
 }
 
+#[derive(serde::Deserialize)]
+struct ObjectsQuery {
+    limit: Option<usize>,
+    before: Option<i64>,
+}
+
 async fn list_objects(
     axum::extract::State(app): axum::extract::State<AppState>,
     headers: HeaderMap,
+    Query(q): Query<ObjectsQuery>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let tenant = tenant(&app, &headers).await?;
     let state = Arc::clone(&app.state);
-    let objects = blocking(move || state.objects(&tenant)).await?;
-    Ok(Json(serde_json::json!({ "objects": objects })))
+    let limit = q.limit.unwrap_or(1000).min(10_000);
+    let before = q.before;
+    let page = blocking(move || state.objects_page(&tenant, before, limit)).await?;
+    // A full page may have more after it: the cursor of the next one.
+    let next_before = (limit > 0 && page.len() == limit)
+        .then(|| page.last().map(|(pos, _)| *pos))
+        .flatten();
+    let objects: Vec<crate::ObjectInfo> = page.into_iter().map(|(_, o)| o).collect();
+    Ok(Json(
+        serde_json::json!({ "objects": objects, "next_before": next_before }),
+    ))
 }
 
 fn check_id(id: &str) -> ApiResult<()> {

@@ -92,6 +92,16 @@ pub struct JobsPage {
     pub next_before: Option<i64>,
 }
 
+/// One page of `GET /v1/objects`.
+#[derive(Debug, serde::Deserialize)]
+pub struct ObjectsPage {
+    /// The objects, newest first.
+    pub objects: Vec<ObjectInfo>,
+    /// Set when the page is full: the `before` of the next page (an opaque position).
+    #[serde(default)]
+    pub next_before: Option<i64>,
+}
+
 /// A job to submit (`POST /v1/jobs`).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct SubmitJob {
@@ -287,14 +297,38 @@ impl Client {
         self.upload(ct.to_bytes())
     }
 
-    /// This tenant's objects.
+    /// This tenant's newest objects (the server's first page: at most 1000), newest first;
+    /// [`Client::all_objects`] for every one.
     pub fn objects(&self) -> Result<Vec<ObjectInfo>> {
-        #[derive(serde::Deserialize)]
-        struct L {
-            objects: Vec<ObjectInfo>,
+        Ok(self.objects_page(None, None)?.objects)
+    }
+
+    /// One page of this tenant's objects, newest first: at most `limit` (the server's default
+    /// 1000, at most 10 000), only those before the cursor `before` (a page's `next_before`).
+    pub fn objects_page(&self, limit: Option<usize>, before: Option<i64>) -> Result<ObjectsPage> {
+        let mut query: Vec<(&str, String)> = Vec::new();
+        if let Some(l) = limit {
+            query.push(("limit", l.to_string()));
         }
-        let r = self.send(self.http.get(self.url("/v1/objects")))?;
-        Ok(self.json::<L>(r)?.objects)
+        if let Some(b) = before {
+            query.push(("before", b.to_string()));
+        }
+        let r = self.send(self.http.get(self.url("/v1/objects")).query(&query))?;
+        self.json(r)
+    }
+
+    /// Every object of this tenant, newest first, page by page.
+    pub fn all_objects(&self) -> Result<Vec<ObjectInfo>> {
+        let mut out = Vec::new();
+        let mut before = None;
+        loop {
+            let page = self.objects_page(Some(10_000), before)?;
+            out.extend(page.objects);
+            match page.next_before {
+                Some(b) => before = Some(b),
+                None => return Ok(out),
+            }
+        }
     }
 
     /// Deletes one of this tenant's objects.

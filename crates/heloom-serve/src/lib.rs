@@ -46,7 +46,7 @@ pub mod server;
 mod waiters;
 pub mod worker;
 
-pub use client::{Client, ClientError, JobsPage, JobsQuery};
+pub use client::{Client, ClientError, JobsPage, JobsQuery, ObjectsPage};
 pub use jobs::{JobRecord, JobState, NewJob};
 pub use objects::{ObjectInfo, ObjectKind};
 pub use remote::{place, LocalNodes, NodeLoad, RayConfig, RayError};

@@ -539,12 +539,31 @@ impl State {
 
     /// The tenant's objects, newest first.
     pub fn objects(&self, tenant: &str) -> Result<Vec<ObjectInfo>> {
+        Ok(self
+            .objects_page(tenant, None, usize::MAX)?
+            .into_iter()
+            .map(|(_, o)| o)
+            .collect())
+    }
+
+    /// One page of the tenant's objects, newest stored first, each with its position (the
+    /// database's row id): only those before position `before` when given, at most `limit`.
+    /// The last position of a page is the `before` of the next.
+    pub fn objects_page(
+        &self,
+        tenant: &str,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<(i64, ObjectInfo)>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.with_conn(|c| {
-            let mut st = c.prepare(
-                "SELECT id, kind, bytes, param_fp, info, created_unix FROM objects
-                 WHERE tenant = ?1 ORDER BY created_unix DESC, id",
+            let mut st = c.prepare_cached(
+                "SELECT id, kind, bytes, param_fp, info, created_unix, rowid FROM objects
+                 WHERE tenant = ?1 AND rowid < ?2 ORDER BY rowid DESC LIMIT ?3",
             )?;
-            let rows = st.query_map(params![tenant], object_row)?;
+            let rows = st.query_map(params![tenant, before.unwrap_or(i64::MAX), limit], |r| {
+                Ok((r.get(6)?, object_row(r)?))
+            })?;
             rows.collect()
         })
     }

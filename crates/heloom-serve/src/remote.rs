@@ -324,11 +324,16 @@ impl RemoteBackend {
         let tail = Arc::new(Mutex::new(VecDeque::<String>::new()));
         if let Some(err) = stderr {
             let tail = Arc::clone(&tail);
+            let source = if config.local.is_some() {
+                "nodes"
+            } else {
+                "ray"
+            };
             let spawned = std::thread::Builder::new()
                 .name("heloom-ray-log".into())
                 .spawn(move || {
                     for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
-                        eprintln!("heloom serve: ray: {line}");
+                        eprintln!("heloom serve: {source}: {line}");
                         let mut t = lock(&tail);
                         t.push_back(line);
                         if t.len() > 20 {

@@ -220,6 +220,16 @@ fn jobs_run_and_tenants_are_isolated() {
         })
         .expect("page 3");
     assert!(third.jobs.is_empty() && third.next_before.is_none());
+    // Objects a page at a time, the same way.
+    let objects = alice.objects().expect("objects");
+    assert!(objects.len() >= 2, "{objects:?}");
+    let p1 = alice.objects_page(Some(1), None).expect("objects page 1");
+    assert_eq!(p1.objects, objects[..1]);
+    let p2 = alice
+        .objects_page(Some(1), p1.next_before)
+        .expect("objects page 2");
+    assert_eq!(p2.objects, objects[1..2]);
+    assert_eq!(alice.all_objects().expect("all objects"), objects);
     let ids = |v: Vec<heloom_serve::api::JobView>| v.into_iter().map(|j| j.id).collect::<Vec<_>>();
     assert_eq!(ids(alice.all_jobs(None).expect("all")), ids(all));
     let (status, _, message) = api_code(
