@@ -235,7 +235,8 @@ fn local_nodes_run_every_job() {
         .args(["loadtest", "--url", &url, "--data"])
         .arg(&data)
         .args(["--tenants", "2", "--rate", "12", "--duration", "2"])
-        .args(["--log-n", "12", "--clients", "16", "--json"])
+        .args(["--log-n", "12", "--clients", "16", "--json", "--out"])
+        .arg(dir.join("loadtest"))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
