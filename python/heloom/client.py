@@ -42,9 +42,9 @@ import sys
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Literal, TypeAlias, TypedDict
+from typing import IO, Any, Literal, TypeAlias, TypedDict, TypeVar
 
 from heloom._heloom import (
     Ciphertext,
@@ -55,6 +55,8 @@ from heloom._heloom import (
     TaskGraph,
     __version__,
 )
+
+_T = TypeVar("_T")
 
 __all__ = [
     "FINAL_STATES",
@@ -651,16 +653,18 @@ class Client:
     def _objects_page(
         self, limit: int | None, before: int | None
     ) -> tuple[list[ObjectInfo], int | None]:
-        query: dict[str, str] = {}
-        if limit is not None:
-            query["limit"] = str(limit)
-        if before is not None:
-            query["before"] = str(before)
-        d = self._json("GET", "/v1/objects", query=query)
+        return self._page("objects", ObjectInfo.from_json, {"limit": limit, "before": before})
+
+    def _page(
+        self, what: str, parse: Callable[[Mapping[str, Any]], _T], query: Mapping[str, Any]
+    ) -> tuple[list[_T], int | None]:
+        """One page of ``GET /v1/{what}`` (the query's None values left out): its entries and
+        its ``next_before``."""
+        q = {k: str(v) for k, v in query.items() if v is not None}
+        d = self._json("GET", f"/v1/{what}", query=q)
         try:
             nb = d.get("next_before")
-            objects = [ObjectInfo.from_json(o) for o in d["objects"]]
-            return objects, None if nb is None else int(nb)
+            return [parse(x) for x in d[what]], None if nb is None else int(nb)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ClientError(f"unexpected answer from the server: {e!r}") from e
 
@@ -732,19 +736,7 @@ class Client:
     def _jobs_page(
         self, state: str | None, limit: int | None, before: int | None
     ) -> tuple[list[Job], int | None]:
-        query: dict[str, str] = {}
-        if state is not None:
-            query["state"] = state
-        if limit is not None:
-            query["limit"] = str(limit)
-        if before is not None:
-            query["before"] = str(before)
-        d = self._json("GET", "/v1/jobs", query=query)
-        try:
-            nb = d.get("next_before")
-            return [Job.from_json(j) for j in d["jobs"]], None if nb is None else int(nb)
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ClientError(f"unexpected answer from the server: {e!r}") from e
+        return self._page("jobs", Job.from_json, {"state": state, "limit": limit, "before": before})
 
     def cancel(self, job_id: int | Job) -> Job:
         """Cancels a job that has not ended (one that has is returned unchanged)."""

@@ -21,6 +21,20 @@ pub struct ClientArgs {
     command: ClientCommand,
 }
 
+/// Which page of a list (`jobs`, `objects`).
+#[derive(Args, Debug)]
+struct PageArgs {
+    /// At most this many (at most 10000).
+    #[arg(long, conflicts_with = "all")]
+    limit: Option<usize>,
+    /// Only those before this position: the previous page's next_before.
+    #[arg(long, conflicts_with = "all")]
+    before: Option<i64>,
+    /// Every one, page by page.
+    #[arg(long)]
+    all: bool,
+}
+
 #[derive(Subcommand, Debug)]
 enum ClientCommand {
     /// Upload objects (key sets, ciphertexts, task graphs), streamed; prints each object's
@@ -33,15 +47,8 @@ enum ClientCommand {
     },
     /// List this tenant's objects, newest first (the newest 1000 unless --all or --limit).
     Objects {
-        /// At most this many (at most 10000).
-        #[arg(long, conflicts_with = "all")]
-        limit: Option<usize>,
-        /// Only objects before this position (the previous page's next_before).
-        #[arg(long, conflicts_with = "all")]
-        before: Option<i64>,
-        /// Every object, page by page.
-        #[arg(long)]
-        all: bool,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Delete one of this tenant's objects.
     Delete {
@@ -84,15 +91,8 @@ enum ClientCommand {
         /// Only jobs in this state: accepted, running, done, failed or cancelled.
         #[arg(long)]
         state: Option<String>,
-        /// At most this many (at most 10000).
-        #[arg(long, conflicts_with = "all")]
-        limit: Option<usize>,
-        /// Only jobs with an id below this one (the previous page's next_before).
-        #[arg(long, conflicts_with = "all")]
-        before: Option<i64>,
-        /// Every job, page by page.
-        #[arg(long)]
-        all: bool,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Wait for a job to end, with progress on stderr.
     Wait {
@@ -199,11 +199,11 @@ pub fn run(args: &ClientArgs) -> Result<()> {
                 print(&client.upload_file(f)?)?;
             }
         }
-        ClientCommand::Objects { limit, before, all } => {
-            if *all {
+        ClientCommand::Objects { page } => {
+            if page.all {
                 print(&client.all_objects()?)?
             } else {
-                print(&client.objects_page(*limit, *before)?.objects)?
+                print(&client.objects_page(page.limit, page.before)?.objects)?
             }
         }
         ClientCommand::Delete { id } => client.delete_object(id)?,
@@ -227,19 +227,14 @@ pub fn run(args: &ClientArgs) -> Result<()> {
             }
         }
         ClientCommand::Job { id } => print(&client.job(*id)?)?,
-        ClientCommand::Jobs {
-            state,
-            limit,
-            before,
-            all,
-        } => {
-            if *all {
+        ClientCommand::Jobs { state, page } => {
+            if page.all {
                 print(&client.all_jobs(state.as_deref())?)?
             } else {
                 let q = heloom_serve::client::JobsQuery {
                     state: state.clone(),
-                    limit: *limit,
-                    before: *before,
+                    limit: page.limit,
+                    before: page.before,
                 };
                 print(&client.jobs_page(&q)?.jobs)?
             }

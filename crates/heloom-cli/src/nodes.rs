@@ -17,7 +17,7 @@ use anyhow::{bail, Context as _, Result};
 use clap::Args;
 use heloom_bench::spawn::{spawn_listening, LISTENING_ON};
 use std::io::Read as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -114,7 +114,7 @@ fn start(a: &NodesArgs) -> Result<Vec<Node>> {
     Ok(nodes)
 }
 
-fn start_node(exe: &PathBuf, a: &NodesArgs, i: usize) -> Result<(Node, String, String)> {
+fn start_node(exe: &Path, a: &NodesArgs, i: usize) -> Result<(Node, String, String)> {
     let dir = std::env::temp_dir().join(format!("heloom-node-{}-{i}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let out = Command::new(exe)

@@ -436,6 +436,12 @@ fn too_large(bytes: u64, limit: u64) -> ApiError {
     )
 }
 
+/// The `next_before` of a list page of `len` entries out of at most `limit`, whose last
+/// entry is at `last`: a full page may have more after it.
+fn next_page(limit: usize, len: usize, last: Option<i64>) -> Option<i64> {
+    (limit > 0 && len == limit).then_some(last).flatten()
+}
+
 #[derive(serde::Deserialize)]
 struct ObjectsQuery {
     limit: Option<usize>,
@@ -452,10 +458,7 @@ async fn list_objects(
     let limit = q.limit.unwrap_or(1000).min(10_000);
     let before = q.before;
     let page = blocking(move || state.objects_page(&tenant, before, limit)).await?;
-    // A full page may have more after it: the cursor of the next one.
-    let next_before = (limit > 0 && page.len() == limit)
-        .then(|| page.last().map(|(pos, _)| *pos))
-        .flatten();
+    let next_before = next_page(limit, page.len(), page.last().map(|(pos, _)| *pos));
     let objects: Vec<crate::ObjectInfo> = page.into_iter().map(|(_, o)| o).collect();
     Ok(Json(
         serde_json::json!({ "objects": objects, "next_before": next_before }),
@@ -846,10 +849,7 @@ async fn list_jobs(
     let state = Arc::clone(&app.state);
     let before = q.before;
     let jobs = blocking(move || state.jobs_page(&tenant, job_state, before, limit)).await?;
-    // A full page may have more after it: the cursor of the next one.
-    let next_before = (limit > 0 && jobs.len() == limit)
-        .then(|| jobs.last().map(|j| j.id))
-        .flatten();
+    let next_before = next_page(limit, jobs.len(), jobs.last().map(|j| j.id));
     let views: Vec<JobView> = jobs.into_iter().map(|j| view(&app, j)).collect();
     Ok(Json(
         serde_json::json!({ "jobs": views, "next_before": next_before }),
