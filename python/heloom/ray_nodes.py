@@ -99,6 +99,8 @@ class NodeServer:
         self.token = out.stdout.strip()
         args = [heloom_bin, "serve", "--data", data, "--listen", f"{host}:0"]
         args += ["--threads", str(self.threads)]
+        # The front keeps the records and results durably; a node's store is scratch.
+        args.append("--scratch")
         if not _is_loopback(host):
             # Nodes talk over the cluster's network: keep it private (docs/serve-api.md).
             args.append("--allow-remote")

@@ -253,6 +253,11 @@ pub struct LoadtestOptions {
     /// checking does not take cores from a server on the same machine during the run. A job's
     /// latency then ends when the client sees it done, not when it has the result.
     pub check_after: bool,
+    /// Closed loop, for capacity: each client thread submits its next job as soon as it has
+    /// seen its last one end, until the duration is over (the rate only picks the tenant of
+    /// each job). Open loop (the default): Poisson arrivals at the rate, every arrival of the
+    /// window submitted however long the server takes.
+    pub closed_loop: bool,
 }
 
 impl LoadtestOptions {
@@ -274,6 +279,7 @@ impl LoadtestOptions {
             warmup_s: 0.0,
             job_timeout_s: 600.0,
             check_after: false,
+            closed_loop: false,
         }
     }
 
@@ -915,6 +921,9 @@ struct Shared<'a> {
     durable: bool,
     rows: Mutex<Vec<JobRow>>,
     submitted: AtomicUsize,
+    /// Planned jobs a client thread has finished with (closed loop: the jobs in flight are
+    /// `submitted - settled`).
+    settled: AtomicUsize,
     done: AtomicUsize,
     refused: AtomicUsize,
     wrong: AtomicUsize,
@@ -1207,23 +1216,42 @@ impl Shared<'_> {
             .collect();
         let mut seqs = vec![0usize; self.tenants.len()];
         'outer: loop {
-            let (i, at) = next
+            let (i, mut at) = next
                 .iter()
                 .copied()
                 .enumerate()
                 .min_by(|a, b| a.1.total_cmp(&b.1))
                 .unwrap_or((0, f64::INFINITY));
-            loop {
-                if self.abort.load(Ordering::SeqCst)
-                    || self.window_end().is_some_and(|end| at >= end)
-                {
-                    break 'outer;
+            let virtual_at = at;
+            if self.opts.closed_loop {
+                // The next job goes out as soon as a client thread is free, until the window
+                // ends; the Poisson times only choose its tenant.
+                loop {
+                    let end = self.window_end().unwrap_or(self.opts.duration_s);
+                    if self.abort.load(Ordering::SeqCst) || self.now_s() >= end {
+                        break 'outer;
+                    }
+                    let in_flight =
+                        self.submitted.load(Ordering::SeqCst) - self.settled.load(Ordering::SeqCst);
+                    if in_flight < self.opts.clients {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
                 }
-                let now = self.now_s();
-                if now >= at {
-                    break;
+                at = self.now_s();
+            } else {
+                loop {
+                    if self.abort.load(Ordering::SeqCst)
+                        || self.window_end().is_some_and(|end| at >= end)
+                    {
+                        break 'outer;
+                    }
+                    let now = self.now_s();
+                    if now >= at {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_secs_f64((at - now).min(0.1)));
                 }
-                std::thread::sleep(Duration::from_secs_f64((at - now).min(0.1)));
             }
             let rng = &mut rngs[i];
             let mut pick: f64 = rng.gen_range(0.0..1.0);
@@ -1250,7 +1278,7 @@ impl Shared<'_> {
                 break;
             }
             seqs[i] += 1;
-            next[i] = at + gap(rng, self.tenants[i].rate);
+            next[i] = virtual_at + gap(rng, self.tenants[i].rate);
         }
         self.arrivals_over.store(true, Ordering::SeqCst);
     }
@@ -1552,6 +1580,7 @@ fn execute(
         durable: opts.durability(),
         rows: Mutex::new(Vec::new()),
         submitted: AtomicUsize::new(0),
+        settled: AtomicUsize::new(0),
         done: AtomicUsize::new(0),
         refused: AtomicUsize::new(0),
         wrong: AtomicUsize::new(0),
@@ -1599,7 +1628,9 @@ fn execute(
                 s.spawn(move || loop {
                     let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                     let Ok(p) = next else { break };
-                    match sh.run_job(&p) {
+                    let waited = sh.run_job(&p);
+                    sh.settled.fetch_add(1, Ordering::SeqCst);
+                    match waited {
                         Waited::Done(f) => {
                             if let Err(mpsc::SendError(f)) = ftx.send(f) {
                                 sh.rows

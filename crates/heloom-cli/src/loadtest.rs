@@ -63,6 +63,11 @@ pub struct LoadtestArgs {
     /// client sees it done, not when the client has its result.
     #[arg(long)]
     check_after: bool,
+    /// Closed loop, to measure capacity: each client thread submits its next job as soon as its
+    /// last one ended, until --duration is over (--rate then only weighs the tenants). Without
+    /// it every Poisson arrival of the window is submitted, however long that takes.
+    #[arg(long)]
+    closed_loop: bool,
     /// Distinct encrypted inputs per tenant.
     #[arg(long, default_value_t = 4)]
     inputs: usize,
@@ -101,6 +106,7 @@ pub fn run(args: &LoadtestArgs) -> Result<()> {
         clients: args.clients,
         inputs_per_tenant: args.inputs,
         check_after: args.check_after,
+        closed_loop: args.closed_loop,
         ..LoadtestOptions::new(server)
     };
     opts.check()?;

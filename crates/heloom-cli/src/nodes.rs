@@ -142,6 +142,8 @@ fn start_node(exe: &Path, a: &NodesArgs, i: usize) -> Result<(Node, String, Stri
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--data"])
         .arg(&dir)
         .args(["--threads", &a.threads.to_string()])
+        // The front keeps the records and results; a node's store is scratch.
+        .arg("--scratch")
         .stdin(Stdio::null())
         .stdout(Stdio::null());
     if a.allow_insecure {

@@ -86,6 +86,12 @@ struct RunArgs {
     /// Pin each local node server to its own cores (needs `taskset`).
     #[arg(long, requires = "local_nodes")]
     pin_nodes: bool,
+    /// Treat the data directory as scratch space: nothing is synced to the disk, so a crash
+    /// of the machine may lose what it stores. For node servers behind a `--local-nodes` or
+    /// `--ray` front (they start with it), which keeps every record and result durably and
+    /// runs a lost job again; never for a server clients talk to.
+    #[arg(long, conflicts_with_all = ["ray", "local_nodes"])]
+    scratch: bool,
 }
 
 /// `512M`, `4G`, `1.5G`, `1000000` (bytes).
@@ -236,6 +242,7 @@ fn serve(a: &RunArgs) -> Result<()> {
     config.memory_budget = a.memory_budget;
     config.allow_insecure = a.allow_insecure;
     config.allow_remote = a.allow_remote;
+    config.scratch = a.scratch;
     if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
         config.tls = Some(heloom_serve::TlsFiles {
             cert: cert.clone(),

@@ -108,3 +108,54 @@ fn killing_needs_a_spawned_server() {
     let err = run_failing(heloom().args(["loadtest", "--kills", "2"])).unwrap();
     assert!(err.contains("--kill-every"), "{err}");
 }
+
+#[test]
+fn closed_loop_keeps_one_job_per_client_in_flight() {
+    // Three client threads for 2 s: each submits its next job when its last one ends, so far
+    // more jobs than the 20 the rate would offer, and never more than 3 at once.
+    let dir = out_dir("loadtest-closed");
+    let args: Vec<&str> = SMALL
+        .iter()
+        .copied()
+        .filter(|a| !a.starts_with("--clients"))
+        .chain(["--clients=3", "--closed-loop", "--check-after"])
+        .collect();
+    let r = run_json_out(&args, &dir, "heloom loadtest").unwrap();
+    assert_eq!(r["ok"], true, "{r:#}");
+    let o = &r["overall"];
+    let submitted = o["submitted"].as_u64().unwrap();
+    assert!(
+        submitted > 30,
+        "closed loop ran only {submitted} jobs: {o:#}"
+    );
+    assert_eq!(o["done"].as_u64(), Some(submitted), "{o:#}");
+    assert_eq!(o["wrong"], 0);
+    // Each job's span, submission to the client seeing it done, from jobs.csv.
+    let csv = std::fs::read_to_string(dir.join("jobs.csv")).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let (sub, lat) = (col("submitted_s"), col("latency_ms"));
+    let mut events: Vec<(f64, i32)> = Vec::new();
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        let s: f64 = f[sub].parse().unwrap();
+        let l: f64 = f[lat].parse().unwrap();
+        // jobs.csv rounds times to 1 ms (latency to 0.1 ms): spans shrunk by that much, so
+        // a job that starts as another ends is not counted as overlapping it.
+        events.push((s + 0.0006, 1));
+        events.push((s + l / 1e3 - 0.0006, -1));
+    }
+    // Ends sort before starts at the same instant.
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut now, mut most) = (0, 0);
+    for (_, d) in events {
+        now += d;
+        most = most.max(now);
+    }
+    assert!(
+        most <= 3,
+        "{most} jobs in flight with 3 closed-loop clients"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -261,6 +261,24 @@ fn local_nodes_run_every_job() {
         jobs.iter().sum::<u64>() >= submitted,
         "jobs per node {jobs:?}"
     );
+    // Each tenant has 4 inputs: a node receives each at most once (unless a job was lost),
+    // and the other jobs reuse them there.
+    let counter = |name: &str| -> u64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let (sent, reused) = (
+        counter("heloom_ray_node_objects_sent_total"),
+        counter("heloom_ray_node_objects_reused_total"),
+    );
+    assert!(
+        sent <= 2 * 2 * 4,
+        "{sent} inputs sent to 2 nodes: {metrics}"
+    );
+    assert_eq!(sent + reused, jobs.iter().sum::<u64>(), "{metrics}");
 
     // SIGKILL: the bridge sees its stdin close and stops the node servers.
     front.kill().unwrap();

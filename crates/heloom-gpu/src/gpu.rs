@@ -4,6 +4,7 @@
 //! Kernel arguments are passed as 64-bit slots (device addresses and integers): CUDA copies
 //! each parameter's own size from its slot, so a `u32` parameter reads the low half.
 
+use crate::context::Tiles;
 use crate::error::{GpuError, Result};
 use crate::word::GpuWord;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig};
@@ -107,8 +108,12 @@ pub(crate) struct Inner {
     /// Serializes launches and copies (the emulator runs them synchronously; CUDA work goes to
     /// one stream in order either way).
     launch: Mutex<()>,
-    /// Most threads per block of an NTT launch (see [`NTT_THREADS_ENV`]).
-    ntt_threads: u32,
+    /// Tile sizes and block size of the NTT launches (see [`NttShape`]); a lock, so that a
+    /// tuning run can try several shapes on one compiled module.
+    ntt_shape: Mutex<NttShape>,
+    /// log2 of the largest NTT tile of 64-bit words a block may keep (13 where the driver let
+    /// the NTT kernels have 64 KiB of shared memory, else 12).
+    max_tile_log: u32,
     /// log2 of the most words a thread transforms in registers per NTT round, forward and
     /// inverse (see [`NTT_RADIX_ENV`]).
     ntt_radix_log: RadixLog,
@@ -218,16 +223,145 @@ pub const NTT_THREADS_ENV: &str = "HELOOM_GPU_NTT_THREADS";
 /// launch is one wave.
 pub const DEFAULT_NTT_THREADS: u32 = 256;
 
+/// log2 of the tile of every phase of a large NTT launch with automatic tiles: 1,024 words.
+/// Measured on an H100 over 168 shapes (examples/ntt_sweep, bench/gpu/NOTES.md): at
+/// 2^16 x 30 limbs tiles of 2^10 words in 128-thread blocks (one radix-8 group a thread) took
+/// the forward NTT from 61.3 to 57.4 us and relinearization from 827 to 801 us, while at
+/// 2^15 x 15 and 2^14 x 8 (few blocks) the larger default tiles stayed best.
+pub const LARGE_NTT_TILE_LOG: u32 = 10;
+
+/// Threads per block of a large NTT launch with automatic tiles (see [`LARGE_NTT_TILE_LOG`]).
+pub const LARGE_NTT_THREADS: u32 = 128;
+
+/// A launch is large when tiles of 2^[`LARGE_NTT_TILE_LOG`] words give at least this many
+/// blocks per multiprocessor (2^16 x 30 limbs: 1,920 blocks, 14.5 per SM of an H100).
+pub const LARGE_NTT_BLOCKS_PER_SM: u64 = 8;
+
+/// Environment variable that sets the NTT tiles: `B`, `B,U` or `B,U,R`, the log2 of the largest
+/// tile of the phase with bit 0 (`B`), of the phases above it (`U`, default `B`) and of the
+/// fewest consecutive words in a row of an upper phase's tile (`R`, default 4); see
+/// [`NttShape`]. A tuning knob for measuring: every shape is bit-exact.
+pub const NTT_TILE_ENV: &str = "HELOOM_GPU_NTT_TILE";
+
+/// How the NTT launches are cut: tile sizes and threads per block. Every shape gives the same
+/// words; the shape only moves time between shared-memory rounds, launches and occupancy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NttShape {
+    /// log2 of the largest tile (words in shared memory) of the phase that holds bit 0, 6 to 13;
+    /// the GPU shrinks it for small transforms while that keeps the number of launches. `None`:
+    /// on a GPU, [`LARGE_NTT_TILE_LOG`] in every phase for launches of at least
+    /// [`LARGE_NTT_BLOCKS_PER_SM`] such tiles per multiprocessor, else 12 (4,096 words, 32 KiB
+    /// of 64-bit words); 6 on the emulator.
+    pub tile_log: Option<u32>,
+    /// log2 of the largest tile of the phases above bit 0's (6 to 13); `None`: the same as the
+    /// phase of bit 0. Smaller upper tiles give that phase more, smaller blocks.
+    pub upper_tile_log: Option<u32>,
+    /// log2 of the fewest consecutive words a row of an upper phase's tile has (0 to 6; default
+    /// 4: 16 words, 128 bytes of 64-bit words, whole cache lines).
+    pub run_log: u32,
+    /// Most threads per block, a power of two from 32 to 1024; a block never has more than
+    /// half its tile's words. `None`: [`DEFAULT_NTT_THREADS`], or [`LARGE_NTT_THREADS`] for the
+    /// large launches of automatic tiles (see [`NttShape::tile_log`]).
+    pub threads: Option<u32>,
+}
+
+impl Default for NttShape {
+    fn default() -> Self {
+        Self {
+            tile_log: None,
+            upper_tile_log: None,
+            run_log: 4,
+            threads: None,
+        }
+    }
+}
+
+impl NttShape {
+    /// Checks the ranges, for a device whose largest tile is 2^`max_tile_log` words.
+    fn check(&self, max_tile_log: u32) -> Result<()> {
+        let tile_ok = |t: Option<u32>| t.is_none_or(|t| (6..=max_tile_log).contains(&t));
+        if !tile_ok(self.tile_log) || !tile_ok(self.upper_tile_log) {
+            return Err(GpuError::Invalid(format!(
+                "NTT tiles of 2^{:?} / 2^{:?} words: each must be 2^6 to 2^{max_tile_log} on this \
+                 device",
+                self.tile_log, self.upper_tile_log
+            )));
+        }
+        if self.run_log > 6 {
+            return Err(GpuError::Invalid(format!(
+                "NTT rows of 2^{} consecutive words: use 2^0 to 2^6",
+                self.run_log
+            )));
+        }
+        if !self
+            .threads
+            .is_none_or(|t| t.is_power_of_two() && (32..=1024).contains(&t))
+        {
+            return Err(GpuError::Invalid(format!(
+                "{:?} threads per NTT block: use a power of two from 32 to 1024",
+                self.threads
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// [`NTT_THREADS_ENV`] and [`NTT_TILE_ENV`] if set, else the defaults; an invalid value is an
+/// error that says so.
+fn ntt_shape_setting() -> Result<NttShape> {
+    let threads = ntt_threads_setting()?;
+    let tiles = parse_ntt_tile(std::env::var(NTT_TILE_ENV).ok().as_deref())?;
+    Ok(NttShape { threads, ..tiles })
+}
+
+fn parse_ntt_tile(v: Option<&str>) -> Result<NttShape> {
+    let Some(v) = v else {
+        return Ok(NttShape::default());
+    };
+    let bad = || {
+        GpuError::Invalid(format!(
+            "{NTT_TILE_ENV}={v:?} is not B, B,U or B,U,R (log2 of the base tile, 6 to 13; of the \
+             upper phases' tile, 6 to 13; of the consecutive words per row, 0 to 6); unset it \
+             for the default"
+        ))
+    };
+    let parts: Vec<u32> = v
+        .split(',')
+        .map(|p| p.trim().parse::<u32>())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| bad())?;
+    let shape = match parts[..] {
+        [b] => NttShape {
+            tile_log: Some(b),
+            ..NttShape::default()
+        },
+        [b, u] => NttShape {
+            tile_log: Some(b),
+            upper_tile_log: Some(u),
+            ..NttShape::default()
+        },
+        [b, u, r] => NttShape {
+            tile_log: Some(b),
+            upper_tile_log: Some(u),
+            run_log: r,
+            ..NttShape::default()
+        },
+        _ => return Err(bad()),
+    };
+    shape.check(13).map_err(|_| bad())?;
+    Ok(shape)
+}
+
 /// [`NTT_THREADS_ENV`] if set, else the default; an invalid value is an error that says so.
-fn ntt_threads_setting() -> Result<u32> {
+fn ntt_threads_setting() -> Result<Option<u32>> {
     parse_ntt_threads(std::env::var(NTT_THREADS_ENV).ok().as_deref())
 }
 
-fn parse_ntt_threads(v: Option<&str>) -> Result<u32> {
+fn parse_ntt_threads(v: Option<&str>) -> Result<Option<u32>> {
     match v {
-        None => Ok(DEFAULT_NTT_THREADS),
+        None => Ok(None),
         Some(v) => match v.trim().parse::<u32>() {
-            Ok(t) if t.is_power_of_two() && (32..=1024).contains(&t) => Ok(t),
+            Ok(t) if t.is_power_of_two() && (32..=1024).contains(&t) => Ok(Some(t)),
             _ => Err(GpuError::Invalid(format!(
                 "{NTT_THREADS_ENV}={v:?} is not a power of two from 32 to 1024; unset it for \
                  the default ({DEFAULT_NTT_THREADS})"
@@ -272,7 +406,7 @@ impl Gpu {
             )
             .unwrap_or(0)
             .max(0) as u32;
-        let ntt_threads = ntt_threads_setting()?;
+        let ntt_shape = ntt_shape_setting()?;
         let ntt_radix_log = ntt_radix_setting()?;
         let nvrtc = crate::nvrtc::load()?;
         let arch = arch_for(cc);
@@ -281,6 +415,7 @@ impl Gpu {
             .load_module(ptx)
             .map_err(driver_err("loading the kernel module"))?;
         let mut funcs = HashMap::new();
+        let mut max_tile_log = 13;
         for k in crate::source::kernel_names() {
             let f = module
                 .load_function(&k)
@@ -293,6 +428,16 @@ impl Gpu {
                     cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                     100,
                 );
+                // Tiles of 8,192 64-bit words need 64 KiB, above the 48 KiB a launch gets
+                // without asking; where the driver refuses, tiles stop at 4,096 words.
+                if f.set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    64 * 1024,
+                )
+                .is_err()
+                {
+                    max_tile_log = 12;
+                }
             }
             funcs.insert(k, f);
         }
@@ -313,7 +458,7 @@ impl Gpu {
                 nvrtc,
             },
             total / 4,
-            (ntt_threads, ntt_radix_log),
+            (ntt_shape, ntt_radix_log, max_tile_log),
         ))
     }
 
@@ -353,11 +498,16 @@ impl Gpu {
                 nvrtc: "not used".into(),
             },
             1 << 30,
-            (4, ntt_radix_log),
+            (NttShape::default(), ntt_radix_log, 13),
         )
     }
 
-    fn from_engine(engine: Engine, info: GpuInfo, limit: usize, ntt: (u32, RadixLog)) -> Self {
+    fn from_engine(
+        engine: Engine,
+        info: GpuInfo,
+        limit: usize,
+        ntt: (NttShape, RadixLog, u32),
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 engine,
@@ -368,7 +518,8 @@ impl Gpu {
                     limit,
                 }),
                 launch: Mutex::new(()),
-                ntt_threads: ntt.0,
+                ntt_shape: Mutex::new(ntt.0),
+                max_tile_log: ntt.2,
                 ntt_radix_log: ntt.1,
             }),
         }
@@ -403,9 +554,24 @@ impl Gpu {
     }
 
     /// Threads per block of an NTT launch over tiles of 2^`tile_log` words (two words a
-    /// thread per radix-2 layer at most, [`NTT_THREADS_ENV`] at most).
-    pub(crate) fn ntt_block(&self, tile_log: u32) -> u32 {
-        self.block(((1u32 << tile_log) / 2).min(self.inner.ntt_threads))
+    /// thread per radix-2 layer at most, `threads` at most).
+    pub(crate) fn ntt_block(&self, tile_log: u32, threads: u32) -> u32 {
+        self.block(((1u32 << tile_log) / 2).min(threads))
+    }
+
+    /// The NTT launch shape in use ([`NTT_TILE_ENV`] and [`NTT_THREADS_ENV`] when the device
+    /// was opened, or the last [`Gpu::set_ntt_shape`]).
+    pub fn ntt_shape(&self) -> NttShape {
+        *lock(&self.inner.ntt_shape)
+    }
+
+    /// Sets how later NTT launches are cut (a tuning knob: every shape is bit-exact). Errors
+    /// when a size is out of range; tiles of 2^13 words need a GPU that grants 64 KiB of
+    /// shared memory per block.
+    pub fn set_ntt_shape(&self, shape: NttShape) -> Result<()> {
+        shape.check(self.inner.max_tile_log)?;
+        *lock(&self.inner.ntt_shape) = shape;
+        Ok(())
     }
 
     /// The NTT kernels' `radix_log` argument: log2 of the largest radix a forward and an
@@ -422,15 +588,40 @@ impl Gpu {
         }
     }
 
-    /// log2 of the NTT tile a block keeps in shared memory for a launch over `rows` limbs of
-    /// 2^`log_n` words: 4096 words (32 KiB of u64), smaller when that would leave fewer than
-    /// two blocks per multiprocessor (small rings, few limbs) as long as the transform keeps
-    /// its number of phases (a launch more costs more than the idle multiprocessors). The
-    /// emulator uses small tiles so that tests run the multi-phase code paths.
-    pub(crate) fn tile_log(&self, log_n: u32, rows: u32) -> u32 {
-        match self.inner.engine {
-            Engine::Cuda(_) => cuda_tile_log(log_n, rows, self.inner.info.multiprocessors),
-            Engine::Emulator => 6,
+    /// The NTT tiles for a launch over `rows` limbs of 2^`log_n` words (see [`NttShape`]): on a
+    /// GPU the base tile is at most 4096 words (32 KiB of u64) or the shape's, smaller when that
+    /// would leave fewer than two blocks per multiprocessor (small rings, few limbs) as long as
+    /// the transform keeps its number of phases (a launch more costs more than the idle
+    /// multiprocessors). The emulator uses small tiles so that tests run the multi-phase code
+    /// paths.
+    pub(crate) fn ntt_tiles(&self, log_n: u32, rows: u32) -> Tiles {
+        let shape = self.ntt_shape();
+        let sms = u64::from(self.inner.info.multiprocessors.max(1));
+        let large = matches!(self.inner.engine, Engine::Cuda(_))
+            && shape.tile_log.is_none()
+            && log_n >= LARGE_NTT_TILE_LOG
+            && (1u64 << (log_n - LARGE_NTT_TILE_LOG)) * u64::from(rows)
+                >= LARGE_NTT_BLOCKS_PER_SM * sms;
+        let base = match self.inner.engine {
+            Engine::Cuda(_) if large => LARGE_NTT_TILE_LOG,
+            Engine::Cuda(_) => cuda_tile_log(
+                log_n,
+                rows,
+                self.inner.info.multiprocessors,
+                shape.tile_log.unwrap_or(12),
+            ),
+            Engine::Emulator => shape.tile_log.unwrap_or(6),
+        };
+        let auto_threads = if large {
+            LARGE_NTT_THREADS
+        } else {
+            DEFAULT_NTT_THREADS
+        };
+        Tiles {
+            base,
+            upper: shape.upper_tile_log.unwrap_or(base),
+            run: shape.run_log,
+            threads: shape.threads.unwrap_or(auto_threads),
         }
     }
 
@@ -735,9 +926,9 @@ impl Gpu {
 }
 
 /// The tile policy of [`Gpu::tile_log`] on a GPU with `sms` multiprocessors.
-pub(crate) fn cuda_tile_log(log_n: u32, rows: u32, sms: u32) -> u32 {
+pub(crate) fn cuda_tile_log(log_n: u32, rows: u32, sms: u32, max_tile_log: u32) -> u32 {
     let want = 2 * u64::from(sms.max(1));
-    let mut t = 12u32.min(log_n);
+    let mut t = max_tile_log.min(log_n);
     let count = crate::context::phase_count(log_n, t);
     while t > 8
         && ((1u64 << (log_n - t)) * u64::from(rows)) < want
@@ -851,9 +1042,28 @@ impl<W: GpuWord> Drop for GpuBuffer<W> {
 #[cfg(test)]
 mod tests {
     use super::{
-        cuda_tile_log, parse_ntt_radix, parse_ntt_threads, DEFAULT_NTT_THREADS, NTT_RADIX_ENV,
-        NTT_THREADS_ENV,
+        cuda_tile_log, parse_ntt_radix, parse_ntt_threads, parse_ntt_tile, NttShape, NTT_RADIX_ENV,
+        NTT_THREADS_ENV, NTT_TILE_ENV,
     };
+
+    #[test]
+    fn ntt_tile_setting_is_checked() {
+        assert_eq!(parse_ntt_tile(None).expect("default"), NttShape::default());
+        let s = parse_ntt_tile(Some("11")).expect("11");
+        assert_eq!(
+            (s.tile_log, s.upper_tile_log, s.run_log),
+            (Some(11), None, 4)
+        );
+        let s = parse_ntt_tile(Some("12, 10,3")).expect("12,10,3");
+        assert_eq!(
+            (s.tile_log, s.upper_tile_log, s.run_log),
+            (Some(12), Some(10), 3)
+        );
+        for bad in ["5", "14", "12,5", "12,10,7", "", "x", "12,10,3,1", "12,"] {
+            let e = parse_ntt_tile(Some(bad)).expect_err("refused").to_string();
+            assert!(e.contains(NTT_TILE_ENV), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn ntt_radix_setting_is_checked() {
@@ -871,12 +1081,9 @@ mod tests {
 
     #[test]
     fn ntt_threads_setting_is_checked() {
-        assert_eq!(
-            parse_ntt_threads(None).expect("default"),
-            DEFAULT_NTT_THREADS
-        );
-        assert_eq!(parse_ntt_threads(Some("512")).expect("512"), 512);
-        assert_eq!(parse_ntt_threads(Some(" 64 ")).expect("64"), 64);
+        assert_eq!(parse_ntt_threads(None).expect("default"), None);
+        assert_eq!(parse_ntt_threads(Some("512")).expect("512"), Some(512));
+        assert_eq!(parse_ntt_threads(Some(" 64 ")).expect("64"), Some(64));
         for bad in ["0", "16", "300", "2048", "many", ""] {
             let e = parse_ntt_threads(Some(bad))
                 .expect_err("refused")
@@ -888,22 +1095,26 @@ mod tests {
     #[test]
     fn tiles_shrink_for_occupancy_but_never_add_a_launch() {
         // H200: 132 multiprocessors.
-        assert_eq!(cuda_tile_log(16, 30, 132), 12, "480 blocks already");
+        assert_eq!(cuda_tile_log(16, 30, 132, 12), 12, "480 blocks already");
         assert_eq!(
-            cuda_tile_log(15, 2, 132),
+            cuda_tile_log(15, 2, 132, 12),
             10,
             "rescale's last limbs: 2 phases kept"
         );
-        assert_eq!(cuda_tile_log(14, 8, 132), 9, "256 blocks, still 2 phases");
         assert_eq!(
-            cuda_tile_log(10, 1, 132),
+            cuda_tile_log(14, 8, 132, 12),
+            9,
+            "256 blocks, still 2 phases"
+        );
+        assert_eq!(
+            cuda_tile_log(10, 1, 132, 12),
             10,
             "one phase, never below the ring"
         );
-        assert_eq!(cuda_tile_log(17, 60, 132), 12);
+        assert_eq!(cuda_tile_log(17, 60, 132, 12), 12);
         for log_n in 4..=17 {
             for rows in [1, 2, 7, 64] {
-                let t = cuda_tile_log(log_n, rows, 132);
+                let t = cuda_tile_log(log_n, rows, 132, 12);
                 assert!(t <= 12 && (t >= 8 || t == log_n), "{log_n} {rows} -> {t}");
             }
         }

@@ -26,5 +26,5 @@ pub mod word;
 
 pub use context::{GpuCiphertext, GpuContext, GpuEvaluator, GpuSwitchingKey};
 pub use error::{GpuError, Result};
-pub use gpu::{driver_present, Gpu, GpuBuffer, GpuInfo, GpuKind, MemoryStats};
+pub use gpu::{driver_present, Gpu, GpuBuffer, GpuInfo, GpuKind, MemoryStats, NttShape};
 pub use word::GpuWord;

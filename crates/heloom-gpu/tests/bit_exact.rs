@@ -5,7 +5,7 @@
 use heloom_ckks::{
     keygen, CkksParameters, Context, Decryptor, Encryptor, Evaluator, KeySet, SecurityLevel,
 };
-use heloom_gpu::{Gpu, GpuContext, GpuError, GpuEvaluator, GpuWord};
+use heloom_gpu::{Gpu, GpuContext, GpuError, GpuEvaluator, GpuWord, NttShape};
 use heloom_math::{Form, RnsPoly};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -191,29 +191,80 @@ fn ntt_and_key_switching_bit_exact_at_every_radix() {
 #[test]
 fn ntt_phase_split_covers_every_bit_once() {
     // Not a GPU run: the phase plan itself, for every size and every tile size in use (6 on the
-    // emulator, 8 to 12 on GPUs).
-    for tile in 6u32..=12 {
-        for log_n in 4..=17u32 {
-            let ph = heloom_gpu_phases(log_n, tile);
-            let mut bits = vec![0u32; log_n as usize];
-            for p in &ph {
-                assert!(p.0 < p.1 && p.2 <= p.0, "phase {p:?}");
-                assert!(p.1 - p.0 + p.2 <= tile, "tile too large: {p:?}");
-                for b in p.0..p.1 {
-                    bits[b as usize] += 1;
+    // emulator, 8 to 13 on GPUs), upper phases with tiles of their own and rows of 1 to 64
+    // consecutive words (HELOOM_GPU_NTT_TILE).
+    for base in 6u32..=13 {
+        for upper in [base, 6, 9, 10, 12, 13] {
+            for run in [0, 3, 4, 6] {
+                for log_n in 4..=17u32 {
+                    let ph = heloom_gpu::context::phase_plan(log_n, base, upper, run);
+                    let mut bits = vec![0u32; log_n as usize];
+                    for (i, p) in ph.iter().enumerate() {
+                        assert!(p.0 < p.1 && p.2 <= p.0, "phase {p:?}");
+                        let limit = if i + 1 == ph.len() { base } else { upper };
+                        assert!(p.1 - p.0 + p.2 <= limit, "tile too large: {p:?}");
+                        if i + 1 < ph.len() && p.1 - p.0 < upper.saturating_sub(run) {
+                            // A short upper phase only where it meets the base phase.
+                            assert_eq!(p.0, base.min(log_n), "{ph:?}");
+                        }
+                        for b in p.0..p.1 {
+                            bits[b as usize] += 1;
+                        }
+                    }
+                    assert!(
+                        bits.iter().all(|&c| c == 1),
+                        "log_n {log_n} tiles {base}/{upper}/{run}: {ph:?}"
+                    );
+                    assert_eq!(ph.last().map(|p| p.0), Some(0));
                 }
             }
-            assert!(
-                bits.iter().all(|&c| c == 1),
-                "log_n {log_n} tile {tile}: {ph:?}"
-            );
-            assert_eq!(ph.last().map(|p| p.0), Some(0));
         }
     }
 }
 
-fn heloom_gpu_phases(log_n: u32, tile: u32) -> Vec<(u32, u32, u32)> {
-    heloom_gpu::context::phase_plan(log_n, tile)
+#[test]
+fn ntt_and_key_switching_bit_exact_in_every_shape() {
+    // Tiles of other sizes in the phase of bit 0 and above it, short and long rows, other block
+    // sizes (HELOOM_GPU_NTT_TILE, HELOOM_GPU_NTT_THREADS): the transforms and the ops with fused
+    // NTTs. The emulator's default tiles are 2^6; on a GPU, shapes around its default.
+    let shape = |t: u32, u: u32, r: u32, threads: u32| NttShape {
+        tile_log: Some(t),
+        upper_tile_log: Some(u),
+        run_log: r,
+        threads: Some(threads),
+    };
+    for gpu in gpus() {
+        let shapes = if gpu.kind() == heloom_gpu::GpuKind::Emulator {
+            vec![shape(7, 6, 2, 64), shape(6, 8, 5, 32), shape(8, 7, 0, 128)]
+        } else {
+            vec![
+                shape(12, 10, 4, 256),
+                shape(13, 12, 4, 512),
+                shape(10, 9, 3, 128),
+                shape(11, 11, 6, 1024),
+            ]
+        };
+        for s in shapes {
+            gpu.set_ntt_shape(s).expect("shape");
+            assert_eq!(gpu.ntt_shape(), s);
+            for log_n in [10, 13] {
+                check_ntt::<u64>(&gpu, params(1 << log_n, 2, 64, None));
+                check_ntt::<u32>(&gpu, params(1 << log_n, 2, 32, None));
+            }
+            check_ops::<u64>(&gpu, params(1 << 11, 3, 64, Some(2)));
+        }
+        gpu.set_ntt_shape(NttShape::default()).expect("default");
+        for bad in [
+            shape(5, 6, 4, 256),
+            shape(12, 14, 4, 256),
+            shape(12, 12, 7, 256),
+        ] {
+            let e = gpu.set_ntt_shape(bad).expect_err("refused").to_string();
+            assert!(e.contains("NTT"), "{e}");
+        }
+        assert!(gpu.set_ntt_shape(shape(12, 12, 4, 48)).is_err());
+        assert_eq!(gpu.ntt_shape(), NttShape::default());
+    }
 }
 
 fn check_ops<W: GpuWord>(gpu: &Gpu, p: CkksParameters) {

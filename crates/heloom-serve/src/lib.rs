@@ -212,6 +212,8 @@ pub struct State {
     dir: PathBuf,
     db_path: PathBuf,
     conn: Mutex<Connection>,
+    /// Whether writes wait for the disk (see [`State::open_scratch`]).
+    durable: bool,
 }
 
 /// The default data directory: `heloom` under the user's data directory (for example
@@ -226,7 +228,24 @@ impl State {
     /// Opens (creating if needed) the state in `dir`: the database `dir/heloom.db` in
     /// write-ahead-log mode with full sync, its schema created or checked.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref().to_path_buf();
+        Self::open_with(dir.as_ref(), true)
+    }
+
+    /// Opens the state in `dir` as scratch space: nothing is synced to the disk (database
+    /// commits and stored files alike), so a crash of the machine may lose or damage what is
+    /// stored. For node servers behind a front (`--local-nodes`, `--ray`): the front keeps the
+    /// job records and results durably and runs a lost job again.
+    pub fn open_scratch(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(dir.as_ref(), false)
+    }
+
+    /// Whether writes wait for the disk ([`State::open`]) or not ([`State::open_scratch`]).
+    pub fn durable(&self) -> bool {
+        self.durable
+    }
+
+    fn open_with(dir: &Path, durable: bool) -> Result<Self> {
+        let dir = dir.to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|source| ServeError::DataDir {
             path: dir.clone(),
             source,
@@ -242,7 +261,7 @@ impl State {
         let conn = Connection::open(&db_path).map_err(db_err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(db_err)?;
-        conn.pragma_update(None, "synchronous", "FULL")
+        conn.pragma_update(None, "synchronous", if durable { "FULL" } else { "OFF" })
             .map_err(db_err)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(db_err)?;
@@ -269,6 +288,7 @@ impl State {
             dir,
             db_path,
             conn: Mutex::new(conn),
+            durable,
         })
     }
 
@@ -291,6 +311,9 @@ impl State {
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T> {
+        if !self.durable {
+            return self.with_conn(f);
+        }
         self.with_conn(|c| {
             // Cached statements: these run on every job's start and end.
             c.prepare_cached("PRAGMA synchronous = NORMAL")?

@@ -433,12 +433,14 @@ impl State {
             let _ = std::fs::remove_file(tmp);
             return Ok((info, false));
         }
-        std::fs::File::open(tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(|source| ServeError::DataDir {
-                path: tmp.to_path_buf(),
-                source,
-            })?;
+        if self.durable() {
+            std::fs::File::open(tmp)
+                .and_then(|f| f.sync_all())
+                .map_err(|source| ServeError::DataDir {
+                    path: tmp.to_path_buf(),
+                    source,
+                })?;
+        }
         self.install_object(tenant, id, tmp, bytes, checked, true)
     }
 
@@ -464,7 +466,9 @@ impl State {
             source,
         };
         std::fs::rename(tmp, &path).map_err(io)?;
-        sync_dir(&dir).map_err(io)?;
+        if self.durable() {
+            sync_dir(&dir).map_err(io)?;
+        }
         let info = ObjectInfo {
             id: id.to_string(),
             kind: checked.kind,
@@ -505,7 +509,11 @@ impl State {
             return Ok(info);
         }
         let (tmp, mut file) = self.upload_file()?;
-        if let Err(source) = file.write_all(data).and_then(|()| file.sync_all()) {
+        let durable = self.durable();
+        if let Err(source) =
+            file.write_all(data)
+                .and_then(|()| if durable { file.sync_all() } else { Ok(()) })
+        {
             drop(file);
             let _ = std::fs::remove_file(&tmp);
             return Err(ServeError::DataDir { path: tmp, source });

@@ -34,6 +34,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+/// Node batches the front keeps in flight per node (see [`RemoteBackend::capacity`]).
+const NODE_PIPELINE: usize = 2;
+
 /// How `heloom serve --ray` reaches the cluster.
 #[derive(Clone, Debug)]
 pub struct RayConfig {
@@ -178,6 +181,32 @@ struct Node {
     keys: Mutex<HashSet<String>>,
     /// Held while a key set is uploaded to it (each goes once).
     key_upload: Mutex<()>,
+    /// Ids of inputs and graphs it holds (content-addressed, so the same id there): a job
+    /// whose encrypted input or graph another job already sent is not sent again. At most
+    /// [`NODE_OBJECT_CACHE`] ids; forgotten when one of its jobs is lost.
+    objects: Mutex<HashSet<String>>,
+}
+
+/// Most input and graph ids remembered per node (see [`Node::objects`]).
+const NODE_OBJECT_CACHE: usize = 4096;
+
+impl Node {
+    /// Sends `data` (stored here as `id`) unless the node holds it; its id there, and whether
+    /// it was sent.
+    fn send_object(&self, id: &str, data: &[u8]) -> Result<(String, bool), ClientError> {
+        if lock(&self.objects).contains(id) {
+            return Ok((id.to_string(), false));
+        }
+        let info = self.client.upload(data.to_vec())?;
+        if info.id == id {
+            let mut held = lock(&self.objects);
+            if held.len() >= NODE_OBJECT_CACHE {
+                held.clear();
+            }
+            held.insert(info.id.clone());
+        }
+        Ok((info.id, true))
+    }
 }
 
 /// Counters per Ray node id (kept after the node leaves).
@@ -188,6 +217,8 @@ struct NodeStats {
     jobs: u64,
     key_uploads: u64,
     key_upload_bytes: u64,
+    objects_sent: u64,
+    objects_reused: u64,
 }
 
 #[derive(Default)]
@@ -468,6 +499,7 @@ impl RemoteBackend {
             up: AtomicBool::new(true),
             keys: Mutex::new(HashSet::new()),
             key_upload: Mutex::new(()),
+            objects: Mutex::new(HashSet::new()),
         });
         {
             let mut inner = lock(&self.inner);
@@ -501,13 +533,17 @@ impl RemoteBackend {
         }
     }
 
-    /// Jobs that may be in flight: each node server takes threads / 2 + 1 at once (its own
-    /// default), so jobs wait in the front's fair queue rather than in a node's.
+    /// Jobs that may be in flight: per node, twice what its server runs at once (threads + 1,
+    /// its default). The second half waits in the node's queue with its input uploaded, so
+    /// each job's round trips (upload, submit, result) overlap another's compute instead of
+    /// idling the node: with threads / 2 + 1, a 4-thread node on a 16-core host ran 80 jobs/s
+    /// where the in-process server runs about twice that. Jobs still wait in the front's fair
+    /// queue, at most one node batch behind.
     pub(crate) fn capacity(&self) -> usize {
         lock(&self.inner)
             .nodes
             .iter()
-            .map(|(n, _)| n.threads / 2 + 1)
+            .map(|(n, _)| NODE_PIPELINE * (n.threads + 1))
             .sum()
     }
 
@@ -629,6 +665,8 @@ impl RemoteBackend {
                 Try::Failed(msg) => return Outcome::Failed(msg),
                 Try::Stopped => return Outcome::Interrupted,
                 Try::NodeLost(msg) => {
+                    // An input it was thought to hold may be what was missing.
+                    lock(&node.objects).clear();
                     if self.stop.load(Ordering::SeqCst) {
                         return Outcome::Interrupted;
                     }
@@ -811,16 +849,30 @@ impl RemoteBackend {
             }
         }
         let mut inputs = Vec::with_capacity(p.inputs.len());
-        for data in &p.inputs {
-            match node.client.upload(data.clone()) {
-                Ok(info) => inputs.push(info.id),
+        let (mut sent, mut reused) = (0, 0);
+        for (data, id) in p.inputs.iter().zip(&p.spec.inputs) {
+            match node.send_object(id, data) {
+                Ok((there, s)) => {
+                    inputs.push(there);
+                    if s {
+                        sent += 1;
+                    } else {
+                        reused += 1;
+                    }
+                }
                 Err(e) => return lost("uploading an input", e),
             }
         }
-        if let Some(g) = &p.graph {
-            if let Err(e) = node.client.upload(g.clone()) {
-                return lost("uploading the graph", e);
+        if let (Some(g), Task::Graph { graph_id }) = (&p.graph, &p.spec.task) {
+            match node.send_object(graph_id, g) {
+                Ok((_, true)) => sent += 1,
+                Ok((_, false)) => reused += 1,
+                Err(e) => return lost("uploading the graph", e),
             }
+        }
+        if let Some(st) = lock(&self.inner).stats.get_mut(&node.id) {
+            st.objects_sent += sent;
+            st.objects_reused += reused;
         }
         let mut job = SubmitJob::new(
             &format!("front-{}", rec.id),
@@ -933,7 +985,7 @@ impl RemoteBackend {
             &'static str,
             fn(&NodeStats) -> f64,
         );
-        let series: [Series; 5] = [
+        let series: [Series; 7] = [
             (
                 "heloom_ray_node_up",
                 "gauge",
@@ -963,6 +1015,18 @@ impl RemoteBackend {
                 "counter",
                 "Key set bytes uploaded to the node.",
                 |s| s.key_upload_bytes as f64,
+            ),
+            (
+                "heloom_ray_node_objects_sent_total",
+                "counter",
+                "Job inputs and graphs uploaded to the node.",
+                |s| s.objects_sent as f64,
+            ),
+            (
+                "heloom_ray_node_objects_reused_total",
+                "counter",
+                "Job inputs and graphs the node already held (not uploaded again).",
+                |s| s.objects_reused as f64,
             ),
         ];
         for (name, kind, help, f) in series {

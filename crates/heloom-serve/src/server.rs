@@ -40,6 +40,9 @@ pub struct ServerConfig {
     pub tls: Option<TlsFiles>,
     /// Run jobs on the node servers of a Ray cluster (`--ray`) instead of in this process.
     pub ray: Option<crate::RayConfig>,
+    /// The data directory is scratch space: nothing is synced to the disk
+    /// ([`State::open_scratch`]). For node servers behind a front, which keeps the records.
+    pub scratch: bool,
 }
 
 /// A certificate chain and its private key, PEM.
@@ -112,6 +115,7 @@ impl ServerConfig {
             allow_remote: false,
             tls: None,
             ray: None,
+            scratch: false,
         }
     }
 }
@@ -155,7 +159,11 @@ impl Server {
             // to the OS instead of staying mapped for reuse.
             heloom_pool::return_freed_memory();
         }
-        let state = Arc::new(State::open(&config.data_dir)?);
+        let state = Arc::new(if config.scratch {
+            State::open_scratch(&config.data_dir)?
+        } else {
+            State::open(&config.data_dir)?
+        });
         state.clean_incoming();
         let contexts = Arc::new(Contexts::default());
         let metrics = Arc::new(Metrics::default());

@@ -102,3 +102,37 @@ fn set_schema_version_99(dir: &std::path::Path) {
     bytes[60..64].copy_from_slice(&99u32.to_be_bytes());
     std::fs::write(&path, bytes).unwrap();
 }
+
+#[test]
+fn scratch_state_stores_and_reads_like_a_durable_one() {
+    // A node server's store (`--scratch`): nothing synced, the same content and ids.
+    let dir = tempfile::tempdir().unwrap();
+    let scratch = State::open_scratch(dir.path()).unwrap();
+    assert!(!scratch.durable());
+    let token = scratch.create_token("front").unwrap();
+    assert_eq!(
+        scratch.authenticate(&token).unwrap().as_deref(),
+        Some("front")
+    );
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let info = scratch.store_result("front", &data, 0x1234).unwrap();
+    assert_eq!(info.bytes, data.len() as u64);
+    assert_eq!(
+        scratch.read_object("front", &info.id).unwrap().as_deref(),
+        Some(&data[..])
+    );
+    drop(scratch);
+    // The same directory opened durably afterwards: everything is there.
+    let durable = State::open(dir.path()).unwrap();
+    assert!(durable.durable());
+    assert_eq!(
+        durable.authenticate(&token).unwrap().as_deref(),
+        Some("front")
+    );
+    let again = durable.store_result("front", &data, 0x1234).unwrap();
+    assert_eq!(again.id, info.id);
+    assert_eq!(
+        durable.read_object("front", &info.id).unwrap().as_deref(),
+        Some(&data[..])
+    );
+}

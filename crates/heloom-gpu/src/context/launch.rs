@@ -6,7 +6,7 @@ use super::*;
 impl<W: GpuWord> GpuContext<W> {
     /// The phase plan of a transform over `rows` (polynomial, limb) rows.
     pub(super) fn plan(&self, rows: u32) -> Vec<Phase> {
-        phases(self.log_n, self.gpu.tile_log(self.log_n, rows))
+        phases(self.log_n, self.gpu.ntt_tiles(self.log_n, rows))
     }
 
     pub(crate) fn forward(&self, f: &Fwd) -> Result<()> {
@@ -85,7 +85,7 @@ impl<W: GpuWord> GpuContext<W> {
         let (npoly, nl, limb0, lp) = rows;
         let tile_log = p.hb - p.lb + p.c_log;
         let blocks = 1u32 << (self.log_n - tile_log);
-        let threads = self.gpu.ntt_block(tile_log);
+        let threads = self.gpu.ntt_block(tile_log, p.threads);
         let common = [
             input.addr,
             input.stride,

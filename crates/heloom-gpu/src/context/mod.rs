@@ -44,42 +44,84 @@ pub(crate) struct Phase {
     pub lb: u32,
     pub hb: u32,
     pub c_log: u32,
+    /// Most threads per block.
+    pub threads: u32,
+}
+
+/// The tiles of one transform's phases (see [`phases`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tiles {
+    /// log2 of the largest tile of the phase with bit 0 (contiguous words).
+    pub base: u32,
+    /// log2 of the largest tile of each phase above it.
+    pub upper: u32,
+    /// log2 of the fewest consecutive words a row of an upper phase's tile has (coalescing).
+    pub run: u32,
+    /// Most threads per block.
+    pub threads: u32,
+}
+
+impl Tiles {
+    /// Tiles of 2^`tile_log` words in every phase, rows of at least 16 words above bit 0.
+    pub(crate) fn uniform(tile_log: u32) -> Self {
+        Self {
+            base: tile_log,
+            upper: tile_log,
+            run: 4,
+            threads: crate::gpu::DEFAULT_NTT_THREADS,
+        }
+    }
 }
 
 /// Splits log N into shared-memory phases, forward order (top bits first): the phase with
-/// bit 0 takes up to `tile_log` bits of contiguous words; the ones above take up to
-/// `tile_log - 4` bits with at least 16 consecutive words per row (coalesced loads).
-pub(crate) fn phases(log_n: u32, tile_log: u32) -> Vec<Phase> {
-    let base = tile_log.min(log_n);
-    let up = tile_log.saturating_sub(4).max(1);
+/// bit 0 takes up to `t.base` bits of contiguous words; the ones above take up to
+/// `t.upper - t.run` bits with at least 2^`t.run` consecutive words per row (coalesced loads).
+pub(crate) fn phases(log_n: u32, t: Tiles) -> Vec<Phase> {
+    let base = t.base.min(log_n);
+    let up = t.upper.saturating_sub(t.run).max(1);
     let mut out = Vec::new();
     let mut hb = log_n;
     while hb > base {
         let lb = hb.saturating_sub(up).max(base);
-        let c_log = lb.min(tile_log - (hb - lb));
-        out.push(Phase { lb, hb, c_log });
+        let c_log = lb.min(t.upper.saturating_sub(hb - lb));
+        out.push(Phase {
+            lb,
+            hb,
+            c_log,
+            threads: t.threads,
+        });
         hb = lb;
     }
     out.push(Phase {
         lb: 0,
         hb: base,
         c_log: 0,
+        threads: t.threads,
     });
     out
 }
 
 /// Number of launches a transform of 2^`log_n` takes with tiles of 2^`tile_log` words.
 pub(crate) fn phase_count(log_n: u32, tile_log: u32) -> usize {
-    phases(log_n, tile_log).len()
+    phases(log_n, Tiles::uniform(tile_log)).len()
 }
 
-/// The NTT phase plan as `(lb, hb, c_log)` triples, forward order (see kernels/ntt.cu): for
-/// inspection and tests.
-pub fn phase_plan(log_n: u32, tile_log: u32) -> Vec<(u32, u32, u32)> {
-    phases(log_n, tile_log)
-        .into_iter()
-        .map(|p| (p.lb, p.hb, p.c_log))
-        .collect()
+/// The NTT phase plan as `(lb, hb, c_log)` triples, forward order (see kernels/ntt.cu), for
+/// tiles of at most 2^`base` words in the phase with bit 0, 2^`upper` above it, and rows of at
+/// least 2^`run` consecutive words there: for inspection and tests.
+pub fn phase_plan(log_n: u32, base: u32, upper: u32, run: u32) -> Vec<(u32, u32, u32)> {
+    phases(
+        log_n,
+        Tiles {
+            base,
+            upper,
+            run,
+            threads: crate::gpu::DEFAULT_NTT_THREADS,
+        },
+    )
+    .into_iter()
+    .map(|p| (p.lb, p.hb, p.c_log))
+    .collect()
 }
 
 /// A device address and the word stride between polynomials.
