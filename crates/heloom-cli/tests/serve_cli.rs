@@ -211,13 +211,20 @@ fn local_nodes_run_every_job() {
         .arg(&data);
     let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let l2 = std::sync::Arc::clone(&log);
-    let heloom_bench::spawn::Listening {
-        child: mut front,
-        url,
-    } = heloom_bench::spawn::spawn_listening(&mut cmd, move |line| {
-        l2.lock().unwrap().push(line.to_string())
-    })
-    .expect("the front prints its address");
+    let heloom_bench::spawn::Listening { child, url } =
+        heloom_bench::spawn::spawn_listening(&mut cmd, move |line| {
+            l2.lock().unwrap().push(line.to_string())
+        })
+        .expect("the front prints its address");
+    // Killed however the test ends (a failed assertion must not leave the servers running).
+    struct Front(std::process::Child);
+    impl Drop for Front {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut front = Front(child);
     // The front's own address, not a node server's (their lines are reworded).
     let nodes: Vec<String> = log
         .lock()
@@ -279,10 +286,36 @@ fn local_nodes_run_every_job() {
         "{sent} inputs sent to 2 nodes: {metrics}"
     );
     assert_eq!(sent + reused, jobs.iter().sum::<u64>(), "{metrics}");
+    // Results are deleted on the nodes once the front has them: each node keeps at most the
+    // two key sets and the eight inputs.
+    assert!(
+        counter("heloom_ray_node_objects_deleted_total") > 0,
+        "{metrics}"
+    );
+    let node_dirs: Vec<std::path::PathBuf> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("nodes: local-") && l.contains("token create --data /"))
+        .filter_map(|l| l.split("--data ").nth(1)?.split_whitespace().next())
+        .map(std::path::PathBuf::from)
+        .collect();
+    assert_eq!(node_dirs.len(), 2, "{:?}", log.lock().unwrap());
+    for d in &node_dirs {
+        let mut files = 0;
+        for tenant in std::fs::read_dir(d.join("objects")).unwrap() {
+            files += std::fs::read_dir(tenant.unwrap().path()).unwrap().count();
+        }
+        assert!(
+            files <= 2 + 8,
+            "{files} objects left on node {}",
+            d.display()
+        );
+    }
 
     // SIGKILL: the bridge sees its stdin close and stops the node servers.
-    front.kill().unwrap();
-    front.wait().unwrap();
+    front.0.kill().unwrap();
+    front.0.wait().unwrap();
     let gone = |u: &str| {
         let addr = u.trim_start_matches("http://");
         std::net::TcpStream::connect(addr).is_err()

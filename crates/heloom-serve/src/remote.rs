@@ -181,31 +181,130 @@ struct Node {
     keys: Mutex<HashSet<String>>,
     /// Held while a key set is uploaded to it (each goes once).
     key_upload: Mutex<()>,
-    /// Ids of inputs and graphs it holds (content-addressed, so the same id there): a job
-    /// whose encrypted input or graph another job already sent is not sent again. At most
-    /// [`NODE_OBJECT_CACHE`] ids; forgotten when one of its jobs is lost.
-    objects: Mutex<HashSet<String>>,
+    /// The job inputs and graphs it stores for the front, and what its jobs in flight use
+    /// (see [`Held`]).
+    held: Mutex<Held>,
 }
 
-/// Most input and graph ids remembered per node (see [`Node::objects`]).
+/// Most job inputs and graphs the front leaves on a node for later jobs (see [`Held`]).
 const NODE_OBJECT_CACHE: usize = 4096;
 
+/// What the front knows a node server stores besides key sets. Job inputs and graphs it sent
+/// (content-addressed, so the same ids there) stay for later jobs that use them, up to
+/// [`NODE_OBJECT_CACHE`], the oldest unused deleted first; a job's result is deleted there
+/// once the front has it, unless another job in flight there computes the same bytes (equal
+/// signatures: key set, inputs, task). Nothing a job in flight uses is deleted, so the
+/// node's store stays bounded however long the cluster runs.
+#[derive(Default)]
+struct Held {
+    /// Ids stored there, oldest first (a set for lookups beside it).
+    order: VecDeque<String>,
+    ids: HashSet<String>,
+    /// Jobs in flight per input or graph id they read.
+    in_use: HashMap<String, usize>,
+    /// Jobs in flight per signature.
+    sigs: HashMap<u64, usize>,
+}
+
+/// A job's signature: jobs with equal ones compute equal result bytes (one object on a node).
+fn signature(spec: &JobSpec) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    spec.key_id.hash(&mut h);
+    spec.inputs.hash(&mut h);
+    serde_json::to_string(&spec.task)
+        .unwrap_or_default()
+        .hash(&mut h);
+    h.finish()
+}
+
+impl Held {
+    fn take(map: &mut HashMap<String, usize>, id: &str) {
+        if let Some(n) = map.get_mut(id) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(id);
+            }
+        }
+    }
+}
+
 impl Node {
+    /// Marks `ids` and `sig` in use by a job about to run here (nothing it reads is deleted
+    /// until [`Node::release`]).
+    fn claim(&self, ids: &[&String], sig: u64) {
+        let mut h = lock(&self.held);
+        for id in ids {
+            *h.in_use.entry((*id).clone()).or_default() += 1;
+        }
+        *h.sigs.entry(sig).or_default() += 1;
+    }
+
     /// Sends `data` (stored here as `id`) unless the node holds it; its id there, and whether
-    /// it was sent.
+    /// it was sent. The caller has claimed `id`.
     fn send_object(&self, id: &str, data: &[u8]) -> Result<(String, bool), ClientError> {
-        if lock(&self.objects).contains(id) {
+        if lock(&self.held).ids.contains(id) {
             return Ok((id.to_string(), false));
         }
         let info = self.client.upload(data.to_vec())?;
         if info.id == id {
-            let mut held = lock(&self.objects);
-            if held.len() >= NODE_OBJECT_CACHE {
-                held.clear();
+            let mut h = lock(&self.held);
+            if h.ids.insert(info.id.clone()) {
+                h.order.push_back(info.id.clone());
             }
-            held.insert(info.id.clone());
         }
         Ok((info.id, true))
+    }
+
+    /// Ends a job's claim; deletes its result there (`result`, once the front has it) unless
+    /// another job in flight computes the same bytes, and the oldest unused inputs beyond
+    /// [`NODE_OBJECT_CACHE`]. Deletions happen under the lock, so no job claims an object
+    /// while it goes. Objects deleted.
+    fn release(&self, ids: &[&String], sig: u64, result: Option<&str>) -> u64 {
+        let mut h = lock(&self.held);
+        for id in ids {
+            Held::take(&mut h.in_use, id);
+        }
+        let mut deleted = 0;
+        let last = match h.sigs.get_mut(&sig) {
+            Some(n) => {
+                *n -= 1;
+                *n == 0
+            }
+            None => true,
+        };
+        if last {
+            h.sigs.remove(&sig);
+            if let Some(r) = result {
+                // Best effort: a node that does not answer is handled by the next job's try.
+                if self.client.delete_object(r).is_ok() {
+                    deleted += 1;
+                }
+            }
+        }
+        let mut kept = VecDeque::new();
+        while h.ids.len() > NODE_OBJECT_CACHE {
+            let Some(id) = h.order.pop_front() else { break };
+            if h.in_use.contains_key(&id) {
+                kept.push_back(id);
+                continue;
+            }
+            h.ids.remove(&id);
+            if self.client.delete_object(&id).is_ok() {
+                deleted += 1;
+            }
+        }
+        while let Some(id) = kept.pop_back() {
+            h.order.push_front(id);
+        }
+        deleted
+    }
+
+    /// Forgets what the node stores (after it lost a job: it may have lost its store).
+    fn forget(&self) {
+        let mut h = lock(&self.held);
+        h.ids.clear();
+        h.order.clear();
     }
 }
 
@@ -219,6 +318,7 @@ struct NodeStats {
     key_upload_bytes: u64,
     objects_sent: u64,
     objects_reused: u64,
+    objects_deleted: u64,
 }
 
 #[derive(Default)]
@@ -499,7 +599,7 @@ impl RemoteBackend {
             up: AtomicBool::new(true),
             keys: Mutex::new(HashSet::new()),
             key_upload: Mutex::new(()),
-            objects: Mutex::new(HashSet::new()),
+            held: Mutex::new(Held::default()),
         });
         {
             let mut inner = lock(&self.inner);
@@ -666,7 +766,7 @@ impl RemoteBackend {
                 Try::Stopped => return Outcome::Interrupted,
                 Try::NodeLost(msg) => {
                     // An input it was thought to hold may be what was missing.
-                    lock(&node.objects).clear();
+                    node.forget();
                     if self.stop.load(Ordering::SeqCst) {
                         return Outcome::Interrupted;
                     }
@@ -848,6 +948,35 @@ impl RemoteBackend {
                 }
             }
         }
+        // What this try reads on the node, claimed so that nothing of it is deleted there
+        // meanwhile; released with the job's result deleted there once it is here.
+        let mut ids: Vec<&String> = p.spec.inputs.iter().collect();
+        if let Task::Graph { graph_id } = &p.spec.task {
+            ids.push(graph_id);
+        }
+        let sig = signature(&p.spec);
+        node.claim(&ids, sig);
+        let mut result_id = None;
+        let attempt = self.run_claimed(node, rec, p, &lost, &mut result_id);
+        let done = matches!(attempt, Try::Done(_));
+        let deleted = node.release(&ids, sig, result_id.as_deref().filter(|_| done));
+        if let Some(st) = lock(&self.inner).stats.get_mut(&node.id) {
+            st.objects_deleted += deleted;
+        }
+        attempt
+    }
+
+    /// [`Self::run_on`] past the key set: inputs, submission, the wait, the result (its id
+    /// on the node into `result_id`).
+    fn run_claimed(
+        &self,
+        node: &Arc<Node>,
+        rec: &JobRecord,
+        p: &Prepared,
+        lost: &dyn Fn(&str, ClientError) -> Try,
+        result_id: &mut Option<String>,
+    ) -> Try {
+        let key_id = &p.spec.key_id;
         let mut inputs = Vec::with_capacity(p.inputs.len());
         let (mut sent, mut reused) = (0, 0);
         for (data, id) in p.inputs.iter().zip(&p.spec.inputs) {
@@ -916,10 +1045,11 @@ impl RemoteBackend {
             {
                 Ok(v) => match v.state.as_str() {
                     "done" => {
+                        *result_id = v.result_id.clone();
                         return match node.client.result_bytes(v.id) {
                             Ok(b) => Try::Done(b),
                             Err(e) => lost("fetching the result", e),
-                        }
+                        };
                     }
                     "failed" => return Try::Failed(v.error.unwrap_or_else(|| "failed".into())),
                     _ => {
@@ -985,7 +1115,7 @@ impl RemoteBackend {
             &'static str,
             fn(&NodeStats) -> f64,
         );
-        let series: [Series; 7] = [
+        let series: [Series; 8] = [
             (
                 "heloom_ray_node_up",
                 "gauge",
@@ -1027,6 +1157,12 @@ impl RemoteBackend {
                 "counter",
                 "Job inputs and graphs the node already held (not uploaded again).",
                 |s| s.objects_reused as f64,
+            ),
+            (
+                "heloom_ray_node_objects_deleted_total",
+                "counter",
+                "Results (once here) and unused inputs beyond the cache deleted on the node.",
+                |s| s.objects_deleted as f64,
             ),
         ];
         for (name, kind, help, f) in series {
