@@ -25,5 +25,8 @@ for line in sys.stdin:
 ' "$pack"
 cp bench/gpu/run-on-gpu.sh bench/gpu/tune-on-gpu.sh bench/gpu/shape-on-gpu.sh bench/gpu/ncu-profile.sh bench/gpu/ncu_summary.py "$pack/"
 strip "$pack"/heloom "$pack"/gpu_profile "$pack"/ntt_sweep "$pack"/test-* 2>/dev/null || true
+# Gzipped: a lent device carries at most 64 MiB with the tracked tree (about 43 MB); the run
+# scripts unpack them there.
+gzip -9 "$pack"/heloom "$pack"/gpu_profile "$pack"/ntt_sweep "$pack"/test-*
 ls -la "$pack"
 echo "carry $pack to the GPU machine and run: $pack/run-on-gpu.sh OUTDIR"

@@ -4,6 +4,8 @@
 # shared between the CPU pool and the GPU. Writes its reports to OUTDIR (default ./gpu-out).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# pack.sh gzips the binaries (the lent device's carry limit): unpacked on first use.
+for z in "$here"/*.gz; do [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
 out=${1:-gpu-out}
 mkdir -p "$out"
 # NVRTC: the CUDA toolkit's, or a pip wheel's (set HELOOM_NVRTC to its libnvrtc.so.*).
