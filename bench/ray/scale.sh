@@ -115,6 +115,13 @@ run() {
     --out "$OUT/$name" --json >"$OUT/$name/loadtest-stdout.json" 2>"$dir/loadtest.log" || {
       tail -20 "$dir/loadtest.log" >&2; echo "scale.sh: the load test failed ($name)" >&2; exit 1; }
   curl -s "$url/metrics" | grep '^heloom_ray_' >"$OUT/$name/ray-metrics.txt" || true
+  # CPU seconds of the front and of everything it started (the bridge, the node servers), so
+  # a run shows whether the front or the nodes were the limit.
+  cpu_of() { awk '{ printf "%.1f", ($14 + $15) / 100 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+  desc() { local c; for c in $(pgrep -P "$1"); do echo "$c"; desc "$c"; done; }
+  local nodes_cpu=0 c
+  for c in $(desc "$front"); do nodes_cpu=$(awk -v a="$nodes_cpu" -v b="$(cpu_of "$c")" 'BEGIN { print a + b }'); done
+  printf 'front_cpu_s=%s\nnodes_cpu_s=%s\n' "$(cpu_of "$front")" "$nodes_cpu" >"$OUT/$name/cpu.txt"
   kill "$front"; wait "$front" 2>/dev/null || true
   if [ -n "$cluster" ]; then
     exec {hold}>&-
@@ -133,6 +140,12 @@ backend = sys.argv[6]
 def load(name):
     with open(f"{out}/{name}/loadtest-stdout.json") as f:
         return json.load(f)
+def cpu(name):
+    try:
+        with open(f"{out}/{name}/cpu.txt") as f:
+            return {k: float(v) for k, v in (l.strip().split("=") for l in f if "=" in l)}
+    except (OSError, ValueError):
+        return {}
 one, many = load("one"), load("many")
 t1, tn = one["overall"]["sustained_jobs_s"], many["overall"]["sustained_jobs_s"]
 ratio = tn / t1 if t1 > 0 else 0.0
@@ -143,12 +156,16 @@ s = {
     "all_results_correct": one["overall"]["wrong"] == 0 and many["overall"]["wrong"] == 0,
     "jobs_done": [one["overall"]["done"], many["overall"]["done"]],
     "problems": one["problems"] + many["problems"], "ok": ok,
+    "cpu_s": {"one": cpu("one"), "many": cpu("many")},
 }
 with open(f"{out}/summary.json", "w") as f:
     json.dump(s, f, indent=2)
 text = (f"heloom serve {'--ray' if backend == 'ray' else '--local-nodes'}, load test: 1 node x {cpus} CPUs {t1:.2f} jobs/s; {nodes} nodes x {cpus} CPUs "
         f"{tn:.2f} jobs/s; speedup {ratio:.2f}x (target {target}x) on {cores} cores; "
-        f"results correct: {s['all_results_correct']}; {'PASS' if ok else 'FAIL'}\n")
+        f"results correct: {s['all_results_correct']}; {'PASS' if ok else 'FAIL'}\n"
+        + "".join(f"  {k}: front {c.get('front_cpu_s', 0):.1f} CPU s, node servers {c.get('nodes_cpu_s', 0):.1f} CPU s "
+                  f"over {(one if k == 'one' else many)['overall']['done']} jobs\n"
+                  for k, c in s["cpu_s"].items()))
 with open(f"{out}/summary.txt", "w") as f:
     f.write(text)
 print(text, end="")
