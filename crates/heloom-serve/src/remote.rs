@@ -186,6 +186,17 @@ struct Node {
     held: Mutex<Held>,
 }
 
+/// Why an object did not reach a node.
+enum SendFail {
+    /// Reading it here failed (deleted, damaged): the job fails.
+    Read(String),
+    /// The upload failed.
+    Upload(ClientError),
+}
+
+/// Most predicted job costs the front remembers (see `RemoteBackend::cost_cache`).
+const COST_CACHE: usize = 4096;
+
 /// Most job inputs and graphs the front leaves on a node for later jobs (see [`Held`]).
 const NODE_OBJECT_CACHE: usize = 4096;
 
@@ -240,13 +251,19 @@ impl Node {
         *h.sigs.entry(sig).or_default() += 1;
     }
 
-    /// Sends `data` (stored here as `id`) unless the node holds it; its id there, and whether
-    /// it was sent. The caller has claimed `id`.
-    fn send_object(&self, id: &str, data: &[u8]) -> Result<(String, bool), ClientError> {
+    /// Sends the object stored here as `id` (its bytes from `load`, read only when needed)
+    /// unless the node holds it; its id there, and whether it was sent. The caller has claimed
+    /// `id`.
+    fn send_object(
+        &self,
+        id: &str,
+        load: impl FnOnce() -> Result<Vec<u8>, String>,
+    ) -> Result<(String, bool), SendFail> {
         if lock(&self.held).ids.contains(id) {
             return Ok((id.to_string(), false));
         }
-        let info = self.client.upload(data.to_vec())?;
+        let data = load().map_err(SendFail::Read)?;
+        let info = self.client.upload(data).map_err(SendFail::Upload)?;
         if info.id == id {
             let mut h = lock(&self.held);
             if h.ids.insert(info.id.clone()) {
@@ -364,9 +381,8 @@ struct Prepared {
     key_path: PathBuf,
     key_bytes: u64,
     fp: u64,
-    inputs: Vec<Vec<u8>>,
-    /// A graph job's graph object (uploaded with the job, like its inputs).
-    graph: Option<Vec<u8>>,
+    /// The tenant whose inputs and graph these are (read when a node needs them).
+    tenant: String,
     cost_ms: f64,
 }
 
@@ -388,6 +404,9 @@ pub(crate) struct RemoteBackend {
     replaced: AtomicU64,
     /// Recent run time per job kind, ms: the cost of jobs whose graph is not built here.
     kind_ms: Mutex<HashMap<String, f64>>,
+    /// Predicted work per job signature (parameters, task, inputs), so that a job like an
+    /// earlier one is placed without reading and parsing its input again.
+    cost_cache: Mutex<HashMap<String, f64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -451,6 +470,7 @@ impl RemoteBackend {
             upload_bps: AtomicU64::new(DEFAULT_UPLOAD_BPS.to_bits()),
             replaced: AtomicU64::new(0),
             kind_ms: Mutex::new(HashMap::new()),
+            cost_cache: Mutex::new(HashMap::new()),
         });
         let tail = Arc::new(Mutex::new(VecDeque::<String>::new()));
         if let Some(err) = stderr {
@@ -848,58 +868,74 @@ impl RemoteBackend {
             .ok_or_else(|| format!("key set {} is not stored (deleted?)", spec.key_id))?;
         let fp = u64::from_str_radix(&key.parameters, 16)
             .map_err(|e| format!("key set {}: bad parameter fingerprint: {e}", key.id))?;
-        let mut inputs = Vec::with_capacity(spec.inputs.len());
+        // Inputs and graph are read when a node lacks them; here only their records.
         for id in &spec.inputs {
-            let data = self
-                .state
-                .read_object(&rec.tenant, id)
+            self.state
+                .object(&rec.tenant, id)
                 .map_err(|e| e.to_string())?
                 .ok_or_else(|| format!("input ciphertext {id} is not stored (deleted?)"))?;
-            inputs.push(data);
         }
-        let graph = match &spec.task {
-            Task::Graph { graph_id } => Some(
-                self.state
-                    .read_object(&rec.tenant, graph_id)
-                    .map_err(|e| e.to_string())?
-                    .ok_or_else(|| format!("graph {graph_id} is not stored (deleted?)"))?,
-            ),
-            _ => None,
+        if let Task::Graph { graph_id } = &spec.task {
+            self.state
+                .object(&rec.tenant, graph_id)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("graph {graph_id} is not stored (deleted?)"))?;
+        }
+        let sig = format!(
+            "{fp:x}/{}/{}",
+            serde_json::to_string(&spec.task).unwrap_or_default(),
+            spec.inputs.join(",")
+        );
+        let cached = lock(&self.cost_cache).get(&sig).copied();
+        let cost_ms = match cached {
+            Some(c) => c,
+            None => {
+                let work = self.graph_work_ms(rec, &spec, fp);
+                if let Some(w) = work {
+                    let mut cache = lock(&self.cost_cache);
+                    if cache.len() >= COST_CACHE {
+                        cache.clear();
+                    }
+                    cache.insert(sig, w);
+                }
+                work.or_else(|| lock(&self.kind_ms).get(&rec.kind).copied())
+                    .unwrap_or(DEFAULT_COST_MS)
+            }
         };
-        let cost_ms = self
-            .graph_work_ms(rec, &spec, fp, &inputs, graph.as_deref())
-            .or_else(|| lock(&self.kind_ms).get(&rec.kind).copied())
-            .unwrap_or(DEFAULT_COST_MS);
         Ok(Prepared {
             key_path: self.state.object_path(&rec.tenant, &key.id),
             key_bytes: key.bytes,
             fp,
-            inputs,
-            graph,
+            tenant: rec.tenant.clone(),
             cost_ms,
             spec,
         })
     }
 
+    /// Reads the tenant's object `id` (an input or a graph) for a node.
+    fn read_for_node(&self, tenant: &str, id: &str, what: &str) -> Result<Vec<u8>, String> {
+        self.state
+            .read_object(tenant, id)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("{what} {id} is not stored (deleted?)"))
+    }
+
     /// The job's task graph's work under the server's cost model, ms (one thread); `None`
     /// where the graph cannot be built here (the node reports the job's errors).
-    fn graph_work_ms(
-        &self,
-        rec: &JobRecord,
-        spec: &JobSpec,
-        fp: u64,
-        inputs: &[Vec<u8>],
-        graph: Option<&[u8]>,
-    ) -> Option<f64> {
-        let graph = if let Some(data) = graph {
-            TaskGraph::from_bytes(data).ok()?
+    fn graph_work_ms(&self, rec: &JobRecord, spec: &JobSpec, fp: u64) -> Option<f64> {
+        let graph = if let Task::Graph { graph_id } = &spec.task {
+            let data = self.state.read_object(&rec.tenant, graph_id).ok()??;
+            TaskGraph::from_bytes(&data).ok()?
         } else {
             let ctx = self
                 .state
                 .context_for(&rec.tenant, fp, &self.contexts, self.allow_insecure)
                 .ok()?;
-            let [input] = inputs else { return None };
-            let ct = parse_ciphertexts(input, &ctx).ok()?.into_iter().next()?;
+            let [input_id] = &spec.inputs[..] else {
+                return None;
+            };
+            let input = self.state.read_object(&rec.tenant, input_id).ok()??;
+            let ct = parse_ciphertexts(&input, &ctx).ok()?.into_iter().next()?;
             let moduli = ctx.params().moduli().to_vec();
             crate::worker::slotwise_graph(&spec.task, &moduli, ct.level(), ct.scale())?.ok()?
         };
@@ -977,10 +1013,11 @@ impl RemoteBackend {
         result_id: &mut Option<String>,
     ) -> Try {
         let key_id = &p.spec.key_id;
-        let mut inputs = Vec::with_capacity(p.inputs.len());
+        let mut inputs = Vec::with_capacity(p.spec.inputs.len());
         let (mut sent, mut reused) = (0, 0);
-        for (data, id) in p.inputs.iter().zip(&p.spec.inputs) {
-            match node.send_object(id, data) {
+        for id in &p.spec.inputs {
+            let load = || self.read_for_node(&p.tenant, id, "input ciphertext");
+            match node.send_object(id, load) {
                 Ok((there, s)) => {
                     inputs.push(there);
                     if s {
@@ -989,14 +1026,17 @@ impl RemoteBackend {
                         reused += 1;
                     }
                 }
-                Err(e) => return lost("uploading an input", e),
+                Err(SendFail::Read(msg)) => return Try::Failed(msg),
+                Err(SendFail::Upload(e)) => return lost("uploading an input", e),
             }
         }
-        if let (Some(g), Task::Graph { graph_id }) = (&p.graph, &p.spec.task) {
-            match node.send_object(graph_id, g) {
+        if let Task::Graph { graph_id } = &p.spec.task {
+            let load = || self.read_for_node(&p.tenant, graph_id, "graph");
+            match node.send_object(graph_id, load) {
                 Ok((_, true)) => sent += 1,
                 Ok((_, false)) => reused += 1,
-                Err(e) => return lost("uploading the graph", e),
+                Err(SendFail::Read(msg)) => return Try::Failed(msg),
+                Err(SendFail::Upload(e)) => return lost("uploading the graph", e),
             }
         }
         if let Some(st) = lock(&self.inner).stats.get_mut(&node.id) {
