@@ -194,6 +194,24 @@ enum SendFail {
     Upload(ClientError),
 }
 
+/// What [`object_ids`] calls an input.
+const INPUT: &str = "input ciphertext";
+
+/// The stored objects a job reads besides its key set, each with what it is: its inputs, then
+/// a graph job's graph.
+fn object_ids(spec: &JobSpec) -> impl Iterator<Item = (&String, &'static str)> {
+    let graph = match &spec.task {
+        Task::Graph { graph_id } => Some((graph_id, "graph")),
+        _ => None,
+    };
+    spec.inputs.iter().map(|id| (id, INPUT)).chain(graph)
+}
+
+/// The error of a job whose input or graph is gone.
+fn not_stored(what: &str, id: &str) -> String {
+    format!("{what} {id} is not stored (deleted?)")
+}
+
 /// Most predicted job costs the front remembers (see `RemoteBackend::cost_cache`).
 const COST_CACHE: usize = 4096;
 
@@ -217,7 +235,8 @@ struct Held {
     sigs: HashMap<u64, usize>,
 }
 
-/// A job's signature: jobs with equal ones compute equal result bytes (one object on a node).
+/// A job's signature: jobs with equal ones (key set, so parameters; inputs; task) compute
+/// equal result bytes (one object on a node) and have equal predicted work.
 fn signature(spec: &JobSpec) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -383,6 +402,8 @@ struct Prepared {
     fp: u64,
     /// The tenant whose inputs and graph these are (read when a node needs them).
     tenant: String,
+    /// [`signature`] of the job.
+    sig: u64,
     cost_ms: f64,
 }
 
@@ -404,9 +425,9 @@ pub(crate) struct RemoteBackend {
     replaced: AtomicU64,
     /// Recent run time per job kind, ms: the cost of jobs whose graph is not built here.
     kind_ms: Mutex<HashMap<String, f64>>,
-    /// Predicted work per job signature (parameters, task, inputs), so that a job like an
+    /// Predicted work per job [`signature`], so that a job like an
     /// earlier one is placed without reading and parsing its input again.
-    cost_cache: Mutex<HashMap<String, f64>>,
+    cost_cache: Mutex<HashMap<u64, f64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -869,23 +890,13 @@ impl RemoteBackend {
         let fp = u64::from_str_radix(&key.parameters, 16)
             .map_err(|e| format!("key set {}: bad parameter fingerprint: {e}", key.id))?;
         // Inputs and graph are read when a node lacks them; here only their records.
-        for id in &spec.inputs {
+        for (id, what) in object_ids(&spec) {
             self.state
                 .object(&rec.tenant, id)
                 .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("input ciphertext {id} is not stored (deleted?)"))?;
+                .ok_or_else(|| not_stored(what, id))?;
         }
-        if let Task::Graph { graph_id } = &spec.task {
-            self.state
-                .object(&rec.tenant, graph_id)
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("graph {graph_id} is not stored (deleted?)"))?;
-        }
-        let sig = format!(
-            "{fp:x}/{}/{}",
-            serde_json::to_string(&spec.task).unwrap_or_default(),
-            spec.inputs.join(",")
-        );
+        let sig = signature(&spec);
         let cached = lock(&self.cost_cache).get(&sig).copied();
         let cost_ms = match cached {
             Some(c) => c,
@@ -907,6 +918,7 @@ impl RemoteBackend {
             key_bytes: key.bytes,
             fp,
             tenant: rec.tenant.clone(),
+            sig,
             cost_ms,
             spec,
         })
@@ -917,7 +929,7 @@ impl RemoteBackend {
         self.state
             .read_object(tenant, id)
             .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("{what} {id} is not stored (deleted?)"))
+            .ok_or_else(|| not_stored(what, id))
     }
 
     /// The job's task graph's work under the server's cost model, ms (one thread); `None`
@@ -986,11 +998,8 @@ impl RemoteBackend {
         }
         // What this try reads on the node, claimed so that nothing of it is deleted there
         // meanwhile; released with the job's result deleted there once it is here.
-        let mut ids: Vec<&String> = p.spec.inputs.iter().collect();
-        if let Task::Graph { graph_id } = &p.spec.task {
-            ids.push(graph_id);
-        }
-        let sig = signature(&p.spec);
+        let ids: Vec<&String> = object_ids(&p.spec).map(|(id, _)| id).collect();
+        let sig = p.sig;
         node.claim(&ids, sig);
         let mut result_id = None;
         let attempt = self.run_claimed(node, rec, p, &lost, &mut result_id);
@@ -1013,30 +1022,31 @@ impl RemoteBackend {
         result_id: &mut Option<String>,
     ) -> Try {
         let key_id = &p.spec.key_id;
+        // The inputs' ids there (the graph goes too; the task names it).
         let mut inputs = Vec::with_capacity(p.spec.inputs.len());
         let (mut sent, mut reused) = (0, 0);
-        for id in &p.spec.inputs {
-            let load = || self.read_for_node(&p.tenant, id, "input ciphertext");
+        for (id, what) in object_ids(&p.spec) {
+            let load = || self.read_for_node(&p.tenant, id, what);
             match node.send_object(id, load) {
-                Ok((there, s)) => {
-                    inputs.push(there);
-                    if s {
+                Ok((there, fresh)) => {
+                    if what == INPUT {
+                        inputs.push(there);
+                    }
+                    if fresh {
                         sent += 1;
                     } else {
                         reused += 1;
                     }
                 }
                 Err(SendFail::Read(msg)) => return Try::Failed(msg),
-                Err(SendFail::Upload(e)) => return lost("uploading an input", e),
-            }
-        }
-        if let Task::Graph { graph_id } = &p.spec.task {
-            let load = || self.read_for_node(&p.tenant, graph_id, "graph");
-            match node.send_object(graph_id, load) {
-                Ok((_, true)) => sent += 1,
-                Ok((_, false)) => reused += 1,
-                Err(SendFail::Read(msg)) => return Try::Failed(msg),
-                Err(SendFail::Upload(e)) => return lost("uploading the graph", e),
+                Err(SendFail::Upload(e)) => {
+                    let step = if what == INPUT {
+                        "uploading an input"
+                    } else {
+                        "uploading the graph"
+                    };
+                    return lost(step, e);
+                }
             }
         }
         if let Some(st) = lock(&self.inner).stats.get_mut(&node.id) {
