@@ -688,6 +688,7 @@ class Client:
         idempotency_key: str | None = None,
         priority: int = 0,
         deadline_unix: int | None = None,
+        result_level: int | None = None,
     ) -> Job:
         """Submits a job: ``task`` (``exp()``, ``polynomial(coefficients)``, ``graph(id)`` or
         such a dict) on the ciphertext objects ``inputs``, with the key set ``key_id``.
@@ -696,8 +697,11 @@ class Client:
         tenant: submitting the same key and job again returns the existing job, the same key
         with another job raises ``ApiError`` 409. When None, a fresh uuid4 is used, so pass
         your own key to make retries safe. ``priority``: higher runs first among the tenant's
-        queued jobs; ``deadline_unix`` is stored and shown, not enforced. Raises ``ApiError``
-        429 (``retry_after`` set) when the tenant's queue is full.
+        queued jobs. ``deadline_unix``: a job the queue predicts to end after it is refused
+        with 429, and one not started by then fails. ``result_level``: the result is dropped to
+        at most this level before it is stored (exact; fewer bytes to store and fetch); 0 keeps
+        only the first prime q0, so every slot value must stay below q0 / (2 * scale). Raises
+        ``ApiError`` 429 (``retry_after`` set) when the tenant's queue is full.
         """
         req: dict[str, Any] = {
             "idempotency_key": str(uuid.uuid4()) if idempotency_key is None else idempotency_key,
@@ -708,6 +712,8 @@ class Client:
         }
         if deadline_unix is not None:
             req["deadline_unix"] = deadline_unix
+        if result_level is not None:
+            req["result_level"] = result_level
         body = json.dumps(req).encode()
         return self._job("POST", "/v1/jobs", body=[body], content_type="application/json")
 
@@ -903,10 +909,18 @@ class AsyncClient:
         idempotency_key: str | None = None,
         priority: int = 0,
         deadline_unix: int | None = None,
+        result_level: int | None = None,
     ) -> Job:
         """``Client.submit`` in a worker thread."""
         return await asyncio.to_thread(
-            self.sync.submit, key_id, inputs, task, idempotency_key, priority, deadline_unix
+            self.sync.submit,
+            key_id,
+            inputs,
+            task,
+            idempotency_key,
+            priority,
+            deadline_unix,
+            result_level,
         )
 
     async def job(self, job_id: int | Job) -> Job:

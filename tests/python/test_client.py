@@ -292,12 +292,13 @@ def test_async_client(server: Server, keys: Keys, x: np.ndarray) -> None:
         c = AsyncClient(server.url, token, timeout=30)
         key = await c.upload_keys(keys.ctx, keys.keys.evaluation_keys)
         ct = await c.upload_ciphertext(keys.encrypt(x))
-        job = await c.submit(key.id, [ct.id], polynomial(COEFFS))
+        job = await c.submit(key.id, [ct.id], polynomial(COEFFS), result_level=0)
         done = await c.wait(job.id, timeout=60)
         assert done.state == "done", done.error
         assert (await c.job(job.id)).result_id == done.result_id
         assert job.id in {j.id for j in await c.jobs()}
         (y,) = await c.result(done.id, keys.ctx)
+        assert y.level == 0, "result_level=0 keeps only q0"
         return keys.decrypt(y)
 
     got = asyncio.run(run())

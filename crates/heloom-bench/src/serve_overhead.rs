@@ -5,14 +5,15 @@
 //! - **Throughput at saturation.** Rounds alternate `heloom schedule`'s real executor in this
 //!   process (the same e^x jobs, all arriving at once, the `heloom` policy choosing among the
 //!   three graph shapes) with the same number of e^x jobs submitted at once to a `heloom serve`
-//!   spawned here (one tenant; HTTP, SQLite, object files, the online executor). Each side's
+//!   spawned here (one tenant; HTTP, SQLite, segment files, the online executor). Each side's
 //!   throughput is its steady completion rate: jobs finishing between the 10th and the 90th
 //!   percentile of finish times, over that time span (the burst's ramp-up and drain left out).
 //!   Each server job has an input of its own, uploaded before its round (outside the timing),
 //!   so every result is new bytes that the server serializes, hashes, writes and syncs (equal
 //!   results would be stored once); the input cache holds what fits, the rest is read and
 //!   parsed again at the job's start. The in-process jobs take 16 ciphertexts in memory and
-//!   keep their results there. Target: the server at >= 95% of the in-process rate.
+//!   keep their results there at level 0; the server jobs ask for their results at level 0
+//!   too (`result_level`). Target: the server at >= 95% of the in-process rate.
 //! - **Start latency at idle.** Small jobs one at a time, each on a fresh input uploaded just
 //!   before it, each after the previous one ended:
 //!   the server's `heloom_job_start_latency_seconds` histogram (request received to job in
@@ -313,13 +314,16 @@ fn measure(
         }
         Ok(())
     };
+    // The result at level 0, as the in-process side keeps it (what decryption needs).
     let job = |inputs: &[(String, Vec<f64>)], tag: &str, i: usize| {
-        SubmitJob::new(
+        let mut j = SubmitJob::new(
             &format!("{tag}-{i}"),
             &key.id,
             vec![inputs[i].0.clone()],
             Task::Exp { variant: None },
-        )
+        );
+        j.result_level = Some(0);
+        j
     };
     // One warm-up job: the server loads the key set and prices the graph once.
     upload(&mut inputs, 1)?;

@@ -77,6 +77,10 @@ enum ClientCommand {
         /// Unix time after which the result is of no use.
         #[arg(long)]
         deadline_unix: Option<i64>,
+        /// Keep the result at this level at most (exact; smaller to store and fetch). 0 keeps
+        /// only the first prime q0: every slot value must then stay below q0 / (2 * scale).
+        #[arg(long)]
+        result_level: Option<usize>,
         /// Wait for the job to end (progress on stderr).
         #[arg(long)]
         wait: bool,
@@ -214,11 +218,13 @@ pub fn run(args: &ClientArgs) -> Result<()> {
             task,
             priority,
             deadline_unix,
+            result_level,
             wait: w,
         } => {
             let mut job = SubmitJob::new(idempotency_key, key, inputs.clone(), parse_task(task)?);
             job.priority = *priority;
             job.deadline_unix = *deadline_unix;
+            job.result_level = *result_level;
             let j = client.submit(&job)?;
             if *w {
                 print(&wait(&client, j.id, 3600.0)?)?;

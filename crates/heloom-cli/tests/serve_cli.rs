@@ -311,6 +311,17 @@ fn local_nodes_run_every_job() {
             "{files} objects left on node {}",
             d.display()
         );
+        // Results are segment records, not files: no row of one is left either.
+        let node = heloom_serve::State::open_scratch(d).unwrap();
+        for (tenant, _) in node.tenants().unwrap() {
+            let results = node
+                .objects(&tenant)
+                .unwrap()
+                .into_iter()
+                .filter(|o| o.kind == heloom_serve::ObjectKind::Result)
+                .count();
+            assert_eq!(results, 0, "results left on node {}", d.display());
+        }
     }
 
     // SIGKILL: the bridge sees its stdin close and stops the node servers.

@@ -550,6 +550,8 @@ struct SubmitRequest {
     priority: i32,
     #[serde(default)]
     deadline_unix: Option<i64>,
+    #[serde(default)]
+    result_level: Option<usize>,
 }
 
 /// A job as the API shows it.
@@ -767,6 +769,7 @@ pub fn decode_submit(body: &[u8]) -> Result<DecodedSubmit, ServeError> {
         key_id: req.key_id,
         inputs: req.inputs,
         task: req.task,
+        result_level: req.result_level,
     };
     let spec_json = serde_json::to_string(&spec)
         .map_err(|e| bad(format!("the job description is not valid: {e}")))?;

@@ -119,10 +119,14 @@ pub struct SubmitJob {
     /// Unix time after which the result is of no use.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline_unix: Option<i64>,
+    /// Keep the result at this level at most (`JobSpec::result_level`): fewer bytes to
+    /// store and fetch; `0` needs every slot value below `q0 / (2 * scale)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_level: Option<usize>,
 }
 
 impl SubmitJob {
-    /// A job with default priority and no deadline.
+    /// A job with default priority, no deadline, the result at the level the task leaves it.
     pub fn new(idempotency_key: &str, key_id: &str, inputs: Vec<String>, task: Task) -> Self {
         Self {
             idempotency_key: idempotency_key.to_string(),
@@ -131,6 +135,7 @@ impl SubmitJob {
             task,
             priority: 0,
             deadline_unix: None,
+            result_level: None,
         }
     }
 }

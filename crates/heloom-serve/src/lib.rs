@@ -6,7 +6,8 @@
 //! - [`State`]: the durable state in one data directory: job records, tenants and bearer
 //!   tokens in an embedded SQLite database (write-ahead log, full sync: a committed change
 //!   survives `kill -9` and power loss), and the tenants' objects (key sets, ciphertexts,
-//!   graphs, results: [`objects`]) as files beside it. Loaded key sets are held in a
+//!   graphs: [`objects`]) as files beside it, job results as records in append-only segment
+//!   files (one flush shared by the results stored together). Loaded key sets are held in a
 //!   `heloom-store` under the server's memory budget.
 //! - [`client`]: a blocking Rust client; [`metrics`]: Prometheus metrics; [`apps`]: the
 //!   built-in applications (matrix products, CryptoNets) as jobs, and what clients need for them.
@@ -42,6 +43,7 @@ mod jobs;
 pub mod metrics;
 pub mod objects;
 mod remote;
+mod segments;
 pub mod server;
 mod waiters;
 pub mod worker;
@@ -70,6 +72,15 @@ pub enum ServeError {
         path: PathBuf,
         /// What the OS said.
         source: std::io::Error,
+    },
+    /// Another server runs on the data directory.
+    #[error(
+        "data directory {path} is used by another heloom serve; stop that one, or give this one \
+         another --data directory"
+    )]
+    DataDirInUse {
+        /// The directory.
+        path: PathBuf,
     },
     /// The database failed (corrupt file, disk full, locked by another server).
     #[error("state database {path}: {message}")]
@@ -135,7 +146,7 @@ pub enum ServeError {
 pub type Result<T> = std::result::Result<T, ServeError>;
 
 /// Schema version this build writes (SQLite `user_version`).
-const SCHEMA_VERSION: i64 = 5;
+const SCHEMA_VERSION: i64 = 6;
 
 /// Schema migrations: step `i` brings the database from version `i` to `i + 1`.
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
@@ -201,6 +212,15 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
                  CREATE INDEX IF NOT EXISTS jobs_tenant_id ON jobs (tenant, id);
                  PRAGMA user_version = 5;
                  COMMIT;",
+    // Results as records in segment files (`segments`): their segment and offset; NULL for
+    // objects in files of their own.
+    "BEGIN;
+                 ALTER TABLE objects ADD COLUMN segment INTEGER;
+                 ALTER TABLE objects ADD COLUMN seg_offset INTEGER;
+                 CREATE INDEX IF NOT EXISTS objects_segment ON objects (segment)
+                     WHERE segment IS NOT NULL;
+                 PRAGMA user_version = 6;
+                 COMMIT;",
 ];
 
 /// Prefix of every bearer token (recognisable in logs and secret scanners).
@@ -214,6 +234,8 @@ pub struct State {
     conn: Mutex<Connection>,
     /// Whether writes wait for the disk (see [`State::open_scratch`]).
     durable: bool,
+    /// The results, as records in append-only segment files.
+    segments: segments::Segments,
 }
 
 /// The default data directory: `heloom` under the user's data directory (for example
@@ -284,11 +306,13 @@ impl State {
                 conn.execute_batch(step).map_err(db_err)?;
             }
         }
+        let segments = segments::Segments::open(dir.join("segments"), durable);
         Ok(Self {
             dir,
             db_path,
             conn: Mutex::new(conn),
             durable,
+            segments,
         })
     }
 

@@ -15,6 +15,7 @@
 //! streamed to disk as it arrives (never buffered in memory as it arrives) and parsed from that
 //! file once it is complete.
 
+use crate::segments::{Location, RECORD_HEADER};
 use crate::{hex, unix_now, Result, ServeError, State};
 use heloom_ckks::serialize::{peek_header, ObjectKind as Wire, CHECKSUM_LEN, HEADER_LEN};
 use heloom_ckks::{Ciphertext, CkksParameters, Context, EvaluationKeys, SecurityLevel};
@@ -22,7 +23,6 @@ use heloom_runtime::TaskGraph;
 use rusqlite::{params, OptionalExtension};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -243,6 +243,16 @@ impl State {
         }
     }
 
+    /// Removes the result segments no row names (a crash between a record and its row) and
+    /// compacts the sparse ones. For the server at start, the only process writing the
+    /// directory.
+    pub fn reclaim_segments(&self) -> Result<()> {
+        for id in self.segments.list()? {
+            self.reclaim_segment(id)?;
+        }
+        Ok(())
+    }
+
     /// A new temporary file for an upload (in the data directory, so the final rename never
     /// crosses file systems).
     pub fn upload_file(&self) -> Result<(PathBuf, std::fs::File)> {
@@ -441,11 +451,11 @@ impl State {
                     source,
                 })?;
         }
-        self.install_object(tenant, id, tmp, bytes, checked, true)
+        self.install_object(tenant, id, tmp, bytes, checked)
     }
 
     /// Moves the synced file `tmp` to the tenant's object `id` (a rename, then a sync of the
-    /// directory) and records it; `synced`: whether the record's commit waits for the disk.
+    /// directory) and records it.
     fn install_object(
         &self,
         tenant: &str,
@@ -453,7 +463,6 @@ impl State {
         tmp: &Path,
         bytes: u64,
         checked: Checked,
-        synced: bool,
     ) -> Result<(ObjectInfo, bool)> {
         let dir = self.objects_dir(tenant);
         std::fs::create_dir_all(&dir).map_err(|source| ServeError::DataDir {
@@ -492,44 +501,174 @@ impl State {
                 info.created_unix
             ])
         };
-        if synced {
-            self.with_conn(insert)?;
-        } else {
-            self.with_conn_unsynced(insert)?;
-        }
+        self.with_conn(insert)?;
         Ok((info, true))
     }
 
-    /// Stores bytes the server made (a job's result) as the tenant's object, atomically: the
-    /// file is written and synced under a temporary name, then renamed. Bytes already stored
-    /// (the same content address) are not written again.
+    /// Stores bytes the server made (a job's result) as the tenant's object: a record appended
+    /// to the current segment file and flushed (one flush shared by the results stored at the
+    /// same time), then its row. Bytes already stored (the same content address) are not
+    /// written again.
     pub fn store_result(&self, tenant: &str, data: &[u8], parameters: u64) -> Result<ObjectInfo> {
+        self.store_result_and(tenant, data, parameters, |_, _| Ok(()))
+            .map(|(info, ())| info)
+    }
+
+    /// Stores the result of running job `job` ([`Self::store_result`]) and records the job's
+    /// end with it, both in one commit; returns the result's object and whether this call
+    /// ended the job ([`Self::finish_job`]).
+    pub fn finish_job_with_result(
+        &self,
+        job: i64,
+        tenant: &str,
+        data: &[u8],
+        parameters: u64,
+    ) -> Result<(ObjectInfo, bool)> {
+        self.store_result_and(tenant, data, parameters, |c, id| {
+            Ok(c.prepare_cached(
+                "UPDATE jobs SET state = 'done', result_ref = ?2, finished_ms = ?3
+                 WHERE id = ?1 AND state = 'running'",
+            )?
+            .execute(params![job, id, crate::unix_now_ms()])?
+                > 0)
+        })
+    }
+
+    /// [`Self::store_result`], with `then` (given the result's id) run in the same transaction
+    /// as the row.
+    fn store_result_and<T>(
+        &self,
+        tenant: &str,
+        data: &[u8],
+        parameters: u64,
+        then: impl FnOnce(&rusqlite::Connection, &str) -> rusqlite::Result<T>,
+    ) -> Result<(ObjectInfo, T)> {
         let id = hex(&Sha256::digest(data));
-        if let Some(info) = self.object(tenant, &id)? {
-            return Ok(info);
-        }
-        let (tmp, mut file) = self.upload_file()?;
-        let durable = self.durable();
-        if let Err(source) =
-            file.write_all(data)
-                .and_then(|()| if durable { file.sync_all() } else { Ok(()) })
-        {
-            drop(file);
-            let _ = std::fs::remove_file(&tmp);
-            return Err(ServeError::DataDir { path: tmp, source });
-        }
-        drop(file);
-        let checked = Checked {
+        let existing = self.object(tenant, &id)?;
+        let loc = match existing {
+            Some(_) => None,
+            None => Some(self.segments.append(data)?),
+        };
+        let info = existing.unwrap_or_else(|| ObjectInfo {
+            id,
             kind: ObjectKind::Result,
+            bytes: data.len() as u64,
             parameters: format!("{parameters:016x}"),
             info: serde_json::json!({}),
-            ciphertext: None,
-        };
-        // The record's commit skips the disk flush, like the job's end it comes with: a power
-        // cut that undoes it also undoes the job's end, so the job runs again and stores the
-        // same bytes under the same id (the file itself is synced before it is renamed).
-        self.install_object(tenant, &id, &tmp, data.len() as u64, checked, false)
-            .map(|(info, _)| info)
+            created_unix: unix_now(),
+        });
+        // The commit skips the disk flush, like the job's end it comes with: a power cut that
+        // undoes it also undoes the job's end, so the job runs again and stores the same bytes
+        // under the same id. The record itself is on disk before the row names it.
+        let out = self.with_conn_unsynced(|c| {
+            let tx = c.unchecked_transaction()?;
+            if let Some(loc) = loc {
+                tx.prepare_cached(
+                    "INSERT OR IGNORE INTO objects
+                     (tenant, id, kind, bytes, param_fp, info, created_unix, segment, seg_offset)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )?
+                .execute(params![
+                    tenant,
+                    info.id,
+                    info.kind.name(),
+                    info.bytes as i64,
+                    info.parameters,
+                    "{}",
+                    info.created_unix,
+                    loc.segment,
+                    loc.offset
+                ])?;
+            }
+            let out = then(&tx, &info.id)?;
+            tx.commit()?;
+            Ok(out)
+        })?;
+        Ok((info, out))
+    }
+
+    /// Where the tenant's object `id` is: its record in a segment, or `None` for an object in
+    /// a file of its own; the outer `None`: no such object.
+    fn object_location(&self, tenant: &str, id: &str) -> Result<Option<Option<Location>>> {
+        self.with_conn(|c| {
+            c.prepare_cached(
+                "SELECT bytes, segment, seg_offset FROM objects WHERE tenant = ?1 AND id = ?2",
+            )?
+            .query_row(params![tenant, id], |r| {
+                let bytes = r.get::<_, i64>(0)?.max(0) as u64;
+                let seg: Option<i64> = r.get(1)?;
+                let off: Option<i64> = r.get(2)?;
+                Ok(seg.zip(off).map(|(segment, offset)| Location {
+                    segment,
+                    offset,
+                    len: bytes,
+                }))
+            })
+            .optional()
+        })
+    }
+
+    /// Removes segment `id` if no row names it, or compacts it when it is sealed and less than
+    /// a quarter of its bytes are still named: its live records are appended to the current
+    /// segment (and flushed), their rows moved in one transaction, then the file removed.
+    pub(crate) fn reclaim_segment(&self, id: i64) -> Result<()> {
+        if Some(id) == self.segments.active_id() {
+            return Ok(());
+        }
+        let _one = self
+            .segments
+            .compacting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let (live, rows) = self.with_conn(|c| {
+            c.prepare_cached(
+                "SELECT COALESCE(SUM(bytes + ?2), 0), COUNT(*) FROM objects WHERE segment = ?1",
+            )?
+            .query_row(params![id, RECORD_HEADER as i64], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+            })
+        })?;
+        if rows == 0 {
+            self.segments.remove(id);
+            return Ok(());
+        }
+        if live.max(0) as u64 * 4 >= self.segments.size(id) {
+            return Ok(());
+        }
+        let moving: Vec<(String, String, i64, i64)> = self.with_conn(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT tenant, id, bytes, seg_offset FROM objects WHERE segment = ?1",
+            )?;
+            let rows = st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+            rows.collect()
+        })?;
+        let mut moved = Vec::with_capacity(moving.len());
+        for (tenant, oid, bytes, offset) in moving {
+            let from = Location {
+                segment: id,
+                offset,
+                len: bytes.max(0) as u64,
+            };
+            // A damaged record stays where it is (and keeps the segment): it is reported
+            // when read, never copied as if it were sound.
+            let Ok(Some(data)) = self.segments.read(from) else {
+                return Ok(());
+            };
+            moved.push((tenant, oid, self.segments.append(&data)?));
+        }
+        self.with_conn(|c| {
+            let tx = c.unchecked_transaction()?;
+            for (tenant, oid, to) in &moved {
+                tx.prepare_cached(
+                    "UPDATE objects SET segment = ?3, seg_offset = ?4
+                     WHERE tenant = ?1 AND id = ?2 AND segment = ?5",
+                )?
+                .execute(params![tenant, oid, to.segment, to.offset, id])?;
+            }
+            tx.commit()
+        })?;
+        self.segments.remove(id);
+        Ok(())
     }
 
     /// The tenant's object `id`, or `None` (absent, or another tenant's: the API answers both
@@ -588,14 +727,23 @@ impl State {
         .map(|b| b.max(0) as u64)
     }
 
-    /// Deletes the tenant's object; returns whether it existed.
+    /// Deletes the tenant's object; returns whether it existed. A result's segment is removed
+    /// or compacted once little of it is still named.
     pub fn delete_object(&self, tenant: &str, id: &str) -> Result<bool> {
+        let Some(loc) = self.object_location(tenant, id)? else {
+            return Ok(false);
+        };
         let n = self.with_conn(|c| {
             c.prepare_cached("DELETE FROM objects WHERE tenant = ?1 AND id = ?2")?
                 .execute(params![tenant, id])
         })?;
         if n > 0 {
-            let _ = std::fs::remove_file(self.object_path(tenant, id));
+            match loc {
+                Some(loc) => self.reclaim_segment(loc.segment)?,
+                None => {
+                    let _ = std::fs::remove_file(self.object_path(tenant, id));
+                }
+            }
         }
         Ok(n > 0)
     }
@@ -604,9 +752,27 @@ impl State {
     /// or grown is reported as damaged; the format's checksum catches the rest when it is
     /// parsed).
     pub fn read_object(&self, tenant: &str, id: &str) -> Result<Option<Vec<u8>>> {
+        // A result is a checked segment record; a compaction may move it between the lookup
+        // and the read, so a segment found gone means: look it up again.
+        for _ in 0..3 {
+            match self.object_location(tenant, id)? {
+                None => return Ok(None),
+                Some(Some(loc)) => match self.segments.read(loc)? {
+                    Some(data) => return Ok(Some(data)),
+                    None => continue,
+                },
+                Some(None) => break,
+            }
+        }
         let Some(info) = self.object(tenant, id)? else {
             return Ok(None);
         };
+        if let Some(Some(loc)) = self.object_location(tenant, id)? {
+            return Err(damaged(
+                &self.segments.path(loc.segment),
+                "the segment holding this result is gone",
+            ));
+        }
         let path = self.object_path(tenant, id);
         let map = std::fs::read(&path).map_err(|e| damaged(&path, e))?;
         if map.len() as u64 != info.bytes {

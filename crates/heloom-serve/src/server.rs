@@ -129,11 +129,36 @@ pub struct Server {
     worker: Option<Worker>,
     state: Arc<State>,
     tls: bool,
+    /// The data directory's lock (`DIR/serve.lock`), held while the server runs: released
+    /// last, when the worker and the listener are gone.
+    _lock: std::fs::File,
 }
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server").field("addr", &self.addr).finish()
+    }
+}
+
+/// Takes the data directory's lock: one server per directory (two would run the same jobs and
+/// append to the same segments). `heloom serve token create` does not take it.
+fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File> {
+    let path = dir.join("serve.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| ServeError::DataDir {
+            path: path.clone(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(ServeError::DataDirInUse {
+            path: dir.to_path_buf(),
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(ServeError::DataDir { path, source }),
     }
 }
 
@@ -164,7 +189,9 @@ impl Server {
         } else {
             State::open(&config.data_dir)?
         });
+        let lock = lock_data_dir(state.dir())?;
         state.clean_incoming();
+        state.reclaim_segments()?;
         let contexts = Arc::new(Contexts::default());
         let metrics = Arc::new(Metrics::default());
         let worker = Worker::start(
@@ -219,6 +246,7 @@ impl Server {
             worker: Some(worker),
             state,
             tls: config.tls.is_some(),
+            _lock: lock,
         })
     }
 

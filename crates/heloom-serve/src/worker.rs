@@ -21,8 +21,8 @@
 use crate::metrics::Metrics;
 use crate::objects::{parse_ciphertexts, parse_keys, Contexts, KeySet};
 use crate::{JobRecord, Result, ServeError, State};
-use heloom_ckks::Evaluator;
 use heloom_ckks::PolyBasis;
+use heloom_ckks::{Ciphertext, Context, Evaluator};
 use heloom_runtime::graph::GraphError;
 use heloom_runtime::online::{OnlineConfig, OnlineExecutor, OnlineJob};
 use heloom_runtime::{exp_graph, polynomial_graph, ExpVariant, TaskGraph};
@@ -47,6 +47,12 @@ pub struct JobSpec {
     pub inputs: Vec<String>,
     /// What to compute.
     pub task: Task,
+    /// The highest level the result is kept at: ciphertexts above it are dropped to it (exact)
+    /// before the result is stored, so it takes fewer bytes to store and to fetch. `0` keeps
+    /// only the first prime `q0`: decryption then needs every slot value below `q0 / (2 *
+    /// scale)` in magnitude. `None`: the result stays at the level the task leaves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_level: Option<usize>,
 }
 
 /// What a job computes.
@@ -585,6 +591,7 @@ impl Shared {
         let id = rec.id;
         let done_rec = rec.clone();
         let progress_shared = Arc::clone(self);
+        let result_level = spec.result_level;
         let job = OnlineJob {
             graph,
             evaluator,
@@ -599,7 +606,7 @@ impl Shared {
                     .insert(id, (done, total));
             })),
             done: Box::new(move |out| {
-                let outcome = match out {
+                let outcome = match out.and_then(|cts| lower(&ctx, cts, result_level)) {
                     Ok(cts) => Outcome::Computed(cts),
                     Err(GraphError::ShutDown) => Outcome::Interrupted,
                     Err(e) => Outcome::Failed(e.to_string()),
@@ -735,7 +742,14 @@ impl Shared {
             // The lock is held only while waiting for the next result, not while storing it.
             let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
             let Ok((rec, fp, out)) = next else { return };
-            let outcome = match out {
+            // A result is stored and the job's end recorded in one commit.
+            let stored = |bytes: &[u8]| {
+                self.state
+                    .finish_job_with_result(rec.id, &rec.tenant, bytes, fp)
+                    .map(|(info, ended)| (info.id, ended))
+                    .map_err(|e| format!("storing the result: {e}"))
+            };
+            let ended = match out {
                 Outcome::Computed(cts) => {
                     // One output (the usual case) is its own serialization: no second copy.
                     let mut bytes = cts.first().map(|c| c.to_bytes()).unwrap_or_default();
@@ -743,24 +757,21 @@ impl Shared {
                         bytes.extend_from_slice(&c.to_bytes());
                     }
                     drop(cts);
-                    match self.state.store_result(&rec.tenant, &bytes, fp) {
-                        Ok(info) => Ok(info.id),
-                        Err(e) => Err(format!("storing the result: {e}")),
-                    }
+                    stored(&bytes)
                 }
-                Outcome::Done(bytes) => match self.state.store_result(&rec.tenant, &bytes, fp) {
-                    Ok(info) => Ok(info.id),
-                    Err(e) => Err(format!("storing the result: {e}")),
-                },
+                Outcome::Done(bytes) => stored(&bytes),
                 Outcome::Failed(msg) => Err(msg),
                 Outcome::Interrupted => {
                     self.forget(rec.id);
                     continue;
                 }
             };
-            let recorded = match &outcome {
-                Ok(id) => self.state.finish_job(rec.id, Ok(id)),
-                Err(msg) => self.state.finish_job(rec.id, Err(msg)),
+            let (outcome, recorded) = match ended {
+                Ok((id, now)) => (Ok(id), Ok(now)),
+                Err(msg) => {
+                    let r = self.state.finish_job(rec.id, Err(&msg));
+                    (Err(msg), r)
+                }
             };
             let state = match (&outcome, recorded) {
                 (_, Ok(false)) => "cancelled",
@@ -831,6 +842,25 @@ impl Shared {
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
         }
     }
+}
+
+/// `cts` dropped to at most `level` (exact; the job's `result_level`).
+fn lower(
+    ctx: &Arc<Context<u64>>,
+    cts: Vec<Ciphertext<u64>>,
+    level: Option<usize>,
+) -> std::result::Result<Vec<Ciphertext<u64>>, GraphError> {
+    let Some(level) = level else { return Ok(cts) };
+    let ev = heloom_ckks::Evaluator::without_keys(ctx);
+    cts.into_iter()
+        .map(|c| {
+            if c.level() > level {
+                Ok(ev.drop_to_level(&c, level)?)
+            } else {
+                Ok(c)
+            }
+        })
+        .collect()
 }
 
 /// The graph of a slot-wise job (e^x, polynomial) on one input at `level` and `scale`;

@@ -6,7 +6,7 @@ use heloom_runtime::graph::exp_coefficients;
 use heloom_runtime::workload::default_params;
 use heloom_serve::client::{Client, ClientError, JobsQuery, SubmitJob};
 use heloom_serve::worker::Task;
-use heloom_serve::{Server, ServerConfig};
+use heloom_serve::{Server, ServerConfig, State};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -301,6 +301,80 @@ fn jobs_run_and_tenants_are_isolated() {
 }
 
 #[test]
+fn result_level_drops_the_result_exactly() {
+    let dir = tempfile::tempdir().expect("dir");
+    let server = start(dir.path());
+    let url = format!("http://{}", server.addr());
+    let alice =
+        Client::new(&url, &server.state().create_token("alice").expect("token")).expect("client");
+    let a = Tenant::new();
+    let key = alice
+        .upload_keys(a.ctx.params(), &a.keys.evaluation_keys)
+        .expect("keys");
+    let slots = a.ctx.n() / 2;
+    let x = xs(slots, 11);
+    let input = alice.upload_ciphertext(&a.encrypt(&x)).expect("ciphertext");
+    let c6 = exp_coefficients(6);
+    let exp = alice
+        .submit(&SubmitJob::new(
+            "exp-1",
+            &key.id,
+            vec![input.id.clone()],
+            Task::Exp { variant: None },
+        ))
+        .expect("submit");
+    assert_eq!(
+        alice
+            .wait(exp.id, Duration::from_secs(120))
+            .expect("wait")
+            .state,
+        "done"
+    );
+    let out = alice.result(exp.id, &a.ctx).expect("result");
+    // The same e^x with its result dropped to level 0: fewer bytes, the same values. The
+    // level is part of the job (another key: the same key with it is another job).
+    let mut low = SubmitJob::new(
+        "exp-low",
+        &key.id,
+        vec![input.id.clone()],
+        Task::Exp { variant: None },
+    );
+    low.result_level = Some(0);
+    let low = alice.submit(&low).expect("submit");
+    assert_eq!(
+        alice
+            .wait(low.id, Duration::from_secs(120))
+            .expect("wait")
+            .state,
+        "done"
+    );
+    let low_out = alice.result(low.id, &a.ctx).expect("result");
+    assert!(out[0].level() > 0);
+    assert_eq!(low_out[0].level(), 0);
+    let (full_bytes, low_bytes) = (
+        alice.result_bytes(exp.id).expect("bytes").len(),
+        alice.result_bytes(low.id).expect("bytes").len(),
+    );
+    // Bit-packed words: level 0 keeps q0's bits of the primes' total.
+    assert!(
+        low_bytes * 3 <= full_bytes + 256,
+        "{low_bytes} bytes at level 0, {full_bytes} at level {}",
+        out[0].level()
+    );
+    let err = max_err(&a.decrypt(&low_out[0])[..slots], |i| poly(&c6, x[i]));
+    assert!(err < TOL, "e^x error at level 0 {err}");
+    let mut conflicting = SubmitJob::new(
+        "exp-1",
+        &key.id,
+        vec![input.id.clone()],
+        Task::Exp { variant: None },
+    );
+    conflicting.result_level = Some(0);
+    let (status, code, _) = api_code(alice.submit(&conflicting).expect_err("conflict"));
+    assert_eq!((status, code.as_str()), (409, "idempotency_conflict"));
+}
+
+#[test]
 fn accepted_jobs_survive_a_restart() {
     let dir = tempfile::tempdir().expect("dir");
     let a = Tenant::new();
@@ -514,4 +588,27 @@ fn https_with_a_private_ca() {
     });
     let e = Server::start(bad).expect_err("missing cert").to_string();
     assert!(e.contains("missing.pem"), "{e}");
+}
+
+#[test]
+fn one_server_per_data_directory() {
+    let dir = tempfile::tempdir().expect("dir");
+    let first = start(dir.path());
+    let e = Server::start(test_config(dir.path(), 1)).expect_err("a second server");
+    assert!(
+        matches!(e, heloom_serve::ServeError::DataDirInUse { .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("another --data directory"), "{e}");
+    // Token commands still open the directory while the server runs.
+    let token = State::open(dir.path())
+        .expect("state")
+        .create_token("carol")
+        .expect("token");
+    assert_eq!(
+        first.state().authenticate(&token).expect("auth").as_deref(),
+        Some("carol")
+    );
+    drop(first);
+    drop(start(dir.path()));
 }
