@@ -1,4 +1,5 @@
-//! Fuzz body of heloom serve's request decoding: the job description (`POST /v1/jobs` JSON),
+//! Fuzz body of heloom serve's request decoding: the job description (`POST /v1/jobs` JSON,
+//! and the same bytes as a `POST /v1/jobs/batch` body),
 //! key-set uploads (parameters followed by evaluation keys) and result or ciphertext
 //! sequences, as the server parses them from the network. heloom-serve's test
 //! `tests/fuzz_bodies.rs` compiles this file and runs the body on valid and mutated inputs
@@ -60,6 +61,7 @@ pub fn serve_request(data: &[u8]) {
     match which % 3 {
         0 => {
             let _ = heloom_serve::api::decode_submit(rest);
+            let _ = heloom_serve::api::decode_batch(rest);
         }
         1 => {
             for d in [rest.to_vec(), resealed(rest)] {

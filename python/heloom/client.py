@@ -101,6 +101,35 @@ _Buffer: TypeAlias = bytes | bytearray | memoryview
 # Errors
 
 
+_SUBMIT_FIELDS = frozenset(
+    {"key_id", "inputs", "task", "idempotency_key", "priority", "deadline_unix", "result_level"}
+)
+
+
+def _submit_request(
+    key_id: str | ObjectInfo,
+    inputs: Sequence[str | ObjectInfo],
+    task: Task | Mapping[str, Any],
+    idempotency_key: str | None,
+    priority: int,
+    deadline_unix: int | None,
+    result_level: int | None,
+) -> dict[str, Any]:
+    """One ``SubmitRequest`` (the JSON ``POST /v1/jobs`` takes)."""
+    req: dict[str, Any] = {
+        "idempotency_key": str(uuid.uuid4()) if idempotency_key is None else idempotency_key,
+        "key_id": _object_id(key_id),
+        "inputs": [_object_id(i) for i in inputs],
+        "task": dict(task),
+        "priority": priority,
+    }
+    if deadline_unix is not None:
+        req["deadline_unix"] = deadline_unix
+    if result_level is not None:
+        req["result_level"] = result_level
+    return req
+
+
 class ClientError(Exception):
     """Talking to the server failed: it could not be reached, the connection broke, or its
     answer was not what the API defines. ``ApiError`` (the server answered with an error) and
@@ -703,19 +732,43 @@ class Client:
         only the first prime q0, so every slot value must stay below q0 / (2 * scale). Raises
         ``ApiError`` 429 (``retry_after`` set) when the tenant's queue is full.
         """
-        req: dict[str, Any] = {
-            "idempotency_key": str(uuid.uuid4()) if idempotency_key is None else idempotency_key,
-            "key_id": _object_id(key_id),
-            "inputs": [_object_id(i) for i in inputs],
-            "task": dict(task),
-            "priority": priority,
-        }
-        if deadline_unix is not None:
-            req["deadline_unix"] = deadline_unix
-        if result_level is not None:
-            req["result_level"] = result_level
+        req = _submit_request(
+            key_id, inputs, task, idempotency_key, priority, deadline_unix, result_level
+        )
         body = json.dumps(req).encode()
         return self._job("POST", "/v1/jobs", body=[body], content_type="application/json")
+
+    def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
+        """Submits several jobs in one request and one commit (``POST /v1/jobs/batch``): all
+        are accepted, or none (``ApiError`` names the first bad job by its position). Each job
+        is a mapping of ``submit``'s arguments: ``key_id``, ``inputs``, ``task`` and, optional,
+        ``idempotency_key`` (a fresh uuid4 when absent), ``priority``, ``deadline_unix``,
+        ``result_level``. At most 1000 jobs per call; returns the jobs in order.
+        """
+        reqs = []
+        for j in jobs:
+            unknown = set(j) - _SUBMIT_FIELDS
+            if unknown:
+                raise ValueError(
+                    f"unknown job fields {sorted(unknown)}: use {sorted(_SUBMIT_FIELDS)}"
+                )
+            reqs.append(
+                _submit_request(
+                    j["key_id"],
+                    j["inputs"],
+                    j["task"],
+                    j.get("idempotency_key"),
+                    int(j.get("priority", 0)),
+                    j.get("deadline_unix"),
+                    j.get("result_level"),
+                )
+            )
+        body = json.dumps({"jobs": reqs}).encode()
+        d = self._json("POST", "/v1/jobs/batch", body=[body], content_type="application/json")
+        try:
+            return [Job.from_json(v) for v in d["jobs"]]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ClientError(f"unexpected answer from the server: {e!r} in {d!r}") from e
 
     def job(self, job_id: int | Job) -> Job:
         """One of this tenant's jobs, as it is now."""
@@ -922,6 +975,10 @@ class AsyncClient:
             deadline_unix,
             result_level,
         )
+
+    async def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
+        """``Client.submit_many`` in a worker thread."""
+        return await asyncio.to_thread(self.sync.submit_many, list(jobs))
 
     async def job(self, job_id: int | Job) -> Job:
         """``Client.job`` in a worker thread."""

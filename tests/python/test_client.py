@@ -216,6 +216,37 @@ def test_idempotency(server: Server, keys: Keys, x: np.ndarray) -> None:
         assert c.wait(j, timeout=60).done
 
 
+def test_submit_many(server: Server, keys: Keys, x: np.ndarray) -> None:
+    c = server.alice
+    key = c.upload_keys(keys.ctx, keys.keys.evaluation_keys)
+    ct = c.upload_ciphertext(keys.encrypt(x))
+    first, second = c.submit_many(
+        [
+            {"key_id": key, "inputs": [ct], "task": exp(), "idempotency_key": "many-0"},
+            {"key_id": key.id, "inputs": [ct.id], "task": polynomial(COEFFS), "result_level": 0},
+        ]
+    )
+    assert first.kind == "exp"
+    assert second.kind == "polynomial"
+    (y,) = c.result(c.wait(first, timeout=60), keys.ctx)
+    assert np.max(np.abs(keys.decrypt(y) - exp6(x))) < TOL
+    (p,) = c.result(c.wait(second, timeout=60), keys.ctx)
+    assert p.level == 0
+    assert np.max(np.abs(keys.decrypt(p) - poly(COEFFS, x))) < TOL
+    # All or none: a bad second job keeps the first out too.
+    before = len(c.jobs())
+    with pytest.raises(ApiError, match="job 1: "):
+        c.submit_many(
+            [
+                {"key_id": key, "inputs": [ct], "task": exp(), "idempotency_key": "many-1"},
+                {"key_id": key, "inputs": ["0" * 64], "task": exp()},
+            ]
+        )
+    assert len(c.jobs()) == before
+    with pytest.raises(ValueError, match="unknown job fields"):
+        c.submit_many([{"key_id": key, "inputs": [ct], "task": exp(), "prio": 1}])
+
+
 def test_tenants_are_isolated(server: Server, keys: Keys, x: np.ndarray) -> None:
     alice, bob = server.alice, server.bob
     key = alice.upload_keys(keys.ctx, keys.keys.evaluation_keys)

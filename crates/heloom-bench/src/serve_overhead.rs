@@ -5,7 +5,8 @@
 //! - **Throughput at saturation.** Rounds alternate `heloom schedule`'s real executor in this
 //!   process (the same e^x jobs, all arriving at once, the `heloom` policy choosing among the
 //!   three graph shapes) with the same number of e^x jobs submitted at once to a `heloom serve`
-//!   spawned here (one tenant; HTTP, SQLite, segment files, the online executor). Each side's
+//!   spawned here (one tenant submitting them in batches of up to 1000, `POST /v1/jobs/batch`;
+//!   HTTP, SQLite, segment files, the online executor). Each side's
 //!   throughput is its steady completion rate: jobs finishing between the 10th and the 90th
 //!   percentile of finish times, over that time span (the burst's ramp-up and drain left out).
 //!   Each server job has an input of its own, uploaded before its round (outside the timing),
@@ -365,9 +366,15 @@ fn measure(
         ));
         let start = Instant::now();
         let tag = format!("r{r}");
+        // One tenant submitting a burst: batches of up to 1000 jobs (one request and one
+        // commit each), as a client with many jobs would.
         let mut ids = Vec::with_capacity(opts.jobs);
-        for i in first..inputs.len() {
-            ids.push((client.submit(&job(&inputs, &tag, i))?.id, i));
+        let all: Vec<usize> = (first..inputs.len()).collect();
+        for chunk in all.chunks(heloom_serve::api::MAX_BATCH_JOBS) {
+            let batch: Vec<SubmitJob> = chunk.iter().map(|&i| job(&inputs, &tag, i)).collect();
+            for (v, &i) in client.submit_batch(&batch)?.iter().zip(chunk) {
+                ids.push((v.id, i));
+            }
         }
         // Jobs of one tenant start in submission order: the last one ends (about) last.
         let mut pending: Vec<i64> = ids.iter().map(|p| p.0).collect();

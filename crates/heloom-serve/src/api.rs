@@ -199,6 +199,10 @@ pub fn router(app: AppState) -> Router {
                 .get(list_jobs)
                 .layer(DefaultBodyLimit::max(json_limit)),
         )
+        .route(
+            "/v1/jobs/batch",
+            post(submit_batch).layer(DefaultBodyLimit::max(json_limit)),
+        )
         .route("/v1/jobs/{id}", get(get_job))
         .route("/v1/jobs/{id}/wait", get(wait_job))
         .route("/v1/jobs/{id}/cancel", post(cancel_job))
@@ -627,95 +631,207 @@ async fn submit(
     let received = std::time::Instant::now();
     let tenant = tenant(&app, &headers).await?;
     app.metrics.bytes(body.len() as u64, 0);
-    let DecodedSubmit {
-        spec,
-        spec_json,
-        idempotency_key,
-        priority,
-        deadline_unix,
-    } = decode_submit(&body).map_err(ApiError::from)?;
-    let digest = crate::hex(&Sha256::digest(spec_json.as_bytes()));
-    if let Some(d) = deadline_unix {
-        if d <= crate::unix_now() {
-            return Err(ApiError::bad(format!(
-                "deadline_unix {d} has already passed; give a time in the future or none"
-            )));
-        }
-    }
-    let state = Arc::clone(&app.state);
-    let limits = app.limits.clone();
-    let t = tenant.clone();
-    let worker = Arc::clone(&app.worker);
-    let outcome = blocking(move || {
-        check_references(&state, &t, &spec)?;
-        let queued = state.queued_jobs(Some(&t))?;
-        let job = NewJob {
-            idempotency_key: &idempotency_key,
-            kind: spec.task.kind(),
-            input_digest: &digest,
-            priority,
-            deadline_unix,
-            spec: &spec_json,
-        };
-        // A retry of an accepted job is answered even when the queue is full.
-        let retry = state.job_by_key(&t, &idempotency_key)?.is_some();
-        if !retry && queued >= limits.max_queued_jobs {
-            return Ok(Err(Refusal::QueueFull(queued)));
-        }
-        // Admission control: a job that would end after its deadline is refused now, with
-        // the predicted wait as the retry hint, instead of queueing work nobody can use.
-        if let (false, Some(d)) = (retry, deadline_unix) {
-            // Every tenant's queue drains ahead of it: counted only when a deadline asks.
-            if let Some(eta) = worker.predicted_completion_s(state.queued_jobs(None)?) {
-                let left = (d - crate::unix_now()) as f64;
-                if eta > left {
-                    return Ok(Err(Refusal::Deadline { eta, left }));
-                }
-            }
-        }
-        state.submit_job(&t, &job).map(Ok)
-    })
-    .await?;
-    let (rec, new) = match outcome {
-        Ok(r) => r,
-        Err(refusal) => {
-            app.metrics.rejected(&tenant);
-            return Err(match refusal {
-                Refusal::QueueFull(queued) => ApiError {
-                    retry_after_s: Some(5),
-                    ..ApiError::new(
-                        StatusCode::TOO_MANY_REQUESTS,
-                        "queue_full",
-                        format!(
-                            "this tenant has {queued} jobs queued, its limit: retry after the \
-                             queue drains (Retry-After)"
-                        ),
-                    )
-                },
-                Refusal::Deadline { eta, left } => ApiError {
-                    retry_after_s: Some(eta.ceil() as u64),
-                    ..ApiError::new(
-                        StatusCode::TOO_MANY_REQUESTS,
-                        "deadline_unreachable",
-                        format!(
-                            "the job would end in about {eta:.1} s but its deadline is {left:.0} \
-                             s away: retry later (Retry-After), or give a later deadline"
-                        ),
-                    )
-                },
-            });
-        }
-    };
-    if new {
-        app.metrics.submitted(&tenant);
-        app.worker.accepted(rec.id, received);
-    }
+    let job = decode_submit(&body).map_err(ApiError::from)?;
+    let (rec, new) = accept(&app, &tenant, received, vec![job])
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::bad("no job to submit"))?;
     let status = if new {
         StatusCode::ACCEPTED
     } else {
         StatusCode::OK
     };
     Ok((status, Json(view(&app, rec))).into_response())
+}
+
+/// Most jobs in one `POST /v1/jobs/batch`.
+pub const MAX_BATCH_JOBS: usize = 1000;
+
+/// `POST /v1/jobs/batch` body.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchRequest {
+    jobs: Vec<serde_json::Value>,
+}
+
+/// `POST /v1/jobs/batch` answer: the jobs in the order submitted.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct BatchView {
+    /// One job per submitted description, in order.
+    pub jobs: Vec<JobView>,
+}
+
+/// Decodes a `POST /v1/jobs/batch` body: 1 to [`MAX_BATCH_JOBS`] job descriptions, each
+/// checked as [`decode_submit`] checks one (an error names the job by its position).
+pub fn decode_batch(body: &[u8]) -> Result<Vec<DecodedSubmit>, ServeError> {
+    let bad = |m: String| ServeError::InvalidRequest(m);
+    let req: BatchRequest = serde_json::from_slice(body).map_err(|e| {
+        bad(format!(
+            "the batch is not valid: {e} (send {{\"jobs\": [...]}})"
+        ))
+    })?;
+    if req.jobs.is_empty() || req.jobs.len() > MAX_BATCH_JOBS {
+        return Err(bad(format!(
+            "{} jobs in the batch: send 1 to {MAX_BATCH_JOBS}",
+            req.jobs.len()
+        )));
+    }
+    req.jobs
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let r: SubmitRequest = serde_json::from_value(v)
+                .map_err(|e| bad(format!("job {i}: the job description is not valid: {e}")))?;
+            decode_request(r).map_err(|e| match e {
+                ServeError::InvalidRequest(m) => bad(format!("job {i}: {m}")),
+                other => other,
+            })
+        })
+        .collect()
+}
+
+async fn submit_batch(
+    axum::extract::State(app): axum::extract::State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let received = std::time::Instant::now();
+    let tenant = tenant(&app, &headers).await?;
+    app.metrics.bytes(body.len() as u64, 0);
+    let jobs = decode_batch(&body).map_err(ApiError::from)?;
+    let accepted = accept(&app, &tenant, received, jobs).await?;
+    let status = if accepted.iter().any(|(_, new)| *new) {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    let jobs = accepted.into_iter().map(|(r, _)| view(&app, r)).collect();
+    Ok((status, Json(BatchView { jobs })).into_response())
+}
+
+/// Checks and accepts the tenant's jobs, all or none, in one transaction: references,
+/// deadlines, the tenant's queue limit (retries of accepted jobs are answered even when it is
+/// full), admission control against the deadlines, the idempotency keys.
+async fn accept(
+    app: &AppState,
+    tenant: &str,
+    received: std::time::Instant,
+    jobs: Vec<DecodedSubmit>,
+) -> ApiResult<Vec<(JobRecord, bool)>> {
+    let many = jobs.len() > 1;
+    let which = move |i: usize| {
+        if many {
+            format!("job {i}: ")
+        } else {
+            String::new()
+        }
+    };
+    let now = crate::unix_now();
+    for (i, j) in jobs.iter().enumerate() {
+        if let Some(d) = j.deadline_unix.filter(|&d| d <= now) {
+            return Err(ApiError::bad(format!(
+                "{}deadline_unix {d} has already passed; give a time in the future or none",
+                which(i)
+            )));
+        }
+    }
+    let state = Arc::clone(&app.state);
+    let limits = app.limits.clone();
+    let t = tenant.to_string();
+    let worker = Arc::clone(&app.worker);
+    let outcome = blocking(move || {
+        let digests: Vec<String> = jobs
+            .iter()
+            .map(|j| crate::hex(&Sha256::digest(j.spec_json.as_bytes())))
+            .collect();
+        let mut fresh = 0u64;
+        let mut fresh_deadlines = Vec::new();
+        for (i, j) in jobs.iter().enumerate() {
+            check_references(&state, &t, &j.spec).map_err(|e| match e {
+                ServeError::InvalidRequest(m) => ServeError::InvalidRequest(which(i) + &m),
+                other => other,
+            })?;
+            // A retry of an accepted job is answered even when the queue is full.
+            if state.job_by_key(&t, &j.idempotency_key)?.is_none() {
+                fresh += 1;
+                if let Some(d) = j.deadline_unix {
+                    fresh_deadlines.push(d);
+                }
+            }
+        }
+        let queued = state.queued_jobs(Some(&t))?;
+        if fresh > 0 && queued + fresh > limits.max_queued_jobs {
+            return Ok(Err(Refusal::QueueFull(queued)));
+        }
+        // Admission control: a job that would end after its deadline is refused now, with
+        // the predicted wait as the retry hint, instead of queueing work nobody can use.
+        if let Some(&d) = fresh_deadlines.iter().min() {
+            // Every tenant's queue drains ahead of it: counted only when a deadline asks.
+            let ahead = state.queued_jobs(None)? + fresh - 1;
+            if let Some(eta) = worker.predicted_completion_s(ahead) {
+                let left = (d - crate::unix_now()) as f64;
+                if eta > left {
+                    return Ok(Err(Refusal::Deadline { eta, left }));
+                }
+            }
+        }
+        let new: Vec<NewJob<'_>> = jobs
+            .iter()
+            .zip(&digests)
+            .map(|(j, digest)| NewJob {
+                idempotency_key: &j.idempotency_key,
+                kind: j.spec.task.kind(),
+                input_digest: digest,
+                priority: j.priority,
+                deadline_unix: j.deadline_unix,
+                spec: &j.spec_json,
+            })
+            .collect();
+        state.submit_jobs(&t, &new).map(Ok)
+    })
+    .await?;
+    let accepted =
+        match outcome {
+            Ok(r) => r,
+            Err(refusal) => {
+                app.metrics.rejected(tenant);
+                return Err(match refusal {
+                    Refusal::QueueFull(queued) => {
+                        ApiError {
+                            retry_after_s: Some(5),
+                            ..ApiError::new(
+                                StatusCode::TOO_MANY_REQUESTS,
+                                "queue_full",
+                                format!(
+                            "this tenant has {queued} jobs queued, its limit {}: retry after \
+                             the queue drains (Retry-After){}",
+                            app.limits.max_queued_jobs,
+                            if many { ", or send fewer jobs at once" } else { "" }
+                        ),
+                            )
+                        }
+                    }
+                    Refusal::Deadline { eta, left } => ApiError {
+                        retry_after_s: Some(eta.ceil() as u64),
+                        ..ApiError::new(
+                            StatusCode::TOO_MANY_REQUESTS,
+                            "deadline_unreachable",
+                            format!(
+                            "the job would end in about {eta:.1} s but its deadline is {left:.0} \
+                             s away: retry later (Retry-After), or give a later deadline"
+                        ),
+                        )
+                    },
+                });
+            }
+        };
+    for (rec, new) in &accepted {
+        if *new {
+            app.metrics.submitted(tenant);
+            app.worker.accepted(rec.id, received);
+        }
+    }
+    Ok(accepted)
 }
 
 /// A decoded `POST /v1/jobs` body.
@@ -736,9 +852,15 @@ pub struct DecodedSubmit {
 /// Decodes and checks a job description as it arrives from the network (everything that
 /// needs no state: JSON shape, task details); the network-facing parser the fuzzer drives.
 pub fn decode_submit(body: &[u8]) -> Result<DecodedSubmit, ServeError> {
+    let req: SubmitRequest = serde_json::from_slice(body).map_err(|e| {
+        ServeError::InvalidRequest(format!("the job description is not valid: {e}"))
+    })?;
+    decode_request(req)
+}
+
+/// Checks one parsed job description (everything that needs no state).
+fn decode_request(req: SubmitRequest) -> Result<DecodedSubmit, ServeError> {
     let bad = |m: String| ServeError::InvalidRequest(m);
-    let req: SubmitRequest = serde_json::from_slice(body)
-        .map_err(|e| bad(format!("the job description is not valid: {e}")))?;
     match &req.task {
         Task::Exp { variant: Some(v) } if crate::worker::exp_variant(v).is_none() => {
             return Err(bad(format!(

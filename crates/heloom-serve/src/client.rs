@@ -348,6 +348,23 @@ impl Client {
         self.json(r)
     }
 
+    /// Submits several jobs in one request and one commit (`POST /v1/jobs/batch`): all are
+    /// accepted, or none (the error names the job). At most
+    /// [`crate::api::MAX_BATCH_JOBS`] per call; returns the jobs in order.
+    pub fn submit_batch(&self, jobs: &[SubmitJob]) -> Result<Vec<JobView>> {
+        #[derive(serde::Serialize)]
+        struct Batch<'a> {
+            jobs: &'a [SubmitJob],
+        }
+        let r = self.send(
+            self.http
+                .post(self.url("/v1/jobs/batch"))
+                .json(&Batch { jobs }),
+        )?;
+        let v: crate::api::BatchView = self.json(r)?;
+        Ok(v.jobs)
+    }
+
     /// One job.
     pub fn job(&self, id: i64) -> Result<JobView> {
         let r = self.send(self.http.get(self.url(&format!("/v1/jobs/{id}"))))?;

@@ -612,3 +612,97 @@ fn one_server_per_data_directory() {
     drop(first);
     drop(start(dir.path()));
 }
+
+#[test]
+fn a_batch_is_accepted_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut config = test_config(dir.path(), 2);
+    config.limits.max_queued_jobs = 5;
+    let server = Server::start(config).expect("server");
+    let url = format!("http://{}", server.addr());
+    let c =
+        Client::new(&url, &server.state().create_token("dana").expect("token")).expect("client");
+    let a = Tenant::new();
+    let key = c
+        .upload_keys(a.ctx.params(), &a.keys.evaluation_keys)
+        .expect("keys");
+    let slots = a.ctx.n() / 2;
+    let xs3: Vec<Vec<f64>> = (0..3).map(|i| xs(slots, 40 + i)).collect();
+    let inputs: Vec<String> = xs3
+        .iter()
+        .map(|x| c.upload_ciphertext(&a.encrypt(x)).expect("ciphertext").id)
+        .collect();
+    let job = |k: &str, i: usize| {
+        let mut j = SubmitJob::new(
+            k,
+            &key.id,
+            vec![inputs[i].clone()],
+            Task::Exp { variant: None },
+        );
+        j.result_level = Some(0);
+        j
+    };
+    // One job submitted alone first; the batch repeats it (a retry), adds two, and names one
+    // key twice: four answers, three jobs, in order.
+    let first = c.submit(&job("b-0", 0)).expect("submit");
+    let batch = c
+        .submit_batch(&[job("b-0", 0), job("b-1", 1), job("b-2", 2), job("b-1", 1)])
+        .expect("batch");
+    assert_eq!(batch.len(), 4);
+    assert_eq!(batch[0].id, first.id);
+    assert_eq!(batch[3].id, batch[1].id);
+    assert!(batch[1].id != batch[2].id && batch[2].id != first.id);
+    let c6 = exp_coefficients(6);
+    for (v, x) in batch.iter().zip(xs3.iter().chain([&xs3[1]])) {
+        assert_eq!(
+            c.wait(v.id, Duration::from_secs(120)).expect("wait").state,
+            "done"
+        );
+        let out = c.result(v.id, &a.ctx).expect("result");
+        let err = max_err(&a.decrypt(&out[0])[..slots], |i| poly(&c6, x[i]));
+        assert!(err < TOL, "job {}: error {err}", v.id);
+    }
+    assert_eq!(c.jobs().expect("jobs").len(), 3);
+
+    // Nothing of a batch is accepted when one job is wrong: a conflict (409), an unknown
+    // input (400 naming the job), an empty or too large batch (400).
+    let conflict = SubmitJob::new(
+        "b-2",
+        &key.id,
+        vec![inputs[2].clone()],
+        Task::Polynomial {
+            coefficients: vec![1.0],
+        },
+    );
+    let (status, code, _) = api_code(
+        c.submit_batch(&[job("b-3", 0), conflict])
+            .expect_err("conflict"),
+    );
+    assert_eq!((status, code.as_str()), (409, "idempotency_conflict"));
+    let mut unknown = job("b-4", 0);
+    unknown.inputs = vec!["0".repeat(64)];
+    let (status, _, message) = api_code(
+        c.submit_batch(&[job("b-3", 0), unknown])
+            .expect_err("unknown input"),
+    );
+    assert_eq!(status, 400);
+    assert!(message.starts_with("job 1: "), "{message}");
+    let (status, _, message) = api_code(c.submit_batch(&[]).expect_err("empty"));
+    assert_eq!(status, 400);
+    assert!(message.contains("send 1 to 1000"), "{message}");
+    let many: Vec<SubmitJob> = (0..1001).map(|i| job(&format!("m-{i}"), 0)).collect();
+    assert_eq!(
+        api_code(c.submit_batch(&many).expect_err("too many")).0,
+        400
+    );
+    assert_eq!(c.jobs().expect("jobs").len(), 3, "nothing accepted");
+
+    // The queue limit (5 here) counts the batch's new jobs: six at once do not fit, five do.
+    let six: Vec<SubmitJob> = (0..6).map(|i| job(&format!("q-{i}"), i % 3)).collect();
+    let (status, code, message) = api_code(c.submit_batch(&six).expect_err("queue"));
+    assert_eq!((status, code.as_str()), (429, "queue_full"), "{message}");
+    assert!(message.contains("fewer jobs at once"), "{message}");
+    assert_eq!(c.jobs().expect("jobs").len(), 3, "nothing accepted");
+    let five = c.submit_batch(&six[..5]).expect("five fit");
+    assert_eq!(five.len(), 5);
+}

@@ -26,6 +26,7 @@ fn valid_inputs() -> Vec<Vec<u8>> {
         r#"{"idempotency_key":"b","key_id":"k","inputs":["x"],"task":{"kind":"polynomial","coefficients":[1,0.5]},"priority":3,"deadline_unix":99}"#,
         r#"{"idempotency_key":"c","key_id":"k","task":{"kind":"graph","graph_id":"g"}}"#,
         r#"{"idempotency_key":"d","key_id":"k","task":{"kind":"exp","variant":"bsgs"}}"#,
+        r#"{"jobs":[{"idempotency_key":"e","key_id":"k","inputs":["x"],"task":{"kind":"exp"},"result_level":0},{"idempotency_key":"f","key_id":"k","task":{"kind":"matmul","matrix":[[1,2],[3,4]]}}]}"#,
     ] {
         let mut b = vec![0u8];
         b.extend_from_slice(json.as_bytes());
@@ -52,6 +53,19 @@ fn valid_requests_decode() {
         b"",
     ] {
         assert!(heloom_serve::api::decode_submit(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+    }
+    let batch = br#"{"jobs":[{"idempotency_key":"a","key_id":"k","task":{"kind":"exp"}},{"idempotency_key":"b","key_id":"k","task":{"kind":"exp"},"result_level":0}]}"#;
+    let jobs = heloom_serve::api::decode_batch(batch).expect("a valid batch");
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs[1].spec.result_level, Some(0));
+    for (bad, says) in [
+        (&br#"{"jobs":[]}"#[..], "send 1 to 1000"),
+        (br#"{"jobs":[{"idempotency_key":"a","key_id":"k","task":{"kind":"exp"}},{"idempotency_key":"a","key_id":"k","task":{"kind":"exp","variant":"x"}}]}"#, "job 1: e^x variant"),
+        (br#"{"jobs":[{"key_id":"k"}]}"#, "job 0: the job description is not valid"),
+        (br#"{"jobs":[],"more":1}"#, "the batch is not valid"),
+    ] {
+        let e = heloom_serve::api::decode_batch(bad).expect_err("refused").to_string();
+        assert!(e.contains(says), "{e}");
     }
 }
 
