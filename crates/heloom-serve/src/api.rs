@@ -787,7 +787,17 @@ async fn accept(
                 spec: &j.spec_json,
             })
             .collect();
-        state.submit_jobs(&t, &new).map(Ok)
+        // The dispatcher hears of the new jobs at their commit, so they can start while the
+        // commit is flushed to disk; the answer waits for the flush.
+        state
+            .submit_jobs(&t, &new, |accepted| {
+                for (rec, new) in accepted {
+                    if *new {
+                        worker.accepted(rec.id, received);
+                    }
+                }
+            })
+            .map(Ok)
     })
     .await?;
     let accepted =
@@ -825,11 +835,8 @@ async fn accept(
                 });
             }
         };
-    for (rec, new) in &accepted {
-        if *new {
-            app.metrics.submitted(tenant);
-            app.worker.accepted(rec.id, received);
-        }
+    for _ in accepted.iter().filter(|(_, new)| *new) {
+        app.metrics.submitted(tenant);
     }
     Ok(accepted)
 }

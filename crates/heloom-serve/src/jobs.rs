@@ -153,15 +153,21 @@ impl State {
     /// idempotency key (`false`: not new). Errors: a bad key, or the key already used for a
     /// different job ([`ServeError::IdempotencyConflict`]).
     pub fn submit_job(&self, tenant: &str, job: &NewJob<'_>) -> Result<(JobRecord, bool)> {
-        let mut out = self.submit_jobs(tenant, std::slice::from_ref(job))?;
+        let mut out = self.submit_jobs(tenant, std::slice::from_ref(job), |_| {})?;
         out.pop()
             .ok_or_else(|| ServeError::InvalidRequest("no job to submit".into()))
     }
 
     /// [`Self::submit_job`] for several jobs in one transaction (one disk flush): every job
     /// is accepted, or none (an invalid or conflicting idempotency key stops them all). A key
-    /// given twice with the same job is one job.
-    pub fn submit_jobs(&self, tenant: &str, jobs: &[NewJob<'_>]) -> Result<Vec<(JobRecord, bool)>> {
+    /// given twice with the same job is one job. `committed` sees the jobs once they are
+    /// committed, before the flush that makes them durable (this returns after it).
+    pub fn submit_jobs(
+        &self,
+        tenant: &str,
+        jobs: &[NewJob<'_>],
+        committed: impl FnOnce(&[(JobRecord, bool)]),
+    ) -> Result<Vec<(JobRecord, bool)>> {
         for job in jobs {
             let key = job.idempotency_key;
             if key.is_empty() || key.len() > 128 || !key.bytes().all(|b| b.is_ascii_graphic()) {
@@ -170,48 +176,55 @@ impl State {
                 )));
             }
         }
-        let out = self.with_conn(|c| {
-            let tx = c.unchecked_transaction()?;
-            let mut out = Vec::with_capacity(jobs.len());
-            for job in jobs {
-                let key = job.idempotency_key;
-                let existing: Option<(JobRecord, String)> = tx
-                    .prepare_cached(&format!(
-                        "SELECT {COLUMNS}, input_digest FROM jobs
+        let out = self.with_conn_flushed(
+            |c| {
+                let tx = c.unchecked_transaction()?;
+                let mut out = Vec::with_capacity(jobs.len());
+                for job in jobs {
+                    let key = job.idempotency_key;
+                    let existing: Option<(JobRecord, String)> = tx
+                        .prepare_cached(&format!(
+                            "SELECT {COLUMNS}, input_digest FROM jobs
                              WHERE tenant = ?1 AND idempotency_key = ?2"
-                    ))?
-                    .query_row(params![tenant, key], |r| Ok((record(r)?, r.get(14)?)))
-                    .optional()?;
-                if let Some((rec, digest)) = existing {
-                    if rec.kind != job.kind || digest != job.input_digest {
-                        // Dropping the transaction undoes the jobs inserted before.
-                        return Ok(Err((key.to_string(), rec.id)));
+                        ))?
+                        .query_row(params![tenant, key], |r| Ok((record(r)?, r.get(14)?)))
+                        .optional()?;
+                    if let Some((rec, digest)) = existing {
+                        if rec.kind != job.kind || digest != job.input_digest {
+                            // Dropping the transaction undoes the jobs inserted before.
+                            return Ok(Err((key.to_string(), rec.id)));
+                        }
+                        // Accepted before (or earlier in this call): the same job, not a new one.
+                        out.push((rec, false));
+                        continue;
                     }
-                    // Accepted before (or earlier in this call): the same job, not a new one.
-                    out.push((rec, false));
-                    continue;
-                }
-                tx.prepare_cached(
-                    "INSERT INTO jobs (tenant, idempotency_key, kind, input_digest, priority,
+                    tx.prepare_cached(
+                        "INSERT INTO jobs (tenant, idempotency_key, kind, input_digest, priority,
                                        deadline_unix, state, created_unix, spec, created_ms)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'accepted', ?7, ?8, ?9)",
-                )?
-                .execute(params![
-                    tenant,
-                    key,
-                    job.kind,
-                    job.input_digest,
-                    job.priority,
-                    job.deadline_unix,
-                    unix_now(),
-                    job.spec,
-                    unix_now_ms()
-                ])?;
-                out.push((by_id(&tx, tx.last_insert_rowid())?, true));
-            }
-            tx.commit()?;
-            Ok(Ok(out))
-        })?;
+                    )?
+                    .execute(params![
+                        tenant,
+                        key,
+                        job.kind,
+                        job.input_digest,
+                        job.priority,
+                        job.deadline_unix,
+                        unix_now(),
+                        job.spec,
+                        unix_now_ms()
+                    ])?;
+                    out.push((by_id(&tx, tx.last_insert_rowid())?, true));
+                }
+                tx.commit()?;
+                Ok(Ok(out))
+            },
+            |out| {
+                if let Ok(jobs) = out {
+                    committed(jobs);
+                }
+            },
+        )?;
         out.map_err(|(key, job)| ServeError::IdempotencyConflict { key, job })
     }
 

@@ -236,6 +236,10 @@ pub struct State {
     durable: bool,
     /// The results, as records in append-only segment files.
     segments: segments::Segments,
+    /// Commits made durable after the fact ([`State::with_conn_flushed`]), numbered.
+    commits: std::sync::atomic::AtomicU64,
+    /// The write-ahead log's group flush.
+    wal_flush: segments::GroupFlush,
 }
 
 /// The default data directory: `heloom` under the user's data directory (for example
@@ -313,6 +317,8 @@ impl State {
             conn: Mutex::new(conn),
             durable,
             segments,
+            commits: std::sync::atomic::AtomicU64::new(0),
+            wal_flush: segments::GroupFlush::default(),
         })
     }
 
@@ -346,6 +352,47 @@ impl State {
             c.prepare_cached("PRAGMA synchronous = FULL")?.execute([])?;
             out
         })
+    }
+
+    /// [`Self::with_conn`] for a change that must survive power loss, made durable after the
+    /// connection is released: committed without the fsync, then the write-ahead log flushed
+    /// by a group flush (concurrent callers share one, and the database serves others
+    /// meanwhile). `committed` runs between the two: the change is visible to this process,
+    /// not yet on disk (job acceptance wakes the dispatcher there, so a job can start while
+    /// its acceptance is flushed; its answer waits for the flush).
+    pub(crate) fn with_conn_flushed<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+        committed: impl FnOnce(&T),
+    ) -> Result<T> {
+        use std::sync::atomic::Ordering;
+        if !self.durable {
+            let out = self.with_conn(f)?;
+            committed(&out);
+            return Ok(out);
+        }
+        let (out, seq) = self.with_conn(|c| {
+            c.prepare_cached("PRAGMA synchronous = NORMAL")?
+                .execute([])?;
+            let out = f(c);
+            c.prepare_cached("PRAGMA synchronous = FULL")?.execute([])?;
+            // Numbered under the connection's lock: numbers follow the commits' order.
+            Ok((out?, self.commits.fetch_add(1, Ordering::SeqCst) + 1))
+        })?;
+        committed(&out);
+        // The log's frames are in the page cache since the commit: syncing the file (any
+        // descriptor of it) makes every commit numbered up to `target` durable.
+        let mut wal = self.db_path.clone().into_os_string();
+        wal.push("-wal");
+        let wal = PathBuf::from(wal);
+        self.wal_flush
+            .through(seq, || {
+                let target = self.commits.load(Ordering::SeqCst);
+                std::fs::File::open(&wal)?.sync_data()?;
+                Ok(target)
+            })
+            .map_err(|source| ServeError::DataDir { path: wal, source })?;
+        Ok(out)
     }
 
     pub(crate) fn with_conn<T>(

@@ -52,11 +52,61 @@ struct Active {
     appended: u64,
 }
 
+#[derive(Debug, Default)]
 struct Synced {
-    /// Records known to be on disk.
+    /// Writes known to be on disk, by sequence number.
     through: u64,
     /// Whether a thread is flushing now.
     flushing: bool,
+}
+
+/// Group commit: writers number their writes `1, 2, ...`; a writer that needs write `seq` on
+/// disk either finds it covered, waits for the flush in progress, or flushes itself, and one
+/// flush covers every write numbered before it started. Concurrent writers share flushes.
+#[derive(Debug, Default)]
+pub(crate) struct GroupFlush {
+    synced: Mutex<Synced>,
+    flushed: Condvar,
+}
+
+impl GroupFlush {
+    /// Returns once write `seq` is covered. `flush` reads the number of the last write so far,
+    /// then flushes, and returns that number.
+    pub(crate) fn through(
+        &self,
+        seq: u64,
+        mut flush: impl FnMut() -> std::io::Result<u64>,
+    ) -> std::io::Result<()> {
+        let mut s = self.synced.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if s.through >= seq {
+                return Ok(());
+            }
+            if s.flushing {
+                s = self.flushed.wait(s).unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            s.flushing = true;
+            drop(s);
+            let r = flush();
+            s = self.synced.lock().unwrap_or_else(|p| p.into_inner());
+            s.flushing = false;
+            if let Ok(target) = r {
+                s.through = s.through.max(target);
+            }
+            self.flushed.notify_all();
+            r?;
+        }
+    }
+
+    /// Writes known to be on disk.
+    #[cfg(test)]
+    fn through_now(&self) -> u64 {
+        self.synced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .through
+    }
 }
 
 /// The segment files of one data directory.
@@ -67,8 +117,7 @@ pub(crate) struct Segments {
     limit: u64,
     /// The segment appended to (`None` until this process first appends).
     active: Mutex<Option<Active>>,
-    synced: Mutex<Synced>,
-    flushed: Condvar,
+    flush: GroupFlush,
     readers: Mutex<HashMap<i64, Arc<File>>>,
     /// One compaction at a time.
     pub(crate) compacting: Mutex<()>,
@@ -103,11 +152,7 @@ impl Segments {
             durable,
             limit,
             active: Mutex::new(None),
-            synced: Mutex::new(Synced {
-                through: 0,
-                flushing: false,
-            }),
-            flushed: Condvar::new(),
+            flush: GroupFlush::default(),
             readers: Mutex::new(HashMap::new()),
             compacting: Mutex::new(()),
         }
@@ -210,37 +255,23 @@ impl Segments {
         Ok(())
     }
 
-    /// Returns once record `seq` is on disk: one thread flushes, the others wait for it, and a
-    /// flush covers every record appended before it started.
+    /// Returns once record `seq` is on disk ([`GroupFlush`]).
     fn flush_through(&self, seq: u64) -> Result<()> {
-        let mut s = self.synced.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if s.through >= seq {
-                return Ok(());
-            }
-            if s.flushing {
-                s = self.flushed.wait(s).unwrap_or_else(|p| p.into_inner());
-                continue;
-            }
-            s.flushing = true;
-            drop(s);
-            let active = self.active.lock().unwrap_or_else(|p| p.into_inner());
-            let Some((target, file, id)) = active
-                .as_ref()
-                .map(|a| (a.appended, Arc::clone(&a.file), a.id))
-            else {
-                return Ok(());
-            };
-            drop(active);
-            let r = file.sync_data();
-            s = self.synced.lock().unwrap_or_else(|p| p.into_inner());
-            s.flushing = false;
-            if r.is_ok() {
-                s.through = s.through.max(target);
-            }
-            self.flushed.notify_all();
-            r.map_err(io_err(&self.path(id)))?;
-        }
+        let mut failed = None;
+        self.flush
+            .through(seq, || {
+                let active = self.active.lock().unwrap_or_else(|p| p.into_inner());
+                let Some((target, file, id)) = active
+                    .as_ref()
+                    .map(|a| (a.appended, Arc::clone(&a.file), a.id))
+                else {
+                    return Ok(seq);
+                };
+                drop(active);
+                file.sync_data().inspect_err(|_| failed = Some(id))?;
+                Ok(target)
+            })
+            .map_err(|e| io_err(&self.path(failed.unwrap_or(0)))(e))
     }
 
     fn reader(&self, id: i64) -> std::io::Result<Arc<File>> {
@@ -457,7 +488,6 @@ mod tests {
                 vec![*v; 9 << 10]
             );
         }
-        let s = s.synced.lock().expect("test step");
-        assert_eq!(s.through, 24);
+        assert_eq!(s.flush.through_now(), 24);
     }
 }
