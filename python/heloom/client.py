@@ -770,6 +770,12 @@ class Client:
         except (KeyError, TypeError, ValueError) as e:
             raise ClientError(f"unexpected answer from the server: {e!r} in {d!r}") from e
 
+    def delete_job(self, job_id: int | Job) -> None:
+        """Deletes the record of one of this tenant's ended jobs (``ApiError`` 409 while it
+        has not ended: cancel it first). Its result object stays; its idempotency key is free
+        again."""
+        self._request("DELETE", f"/v1/jobs/{_job_id(job_id)}")
+
     def job(self, job_id: int | Job) -> Job:
         """One of this tenant's jobs, as it is now."""
         return self._job("GET", f"/v1/jobs/{_job_id(job_id)}")
@@ -979,6 +985,10 @@ class AsyncClient:
     async def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
         """``Client.submit_many`` in a worker thread."""
         return await asyncio.to_thread(self.sync.submit_many, list(jobs))
+
+    async def delete_job(self, job_id: int | Job) -> None:
+        """``Client.delete_job`` in a worker thread."""
+        await asyncio.to_thread(self.sync.delete_job, job_id)
 
     async def job(self, job_id: int | Job) -> Job:
         """``Client.job`` in a worker thread."""

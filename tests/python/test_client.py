@@ -194,6 +194,11 @@ def test_jobs_end_to_end(
     assert list(c.iter_objects()) == objects
     # Cancelling a finished job changes nothing.
     assert c.cancel(done.id).state == "done"
+    # Deleting an ended job's record: gone for the tenant, its result object stays.
+    c.delete_job(done_poly)
+    with pytest.raises(ApiError, match="does not exist"):
+        c.job(done_poly.id)
+    assert done_poly.result_id in {o.id for o in c.iter_objects()}
 
 
 def test_idempotency(server: Server, keys: Keys, x: np.ndarray) -> None:

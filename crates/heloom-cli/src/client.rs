@@ -90,6 +90,11 @@ enum ClientCommand {
         /// Job id.
         id: i64,
     },
+    /// Delete an ended job's record (its result object stays; its idempotency key is free).
+    DeleteJob {
+        /// Job id.
+        id: i64,
+    },
     /// This tenant's jobs, newest first (the newest 1000 unless --all or --limit).
     Jobs {
         /// Only jobs in this state: accepted, running, done, failed or cancelled.
@@ -233,6 +238,7 @@ pub fn run(args: &ClientArgs) -> Result<()> {
             }
         }
         ClientCommand::Job { id } => print(&client.job(*id)?)?,
+        ClientCommand::DeleteJob { id } => client.delete_job(*id)?,
         ClientCommand::Jobs { state, page } => {
             if page.all {
                 print(&client.all_jobs(state.as_deref())?)?

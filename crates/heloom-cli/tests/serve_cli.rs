@@ -321,6 +321,9 @@ fn local_nodes_run_every_job() {
                 .filter(|o| o.kind == heloom_serve::ObjectKind::Result)
                 .count();
             assert_eq!(results, 0, "results left on node {}", d.display());
+            // The front deletes a job's record there once it has the job's end.
+            let jobs = node.jobs(&tenant).unwrap();
+            assert!(jobs.is_empty(), "{} job records left on node", jobs.len());
         }
     }
 

@@ -203,7 +203,7 @@ pub fn router(app: AppState) -> Router {
             "/v1/jobs/batch",
             post(submit_batch).layer(DefaultBodyLimit::max(json_limit)),
         )
-        .route("/v1/jobs/{id}", get(get_job))
+        .route("/v1/jobs/{id}", get(get_job).delete(delete_job))
         .route("/v1/jobs/{id}/wait", get(wait_job))
         .route("/v1/jobs/{id}/cancel", post(cancel_job))
         .route("/v1/jobs/{id}/result", get(job_result))
@@ -1062,6 +1062,27 @@ async fn cancel_job(
     }
     let rec = find_job(&app, &tenant, id).await?;
     Ok(Json(view(&app, rec)))
+}
+
+async fn delete_job(
+    axum::extract::State(app): axum::extract::State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<i64>,
+) -> ApiResult<StatusCode> {
+    let tenant = tenant(&app, &headers).await?;
+    let state = Arc::clone(&app.state);
+    match blocking(move || state.delete_job(&tenant, id)).await? {
+        Some(true) => Ok(StatusCode::NO_CONTENT),
+        Some(false) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_ended",
+            format!(
+                "job {id} has not ended: cancel it first (POST /v1/jobs/{id}/cancel), then \
+                 delete it"
+            ),
+        )),
+        None => Err(ApiError::not_found(&format!("job {id}"))),
+    }
 }
 
 async fn job_result(

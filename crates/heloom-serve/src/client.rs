@@ -419,6 +419,13 @@ impl Client {
         self.json(r)
     }
 
+    /// Deletes the record of an ended job (`DELETE /v1/jobs/{id}`; a job not ended yet is a
+    /// `409`: cancel it first). Its result object stays; its idempotency key is free again.
+    pub fn delete_job(&self, id: i64) -> Result<()> {
+        self.send(self.http.delete(self.url(&format!("/v1/jobs/{id}"))))?;
+        Ok(())
+    }
+
     /// Waits until the job ends (the server holds each request up to 30 s; no busy polling),
     /// at most `timeout`.
     pub fn wait(&self, id: i64, timeout: Duration) -> Result<JobView> {

@@ -427,6 +427,31 @@ impl State {
         Ok(n > 0)
     }
 
+    /// Deletes the record of the tenant's ended job (done, failed or cancelled): `None` when
+    /// there is no such job (or it is another tenant's), `Some(false)` when it has not ended
+    /// (it is left alone), `Some(true)` when deleted. Its idempotency key is free again; its
+    /// result object stays (an object of its own).
+    pub fn delete_job(&self, tenant: &str, id: i64) -> Result<Option<bool>> {
+        self.with_conn(|c| {
+            let tx = c.unchecked_transaction()?;
+            let state: Option<String> = tx
+                .prepare_cached("SELECT state FROM jobs WHERE id = ?1 AND tenant = ?2")?
+                .query_row(params![id, tenant], |r| r.get(0))
+                .optional()?;
+            let out = match state.as_deref() {
+                None => None,
+                Some("accepted" | "running") => Some(false),
+                Some(_) => {
+                    tx.prepare_cached("DELETE FROM jobs WHERE id = ?1 AND tenant = ?2")?
+                        .execute(params![id, tenant])?;
+                    Some(true)
+                }
+            };
+            tx.commit()?;
+            Ok(out)
+        })
+    }
+
     /// After a restart: jobs left `running` by the previous process go back to the queue (they
     /// run again; their results were never recorded). Returns how many.
     pub fn recover(&self) -> Result<usize> {

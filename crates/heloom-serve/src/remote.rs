@@ -1060,6 +1060,7 @@ impl RemoteBackend {
             p.spec.task.clone(),
         );
         job.priority = rec.priority;
+        job.result_level = p.spec.result_level;
         let view = match node.client.submit(&job) {
             Ok(v) => v,
             Err(e) => return lost("submitting", e),
@@ -1097,11 +1098,19 @@ impl RemoteBackend {
                     "done" => {
                         *result_id = v.result_id.clone();
                         return match node.client.result_bytes(v.id) {
-                            Ok(b) => Try::Done(b),
+                            Ok(b) => {
+                                // Its record there is of no more use (best effort: the
+                                // node's records are scratch).
+                                let _ = node.client.delete_job(v.id);
+                                Try::Done(b)
+                            }
                             Err(e) => lost("fetching the result", e),
                         };
                     }
-                    "failed" => return Try::Failed(v.error.unwrap_or_else(|| "failed".into())),
+                    "failed" => {
+                        let _ = node.client.delete_job(v.id);
+                        return Try::Failed(v.error.unwrap_or_else(|| "failed".into()));
+                    }
                     _ => {
                         return if lock(&self.live).get(&id).is_some_and(|l| l.cancelled) {
                             Try::Failed("cancelled".into())

@@ -372,6 +372,19 @@ fn result_level_drops_the_result_exactly() {
     conflicting.result_level = Some(0);
     let (status, code, _) = api_code(alice.submit(&conflicting).expect_err("conflict"));
     assert_eq!((status, code.as_str()), (409, "idempotency_conflict"));
+
+    // Deleting the ended job's record frees its key; its result object stays.
+    let result_id = alice.job(exp.id).expect("job").result_id.expect("a result");
+    alice.delete_job(exp.id).expect("delete");
+    assert_eq!(api_code(alice.job(exp.id).expect_err("gone")).0, 404);
+    assert_eq!(api_code(alice.delete_job(exp.id).expect_err("gone")).0, 404);
+    assert!(alice
+        .objects()
+        .expect("objects")
+        .iter()
+        .any(|o| o.id == result_id));
+    let again = alice.submit(&conflicting).expect("the key is free");
+    assert!(again.id != exp.id);
 }
 
 #[test]

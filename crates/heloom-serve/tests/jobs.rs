@@ -103,6 +103,18 @@ fn queue_order_single_end_cancel_and_recovery() {
     // Ended jobs cannot be cancelled.
     assert!(!state.cancel_job("t", high).unwrap());
     assert_eq!(state.recover().unwrap(), 0);
+    // Only an ended job's record can be deleted, by its tenant only; its key is free again.
+    let queued = state.submit_job("t", &job("queued", "d", 0)).unwrap().0.id;
+    assert_eq!(state.delete_job("t", queued).unwrap(), Some(false));
+    state.create_token("u").unwrap();
+    assert_eq!(state.delete_job("u", high).unwrap(), None);
+    for id in [high, low, low2] {
+        assert_eq!(state.delete_job("t", id).unwrap(), Some(true));
+        assert_eq!(state.delete_job("t", id).unwrap(), None);
+        assert!(state.job("t", id).unwrap().is_none());
+    }
+    let (again, new) = state.submit_job("t", &job("high", "other", 0)).unwrap();
+    assert!(new && again.id != high);
 }
 
 #[test]
