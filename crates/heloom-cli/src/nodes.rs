@@ -11,7 +11,9 @@
 //!
 //! The bridge exits, stopping its node servers and removing their directories, when its stdin
 //! closes (the front stopped or died). A node server that exits is reported as `leave` (its
-//! jobs go to the other nodes) and is not restarted.
+//! jobs go to the other nodes) and started again on a fresh directory, reported as `join`
+//! under the same id: after a pause of 1 s that doubles with each exit in a row, up to 30 s
+//! (one that ran for a minute starts the count again).
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
@@ -21,7 +23,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Longest pause before a node server that keeps exiting is started again.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// A node server that ran this long before it exited restarts after the shortest pause.
+const STABLE: Duration = Duration::from_secs(60);
 
 /// Tenant name of the front on every node server (as on Ray).
 const NODE_TENANT: &str = "front";
@@ -43,12 +51,18 @@ pub struct NodesArgs {
     allow_insecure: bool,
 }
 
-/// One running node server.
+/// One node server.
 struct Node {
     id: String,
+    index: usize,
     child: Child,
     dir: PathBuf,
+    /// Its server exited (reported as `leave`); it starts again at `retry_at`.
     left: bool,
+    started: Instant,
+    /// Exits in a row (each doubles the pause before the next start).
+    failures: u32,
+    retry_at: Option<Instant>,
 }
 
 /// Writes one protocol line on stdout (a front that is gone is noticed by stdin closing).
@@ -61,7 +75,7 @@ fn emit(v: serde_json::Value) {
 /// Runs the bridge until stdin closes.
 pub fn run(a: &NodesArgs) -> Result<()> {
     match start(a) {
-        Ok(nodes) => supervise(nodes),
+        Ok(nodes) => supervise(a, nodes),
         Err(e) => {
             emit(serde_json::json!({"event": "error", "message": format!("{e:#}")}));
             Err(e)
@@ -91,15 +105,7 @@ fn start(a: &NodesArgs) -> Result<Vec<Node>> {
         let started = start_node(&exe, a, i);
         match started {
             Ok((node, url, token)) => {
-                emit(serde_json::json!({
-                    "event": "join",
-                    "node_id": node.id,
-                    "url": url,
-                    "token": token,
-                    "threads": a.threads,
-                    "ip": "127.0.0.1",
-                    "pid": node.child.id(),
-                }));
+                announce(a, &node, &url, &token);
                 nodes.push(node);
             }
             Err(e) => {
@@ -112,6 +118,19 @@ fn start(a: &NodesArgs) -> Result<Vec<Node>> {
     }
     emit(serde_json::json!({"event": "ready", "nodes": nodes.len()}));
     Ok(nodes)
+}
+
+/// Reports a started node server to the front (`join`).
+fn announce(a: &NodesArgs, node: &Node, url: &str, token: &str) {
+    emit(serde_json::json!({
+        "event": "join",
+        "node_id": node.id,
+        "url": url,
+        "token": token,
+        "threads": a.threads,
+        "ip": "127.0.0.1",
+        "pid": node.child.id(),
+    }));
 }
 
 fn start_node(exe: &Path, a: &NodesArgs, i: usize) -> Result<(Node, String, String)> {
@@ -159,9 +178,13 @@ fn start_node(exe: &Path, a: &NodesArgs, i: usize) -> Result<(Node, String, Stri
     Ok((
         Node {
             id,
+            index: i,
             child: l.child,
             dir,
             left: false,
+            started: Instant::now(),
+            failures: 0,
+            retry_at: None,
         },
         l.url,
         token,
@@ -174,8 +197,15 @@ fn stop(n: &mut Node) {
     let _ = std::fs::remove_dir_all(&n.dir);
 }
 
-/// Reports node servers that exit, until stdin closes; then stops them all.
-fn supervise(mut nodes: Vec<Node>) -> Result<()> {
+/// The pause before the next start after `failures` exits in a row.
+fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.saturating_sub(1).min(5)).min(MAX_BACKOFF)
+}
+
+/// Reports node servers that exit and starts them again, until stdin closes; then stops them
+/// all.
+fn supervise(a: &NodesArgs, mut nodes: Vec<Node>) -> Result<()> {
+    let exe = std::env::current_exe().context("finding the heloom binary")?;
     let closed = Arc::new(AtomicBool::new(false));
     let c = Arc::clone(&closed);
     std::thread::spawn(move || {
@@ -185,14 +215,46 @@ fn supervise(mut nodes: Vec<Node>) -> Result<()> {
         c.store(true, Ordering::SeqCst);
     });
     while !closed.load(Ordering::SeqCst) {
-        for n in nodes.iter_mut().filter(|n| !n.left) {
-            if let Ok(Some(status)) = n.child.try_wait() {
-                n.left = true;
-                emit(serde_json::json!({
-                    "event": "leave",
-                    "node_id": n.id,
-                    "reason": format!("its server exited ({status})"),
-                }));
+        for n in nodes.iter_mut() {
+            if !n.left {
+                if let Ok(Some(status)) = n.child.try_wait() {
+                    n.left = true;
+                    n.failures = if n.started.elapsed() >= STABLE {
+                        1
+                    } else {
+                        n.failures + 1
+                    };
+                    let pause = backoff(n.failures);
+                    n.retry_at = Some(Instant::now() + pause);
+                    emit(serde_json::json!({
+                        "event": "leave",
+                        "node_id": n.id,
+                        "reason": format!(
+                            "its server exited ({status}); starting it again in {} s",
+                            pause.as_secs()
+                        ),
+                    }));
+                }
+                continue;
+            }
+            if n.retry_at.is_some_and(|t| Instant::now() >= t) {
+                match start_node(&exe, a, n.index) {
+                    Ok((mut node, url, token)) => {
+                        node.failures = n.failures;
+                        announce(a, &node, &url, &token);
+                        *n = node;
+                    }
+                    Err(e) => {
+                        n.failures += 1;
+                        let pause = backoff(n.failures);
+                        n.retry_at = Some(Instant::now() + pause);
+                        eprintln!(
+                            "{}: starting it again failed: {e:#}; next try in {} s",
+                            n.id,
+                            pause.as_secs()
+                        );
+                    }
+                }
             }
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -201,4 +263,15 @@ fn supervise(mut nodes: Vec<Node>) -> Result<()> {
         stop(n);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pause_doubles_up_to_thirty_seconds() {
+        let secs: Vec<u64> = (1..=8).map(|f| backoff(f).as_secs()).collect();
+        assert_eq!(secs, vec![1, 2, 4, 8, 16, 30, 30, 30]);
+    }
 }

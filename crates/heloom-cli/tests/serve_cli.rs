@@ -327,6 +327,59 @@ fn local_nodes_run_every_job() {
         }
     }
 
+    // A node server killed with SIGKILL leaves, is started again (a second "node server"
+    // line for local-0) and runs jobs again.
+    let node_urls = |log: &[String]| -> Vec<String> {
+        log.iter()
+            .filter_map(|l| l.split("node server ").nth(1))
+            .filter_map(|r| r.split_whitespace().next())
+            .filter(|u| u.starts_with("http://"))
+            .map(str::to_string)
+            .collect()
+    };
+    let pid = server_pid(&node_dirs[0]).expect("node server 0's process");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while node_urls(&log.lock().unwrap()).len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the node server was not started again: {:?}",
+            log.lock().unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("starting it again in 1 s")));
+    let out = heloom()
+        .args(["loadtest", "--url", &url, "--data"])
+        .arg(&data)
+        .args(["--tenants", "1", "--rate", "8", "--duration", "1"])
+        .args(["--log-n", "12", "--clients", "8", "--json", "--out"])
+        .arg(dir.join("loadtest-after-restart"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["overall"]["wrong"], 0, "{:#}", r["overall"]);
+    assert_eq!(
+        r["overall"]["done"], r["overall"]["submitted"],
+        "{:#}",
+        r["overall"]
+    );
+    assert!(plain_get(&url, "/metrics").contains("heloom_ray_nodes 2"));
+    let nodes = node_urls(&log.lock().unwrap());
+
     // SIGKILL: the bridge sees its stdin close and stops the node servers.
     front.0.kill().unwrap();
     front.0.wait().unwrap();
@@ -342,6 +395,22 @@ fn local_nodes_run_every_job() {
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+}
+
+/// The pid of the `heloom serve` process whose `--data` is `dir`.
+fn server_pid(dir: &std::path::Path) -> Option<u32> {
+    let want = dir.to_string_lossy().to_string();
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        let args: Vec<String> = cmd
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).to_string())
+            .collect();
+        let serving = args.iter().any(|a| a == "--listen");
+        let data = args.windows(2).any(|w| w[0] == "--data" && w[1] == want);
+        (serving && data).then_some(pid)
+    })
 }
 
 /// A plain HTTP GET (the test needs no TLS client).
