@@ -6,8 +6,8 @@
 //! - [`State`]: the durable state in one data directory: job records, tenants and bearer
 //!   tokens in an embedded SQLite database (write-ahead log, full sync: a committed change
 //!   survives `kill -9` and power loss), and the tenants' objects (key sets, ciphertexts,
-//!   graphs: [`objects`]) as files beside it, job results as records in append-only segment
-//!   files (one flush shared by the results stored together). Loaded key sets are held in a
+//!   graphs: [`objects`]) as files beside it, job results as checksummed records in
+//!   append-only segment files (checked after a crash). Loaded key sets are held in a
 //!   `heloom-store` under the server's memory budget.
 //! - [`client`]: a blocking Rust client; [`metrics`]: Prometheus metrics; [`apps`]: the
 //!   built-in applications (matrix products, CryptoNets) as jobs, and what clients need for them.
@@ -58,7 +58,7 @@ use rand::RngCore;
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use subtle::ConstantTimeEq;
 
 /// What can go wrong with the service's state.
@@ -239,7 +239,7 @@ pub struct State {
     /// Commits made durable after the fact ([`State::with_conn_flushed`]), numbered.
     commits: std::sync::atomic::AtomicU64,
     /// The write-ahead log's group flush.
-    wal_flush: segments::GroupFlush,
+    wal_flush: GroupFlush,
 }
 
 /// The default data directory: `heloom` under the user's data directory (for example
@@ -318,7 +318,7 @@ impl State {
             durable,
             segments,
             commits: std::sync::atomic::AtomicU64::new(0),
-            wal_flush: segments::GroupFlush::default(),
+            wal_flush: GroupFlush::default(),
         })
     }
 
@@ -515,4 +515,92 @@ pub(crate) fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)
+}
+
+#[derive(Debug, Default)]
+struct Synced {
+    /// Writes known to be on disk, by sequence number.
+    through: u64,
+    /// Whether a thread is flushing now.
+    flushing: bool,
+}
+
+/// Group commit: writers number their writes `1, 2, ...`; a writer that needs write `seq` on
+/// disk either finds it covered, waits for the flush in progress, or flushes itself, and one
+/// flush covers every write numbered before it started. Concurrent writers share flushes.
+#[derive(Debug, Default)]
+pub(crate) struct GroupFlush {
+    synced: Mutex<Synced>,
+    flushed: Condvar,
+}
+
+impl GroupFlush {
+    /// Returns once write `seq` is covered. `flush` reads the number of the last write so far,
+    /// then flushes, and returns that number.
+    pub(crate) fn through(
+        &self,
+        seq: u64,
+        mut flush: impl FnMut() -> std::io::Result<u64>,
+    ) -> std::io::Result<()> {
+        let mut s = self.synced.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if s.through >= seq {
+                return Ok(());
+            }
+            if s.flushing {
+                s = self.flushed.wait(s).unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            s.flushing = true;
+            drop(s);
+            let r = flush();
+            s = self.synced.lock().unwrap_or_else(|p| p.into_inner());
+            s.flushing = false;
+            if let Ok(target) = r {
+                s.through = s.through.max(target);
+            }
+            self.flushed.notify_all();
+            r?;
+        }
+    }
+
+    /// Writes known to be on disk.
+    #[cfg(test)]
+    fn through_now(&self) -> u64 {
+        self.synced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .through
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_flush_covers_every_write_before_it() {
+        let g = GroupFlush::default();
+        let flushes = std::sync::atomic::AtomicU64::new(0);
+        let written = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|sc| {
+            for _ in 0..8 {
+                sc.spawn(|| {
+                    for _ in 0..50 {
+                        let seq = written.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                        g.through(seq, || {
+                            let target = written.load(std::sync::atomic::Ordering::SeqCst);
+                            flushes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            std::thread::sleep(std::time::Duration::from_micros(200));
+                            Ok(target)
+                        })
+                        .expect("test step");
+                    }
+                });
+            }
+        });
+        assert_eq!(g.through_now(), 400);
+        // Eight writers, each waiting for its write: flushes are shared.
+        assert!(flushes.load(std::sync::atomic::Ordering::SeqCst) < 400);
+    }
 }

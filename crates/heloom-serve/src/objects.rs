@@ -243,6 +243,62 @@ impl State {
         }
     }
 
+    /// Checks the results a crashed server may not have flushed (the segments with a marker:
+    /// see `segments.rs`): every record a row names in them is read and checked; a torn one's
+    /// row is deleted and the jobs it ended are queued again (they compute the same bytes
+    /// under the same id); then the segment is flushed and its marker removed. For the server
+    /// at start, before it serves. Returns the jobs queued again.
+    pub fn verify_segments(&self) -> Result<usize> {
+        let mut requeued = 0;
+        for id in self.segments.unsettled()? {
+            let rows: Vec<(String, String, i64, i64)> = self.with_conn(|c| {
+                let mut st = c.prepare_cached(
+                    "SELECT tenant, id, bytes, seg_offset FROM objects WHERE segment = ?1",
+                )?;
+                let rows =
+                    st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+                rows.collect()
+            })?;
+            let mut torn = Vec::new();
+            for (tenant, oid, bytes, offset) in rows {
+                let loc = Location {
+                    segment: id,
+                    offset,
+                    len: bytes.max(0) as u64,
+                };
+                if !matches!(self.segments.read(loc), Ok(Some(_))) {
+                    torn.push((tenant, oid));
+                }
+            }
+            if !torn.is_empty() {
+                requeued += self.with_conn(|c| {
+                    let tx = c.unchecked_transaction()?;
+                    let mut n = 0;
+                    for (tenant, oid) in &torn {
+                        tx.prepare_cached("DELETE FROM objects WHERE tenant = ?1 AND id = ?2")?
+                            .execute(params![tenant, oid])?;
+                        n += tx
+                            .prepare_cached(
+                                "UPDATE jobs SET state = 'accepted', result_ref = NULL,
+                                     started_ms = NULL, finished_ms = NULL
+                                 WHERE tenant = ?1 AND result_ref = ?2 AND state = 'done'",
+                            )?
+                            .execute(params![tenant, oid])?;
+                    }
+                    tx.commit()?;
+                    Ok(n)
+                })?;
+                eprintln!(
+                    "heloom serve: segment {id}: {} results were lost in a crash before they \
+                     reached the disk; their jobs run again",
+                    torn.len()
+                );
+            }
+            self.segments.settle(id)?;
+        }
+        Ok(requeued)
+    }
+
     /// Removes the result segments no row names (a crash between a record and its row) and
     /// compacts the sparse ones. For the server at start, the only process writing the
     /// directory.
@@ -656,6 +712,8 @@ impl State {
             };
             moved.push((tenant, oid, self.segments.append(&data)?));
         }
+        // The copies on disk before the rows name them and the old file goes.
+        self.segments.flush_active()?;
         self.with_conn(|c| {
             let tx = c.unchecked_transaction()?;
             for (tenant, oid, to) in &moved {

@@ -191,6 +191,10 @@ impl Server {
         });
         let lock = lock_data_dir(state.dir())?;
         state.clean_incoming();
+        let requeued = state.verify_segments()?;
+        if requeued > 0 {
+            eprintln!("heloom serve: {requeued} jobs queued again (results lost in a crash)");
+        }
         state.reclaim_segments()?;
         let contexts = Arc::new(Contexts::default());
         let metrics = Arc::new(Metrics::default());
