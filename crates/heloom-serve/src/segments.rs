@@ -161,8 +161,18 @@ impl Segments {
             }
         };
         let need = RECORD_HEADER + data.len() as u64;
+        let mut sealed = None;
         if a.len > 0 && a.len + need > self.limit {
-            self.roll(a)?;
+            let (id, file) = self.create_after(a.id)?;
+            let old = std::mem::replace(
+                a,
+                Active {
+                    id,
+                    file: Arc::new(file),
+                    len: 0,
+                },
+            );
+            sealed = Some(old);
         }
         let path = self.path(a.id);
         let off = a.len;
@@ -172,24 +182,33 @@ impl Segments {
             .and_then(|()| a.file.write_all_at(data, off + RECORD_HEADER))
             .map_err(io_err(&path))?;
         a.len += need;
-        Ok(Location {
+        let loc = Location {
             segment: a.id,
             offset: off as i64,
             len: data.len() as u64,
-        })
+        };
+        drop(guard);
+        if let Some(old) = sealed {
+            self.seal(&old);
+        }
+        Ok(loc)
     }
 
-    /// Seals the active segment (flushed, its marker removed) and starts the next.
-    fn roll(&self, a: &mut Active) -> Result<()> {
-        if self.durable {
-            a.file.sync_data().map_err(io_err(&self.path(a.id)))?;
-            let _ = std::fs::remove_file(self.marker(a.id));
+    /// Flushes a sealed segment and removes its marker, outside the lock (the other writers
+    /// go on meanwhile). A failed flush keeps the marker: the next start checks the segment.
+    fn seal(&self, old: &Active) {
+        if !self.durable {
+            return;
         }
-        let (id, file) = self.create_after(a.id)?;
-        a.id = id;
-        a.file = Arc::new(file);
-        a.len = 0;
-        Ok(())
+        match old.file.sync_data() {
+            Ok(()) => {
+                let _ = std::fs::remove_file(self.marker(old.id));
+            }
+            Err(e) => eprintln!(
+                "heloom serve: flushing {}: {e}; it is checked at the next start",
+                self.path(old.id).display()
+            ),
+        }
     }
 
     /// Flushes the active segment (its records are then on disk; it stays open).
