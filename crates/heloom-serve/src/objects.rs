@@ -566,7 +566,7 @@ impl State {
     /// same time), then its row. Bytes already stored (the same content address) are not
     /// written again.
     pub fn store_result(&self, tenant: &str, data: &[u8], parameters: u64) -> Result<ObjectInfo> {
-        self.store_result_and(tenant, data, parameters, |_, _| Ok(()))
+        self.store_result_and(tenant, data, parameters, None, |_, _| Ok(()))
             .map(|(info, ())| info)
     }
 
@@ -580,7 +580,20 @@ impl State {
         data: &[u8],
         parameters: u64,
     ) -> Result<(ObjectInfo, bool)> {
-        self.store_result_and(tenant, data, parameters, |c, id| {
+        self.finish_job_with_result_as(job, tenant, data, parameters, None)
+    }
+
+    /// [`Self::finish_job_with_result`] with the result's id given when it is known (`known`:
+    /// the SHA-256 a node server computed of the same bytes) instead of hashed again.
+    pub(crate) fn finish_job_with_result_as(
+        &self,
+        job: i64,
+        tenant: &str,
+        data: &[u8],
+        parameters: u64,
+        known: Option<&str>,
+    ) -> Result<(ObjectInfo, bool)> {
+        self.store_result_and(tenant, data, parameters, known, |c, id| {
             Ok(c.prepare_cached(
                 "UPDATE jobs SET state = 'done', result_ref = ?2, finished_ms = ?3
                  WHERE id = ?1 AND state = 'running'",
@@ -597,9 +610,13 @@ impl State {
         tenant: &str,
         data: &[u8],
         parameters: u64,
+        known: Option<&str>,
         then: impl FnOnce(&rusqlite::Connection, &str) -> rusqlite::Result<T>,
     ) -> Result<(ObjectInfo, T)> {
-        let id = hex(&Sha256::digest(data));
+        let id = match known {
+            Some(id) if is_object_id(id) => id.to_string(),
+            _ => hex(&Sha256::digest(data)),
+        };
         let existing = self.object(tenant, &id)?;
         let loc = match existing {
             Some(_) => None,
@@ -841,6 +858,23 @@ impl State {
         }
         Ok(Some(map))
     }
+}
+
+/// Whether `id` looks like an object id (64 lowercase hex digits).
+pub(crate) fn is_object_id(id: &str) -> bool {
+    id.len() == 64 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Checks each object of a result (a sequence of ciphertexts) against its own header and
+/// XXH3 checksum, without parsing it: bytes damaged in transit are caught.
+pub fn check_result_checksums(bytes: &[u8]) -> Result<()> {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let n = object_len(rest)?;
+        heloom_ckks::serialize::open(&rest[..n], Wire::Ciphertext).map_err(invalid)?;
+        rest = &rest[n..];
+    }
+    Ok(())
 }
 
 /// A stored file that cannot be used as recorded.

@@ -384,8 +384,8 @@ struct Bridge {
 
 /// What became of one try on one node.
 enum Try {
-    /// The job's outputs.
-    Done(Vec<u8>),
+    /// The job's outputs, and their id on the node (the SHA-256 it computed of them).
+    Done(Vec<u8>, Option<String>),
     /// The job itself failed (its node is fine): why.
     Failed(String),
     /// The node failed under it: place it again.
@@ -796,12 +796,12 @@ impl RemoteBackend {
             let attempt = self.run_on(&node, rec, p);
             self.release(&node, p.cost_ms);
             match attempt {
-                Try::Done(bytes) => {
+                Try::Done(bytes, id) => {
                     let ms = started.elapsed().as_secs_f64() * 1e3;
                     let mut k = lock(&self.kind_ms);
                     let e = k.entry(rec.kind.clone()).or_insert(ms);
                     *e = 0.8 * *e + 0.2 * ms;
-                    return Outcome::Done(bytes);
+                    return Outcome::Done(bytes, id);
                 }
                 Try::Failed(msg) => return Outcome::Failed(msg),
                 Try::Stopped => return Outcome::Interrupted,
@@ -1003,7 +1003,7 @@ impl RemoteBackend {
         node.claim(&ids, sig);
         let mut result_id = None;
         let attempt = self.run_claimed(node, rec, p, &lost, &mut result_id);
-        let done = matches!(attempt, Try::Done(_));
+        let done = matches!(attempt, Try::Done(..));
         let deleted = node.release(&ids, sig, result_id.as_deref().filter(|_| done));
         if let Some(st) = lock(&self.inner).stats.get_mut(&node.id) {
             st.objects_deleted += deleted;
@@ -1098,12 +1098,18 @@ impl RemoteBackend {
                     "done" => {
                         *result_id = v.result_id.clone();
                         return match node.client.result_bytes(v.id) {
-                            Ok(b) => {
-                                // Its record there is of no more use (best effort: the
-                                // node's records are scratch).
-                                let _ = node.client.delete_job(v.id);
-                                Try::Done(b)
-                            }
+                            // The node hashed these bytes for their id; their own checksums
+                            // catch damage on the way, so the front need not hash them again
+                            // (SHA-256 was about an eighth of the front's CPU).
+                            Ok(b) => match crate::objects::check_result_checksums(&b) {
+                                Ok(()) => {
+                                    // Its record there is of no more use (best effort: the
+                                    // node's records are scratch).
+                                    let _ = node.client.delete_job(v.id);
+                                    Try::Done(b, v.result_id.clone())
+                                }
+                                Err(e) => Try::NodeLost(format!("fetching the result: {e}")),
+                            },
                             Err(e) => lost("fetching the result", e),
                         };
                     }

@@ -200,8 +200,9 @@ impl std::fmt::Debug for Worker {
 
 /// How a job left the executor (or a Ray node).
 pub(crate) enum Outcome {
-    /// Its outputs, serialized.
-    Done(Vec<u8>),
+    /// Its outputs, serialized, with their content address when it is known already (a
+    /// node server's result: the node hashed the bytes, the front checked their checksums).
+    Done(Vec<u8>, Option<String>),
     /// Its outputs, serialized by the finisher (not on the executor's scheduler thread).
     Computed(Vec<heloom_ckks::Ciphertext<u64>>),
     /// It failed (or could not start): why.
@@ -743,9 +744,9 @@ impl Shared {
             let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
             let Ok((rec, fp, out)) = next else { return };
             // A result is stored and the job's end recorded in one commit.
-            let stored = |bytes: &[u8]| {
+            let stored = |bytes: &[u8], known: Option<&str>| {
                 self.state
-                    .finish_job_with_result(rec.id, &rec.tenant, bytes, fp)
+                    .finish_job_with_result_as(rec.id, &rec.tenant, bytes, fp, known)
                     .map(|(info, ended)| (info.id, ended))
                     .map_err(|e| format!("storing the result: {e}"))
             };
@@ -757,9 +758,9 @@ impl Shared {
                         bytes.extend_from_slice(&c.to_bytes());
                     }
                     drop(cts);
-                    stored(&bytes)
+                    stored(&bytes, None)
                 }
-                Outcome::Done(bytes) => stored(&bytes),
+                Outcome::Done(bytes, known) => stored(&bytes, known.as_deref()),
                 Outcome::Failed(msg) => Err(msg),
                 Outcome::Interrupted => {
                     self.forget(rec.id);

@@ -363,6 +363,12 @@ fn result_level_drops_the_result_exactly() {
     );
     let err = max_err(&a.decrypt(&low_out[0])[..slots], |i| poly(&c6, x[i]));
     assert!(err < TOL, "e^x error at level 0 {err}");
+    // A result's own checksums (what a --ray front checks instead of hashing it again).
+    let mut bytes = alice.result_bytes(low.id).expect("bytes");
+    heloom_serve::objects::check_result_checksums(&bytes).expect("sound");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 4;
+    assert!(heloom_serve::objects::check_result_checksums(&bytes).is_err());
     let mut conflicting = SubmitJob::new(
         "exp-1",
         &key.id,
