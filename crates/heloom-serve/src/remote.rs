@@ -249,6 +249,21 @@ fn signature(spec: &JobSpec) -> u64 {
 }
 
 impl Held {
+    /// Tracks again the inputs and graphs a node lists (`listed`: newest first, as
+    /// `GET /v1/objects` pages them), oldest first; ids already tracked stay where they are.
+    fn track_listed(&mut self, listed: &[crate::ObjectInfo]) {
+        use crate::ObjectKind;
+        for o in listed
+            .iter()
+            .rev()
+            .filter(|o| matches!(o.kind, ObjectKind::Ciphertext | ObjectKind::Graph))
+        {
+            if self.ids.insert(o.id.clone()) {
+                self.order.push_back(o.id.clone());
+            }
+        }
+    }
+
     fn take(map: &mut HashMap<String, usize>, id: &str) {
         if let Some(n) = map.get_mut(id) {
             *n -= 1;
@@ -341,6 +356,15 @@ impl Node {
         let mut h = lock(&self.held);
         h.ids.clear();
         h.order.clear();
+    }
+
+    /// Learns again what a node that lost a job but still answers holds (its store need not
+    /// be lost): its inputs and graphs are tracked again, so they are neither sent twice nor
+    /// left there untracked (never deleted).
+    fn relearn(&self) {
+        if let Ok(listed) = self.client.all_objects() {
+            lock(&self.held).track_listed(&listed);
+        }
     }
 }
 
@@ -820,6 +844,8 @@ impl RemoteBackend {
                     );
                     if !node.up.load(Ordering::SeqCst) || node.client.version().is_err() {
                         self.remove_node(&node.id, Some(&node));
+                    } else {
+                        node.relearn();
                     }
                     self.replaced.fetch_add(1, Ordering::Relaxed);
                 }
@@ -1279,6 +1305,32 @@ mod tests {
             threads,
             has_key,
         }
+    }
+
+    #[test]
+    fn a_listed_store_is_tracked_again_oldest_first() {
+        let info = |id: &str, kind: crate::ObjectKind| crate::ObjectInfo {
+            id: id.to_string(),
+            kind,
+            bytes: 1,
+            parameters: String::new(),
+            info: serde_json::Value::Null,
+            created_unix: 0,
+        };
+        let mut h = Held::default();
+        h.ids.insert("b".into());
+        h.order.push_back("b".into());
+        // Newest first, as the node lists them; keys and results are not inputs.
+        let listed = [
+            info("c", crate::ObjectKind::Graph),
+            info("r", crate::ObjectKind::Result),
+            info("b", crate::ObjectKind::Ciphertext),
+            info("k", crate::ObjectKind::Keys),
+            info("a", crate::ObjectKind::Ciphertext),
+        ];
+        h.track_listed(&listed);
+        assert_eq!(Vec::from(h.order.clone()), vec!["b", "a", "c"]);
+        assert_eq!(h.ids.len(), 3);
     }
 
     #[test]
