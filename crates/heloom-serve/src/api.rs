@@ -470,11 +470,7 @@ async fn list_objects(
 }
 
 fn check_id(id: &str) -> ApiResult<()> {
-    if id.len() == 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-    {
+    if crate::objects::is_object_id(id) {
         Ok(())
     } else {
         Err(ApiError::not_found(&format!("object {id:?}")))
@@ -628,11 +624,8 @@ async fn submit(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let received = std::time::Instant::now();
-    let tenant = tenant(&app, &headers).await?;
-    app.metrics.bytes(body.len() as u64, 0);
-    let job = decode_submit(&body).map_err(ApiError::from)?;
-    let (rec, new) = accept(&app, &tenant, received, vec![job])
+    let decode = |b: &[u8]| decode_submit(b).map(|j| vec![j]);
+    let (rec, new) = accept_body(&app, &headers, &body, decode)
         .await?
         .pop()
         .ok_or_else(|| ApiError::bad("no job to submit"))?;
@@ -642,6 +635,20 @@ async fn submit(
         StatusCode::OK
     };
     Ok((status, Json(view(&app, rec))).into_response())
+}
+
+/// Authenticates, decodes the body's jobs with `decode` and [`accept`]s them.
+async fn accept_body(
+    app: &AppState,
+    headers: &HeaderMap,
+    body: &[u8],
+    decode: impl FnOnce(&[u8]) -> Result<Vec<DecodedSubmit>, ServeError>,
+) -> ApiResult<Vec<(JobRecord, bool)>> {
+    let received = std::time::Instant::now();
+    let tenant = tenant(app, headers).await?;
+    app.metrics.bytes(body.len() as u64, 0);
+    let jobs = decode(body).map_err(ApiError::from)?;
+    accept(app, &tenant, received, jobs).await
 }
 
 /// Most jobs in one `POST /v1/jobs/batch`.
@@ -695,11 +702,7 @@ async fn submit_batch(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let received = std::time::Instant::now();
-    let tenant = tenant(&app, &headers).await?;
-    app.metrics.bytes(body.len() as u64, 0);
-    let jobs = decode_batch(&body).map_err(ApiError::from)?;
-    let accepted = accept(&app, &tenant, received, jobs).await?;
+    let accepted = accept_body(&app, &headers, &body, decode_batch).await?;
     let status = if accepted.iter().any(|(_, new)| *new) {
         StatusCode::ACCEPTED
     } else {

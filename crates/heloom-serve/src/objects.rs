@@ -251,21 +251,8 @@ impl State {
     pub fn verify_segments(&self) -> Result<usize> {
         let mut requeued = 0;
         for id in self.segments.unsettled()? {
-            let rows: Vec<(String, String, i64, i64)> = self.with_conn(|c| {
-                let mut st = c.prepare_cached(
-                    "SELECT tenant, id, bytes, seg_offset FROM objects WHERE segment = ?1",
-                )?;
-                let rows =
-                    st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
-                rows.collect()
-            })?;
             let mut torn = Vec::new();
-            for (tenant, oid, bytes, offset) in rows {
-                let loc = Location {
-                    segment: id,
-                    offset,
-                    len: bytes.max(0) as u64,
-                };
+            for (tenant, oid, loc) in self.segment_rows(id)? {
                 if !matches!(self.segments.read(loc), Ok(Some(_))) {
                     torn.push((tenant, oid));
                 }
@@ -660,9 +647,9 @@ impl State {
         Ok((info, out))
     }
 
-    /// Where the tenant's object `id` is: its record in a segment, or `None` for an object in
-    /// a file of its own; the outer `None`: no such object.
-    fn object_location(&self, tenant: &str, id: &str) -> Result<Option<Option<Location>>> {
+    /// The size of the tenant's object `id` and where it is: its record in a segment, or
+    /// `None` for an object in a file of its own; `None` for no such object.
+    fn object_location(&self, tenant: &str, id: &str) -> Result<Option<(u64, Option<Location>)>> {
         self.with_conn(|c| {
             c.prepare_cached(
                 "SELECT bytes, segment, seg_offset FROM objects WHERE tenant = ?1 AND id = ?2",
@@ -671,13 +658,32 @@ impl State {
                 let bytes = r.get::<_, i64>(0)?.max(0) as u64;
                 let seg: Option<i64> = r.get(1)?;
                 let off: Option<i64> = r.get(2)?;
-                Ok(seg.zip(off).map(|(segment, offset)| Location {
+                let loc = seg.zip(off).map(|(segment, offset)| Location {
                     segment,
                     offset,
                     len: bytes,
-                }))
+                });
+                Ok((bytes, loc))
             })
             .optional()
+        })
+    }
+
+    /// The rows naming a record in segment `id`: tenant, object id, where.
+    fn segment_rows(&self, id: i64) -> Result<Vec<(String, String, Location)>> {
+        self.with_conn(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT tenant, id, bytes, seg_offset FROM objects WHERE segment = ?1",
+            )?;
+            let rows = st.query_map([id], |r| {
+                let loc = Location {
+                    segment: id,
+                    offset: r.get(3)?,
+                    len: r.get::<_, i64>(2)?.max(0) as u64,
+                };
+                Ok((r.get(0)?, r.get(1)?, loc))
+            })?;
+            rows.collect()
         })
     }
 
@@ -708,20 +714,9 @@ impl State {
         if live.max(0) as u64 * 4 >= self.segments.size(id) {
             return Ok(());
         }
-        let moving: Vec<(String, String, i64, i64)> = self.with_conn(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT tenant, id, bytes, seg_offset FROM objects WHERE segment = ?1",
-            )?;
-            let rows = st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
-            rows.collect()
-        })?;
+        let moving = self.segment_rows(id)?;
         let mut moved = Vec::with_capacity(moving.len());
-        for (tenant, oid, bytes, offset) in moving {
-            let from = Location {
-                segment: id,
-                offset,
-                len: bytes.max(0) as u64,
-            };
+        for (tenant, oid, from) in moving {
             // A damaged record stays where it is (and keeps the segment): it is reported
             // when read, never copied as if it were sound.
             let Ok(Some(data)) = self.segments.read(from) else {
@@ -805,7 +800,7 @@ impl State {
     /// Deletes the tenant's object; returns whether it existed. A result's segment is removed
     /// or compacted once little of it is still named.
     pub fn delete_object(&self, tenant: &str, id: &str) -> Result<bool> {
-        let Some(loc) = self.object_location(tenant, id)? else {
+        let Some((_, loc)) = self.object_location(tenant, id)? else {
             return Ok(false);
         };
         let n = self.with_conn(|c| {
@@ -829,34 +824,32 @@ impl State {
     pub fn read_object(&self, tenant: &str, id: &str) -> Result<Option<Vec<u8>>> {
         // A result is a checked segment record; a compaction may move it between the lookup
         // and the read, so a segment found gone means: look it up again.
+        let mut gone = 0;
         for _ in 0..3 {
-            match self.object_location(tenant, id)? {
+            let (bytes, loc) = match self.object_location(tenant, id)? {
                 None => return Ok(None),
-                Some(Some(loc)) => match self.segments.read(loc)? {
-                    Some(data) => return Ok(Some(data)),
-                    None => continue,
-                },
-                Some(None) => break,
+                Some(found) => found,
+            };
+            let Some(loc) = loc else {
+                let path = self.object_path(tenant, id);
+                let map = std::fs::read(&path).map_err(|e| damaged(&path, e))?;
+                if map.len() as u64 != bytes {
+                    return Err(damaged(
+                        &path,
+                        format!("{} bytes on disk, {bytes} stored", map.len()),
+                    ));
+                }
+                return Ok(Some(map));
+            };
+            match self.segments.read(loc)? {
+                Some(data) => return Ok(Some(data)),
+                None => gone = loc.segment,
             }
         }
-        let Some(info) = self.object(tenant, id)? else {
-            return Ok(None);
-        };
-        if let Some(Some(loc)) = self.object_location(tenant, id)? {
-            return Err(damaged(
-                &self.segments.path(loc.segment),
-                "the segment holding this result is gone",
-            ));
-        }
-        let path = self.object_path(tenant, id);
-        let map = std::fs::read(&path).map_err(|e| damaged(&path, e))?;
-        if map.len() as u64 != info.bytes {
-            return Err(damaged(
-                &path,
-                format!("{} bytes on disk, {} stored", map.len(), info.bytes),
-            ));
-        }
-        Ok(Some(map))
+        Err(damaged(
+            &self.segments.path(gone),
+            "the segment holding this result is gone",
+        ))
     }
 }
 

@@ -109,6 +109,11 @@ impl Segments {
 
     /// The ids of the segment files in the directory, in order.
     pub(crate) fn list(&self) -> Result<Vec<i64>> {
+        self.ids_with_suffix(".seg")
+    }
+
+    /// The ids `<id><suffix>` of the files in the directory, in order.
+    fn ids_with_suffix(&self, suffix: &str) -> Result<Vec<i64>> {
         let mut found = Vec::new();
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(e) => e,
@@ -116,10 +121,10 @@ impl Segments {
             Err(e) => return Err(io_err(&self.dir)(e)),
         };
         for e in entries.flatten() {
-            let name = e.file_name();
-            if let Some(id) = name
+            if let Some(id) = e
+                .file_name()
                 .to_str()
-                .and_then(|n| n.strip_suffix(".seg"))
+                .and_then(|n| n.strip_suffix(suffix))
                 .and_then(|n| n.parse::<i64>().ok())
             {
                 found.push(id);
@@ -229,25 +234,9 @@ impl Segments {
     /// writer stopped without flushing them: a crash).
     pub(crate) fn unsettled(&self) -> Result<Vec<i64>> {
         let active = self.active_id();
-        let mut found = Vec::new();
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
-            Err(e) => return Err(io_err(&self.dir)(e)),
-        };
-        for e in entries.flatten() {
-            if let Some(id) = e
-                .file_name()
-                .to_str()
-                .and_then(|n| n.strip_suffix(".open"))
-                .and_then(|n| n.parse::<i64>().ok())
-                .filter(|&id| Some(id) != active)
-            {
-                found.push(id);
-            }
-        }
-        found.sort_unstable();
-        Ok(found)
+        let mut ids = self.ids_with_suffix(".open")?;
+        ids.retain(|&id| Some(id) != active);
+        Ok(ids)
     }
 
     /// Flushes segment `id` (its records checked) and removes its marker.
