@@ -33,8 +33,8 @@ pub use heloom_apps::matmul::diag::{pack_vector, unpack_vector};
 /// [`heloom_apps::graphs::matmul_graph`] and submit it as a `graph` job).
 pub const MAX_MATMUL_SIDE: usize = 4096;
 
-/// Built graphs kept at once.
-const CACHE: usize = 8;
+/// Built graphs kept at once (a CryptoNets batch graph is the large one, a few MB).
+const CACHE: usize = 32;
 
 fn invalid(msg: impl Into<String>) -> ServeError {
     ServeError::InvalidRequest(msg.into())
@@ -264,21 +264,30 @@ struct GraphKey {
 /// Built graphs, least recently used first.
 type GraphCache = Vec<(GraphKey, Arc<TaskGraph>)>;
 
-/// The graph of a `matmul` or `cryptonets` job on `moduli` for `inputs` (checked with
-/// [`check`] first), from the cache or built; `None` for other kinds.
+/// The graph of a built-in job (`exp`, `polynomial`, `matmul`, `cryptonets`; the last two
+/// checked with [`check`] first) on `moduli` for `inputs`, from the cache or built; `None` for
+/// `graph` jobs.
 pub(crate) fn graph(
     task: &Task,
     moduli: &[u64],
     inputs: &[InputFacts],
 ) -> Result<Option<Arc<TaskGraph>>> {
     let first = match (task, inputs.first()) {
-        (Task::Matmul { .. } | Task::Cryptonets { .. }, Some(f)) => f,
-        (Task::Matmul { .. } | Task::Cryptonets { .. }, None) => {
-            return Err(invalid("the job has no inputs"))
-        }
-        _ => return Ok(None),
+        (Task::Graph { .. }, _) => return Ok(None),
+        (_, Some(f)) => f,
+        (_, None) => return Err(invalid("the job has no inputs")),
     };
     let what = match task {
+        // Slot-wise jobs too: a server running the same e^x job for every client builds and
+        // prices its graph once (the scheduler's cost table is cached by the graph's `Arc`).
+        Task::Exp { variant } => format!("exp/{}", variant.as_deref().unwrap_or("horner")),
+        Task::Polynomial { coefficients } => {
+            let mut h = Sha256::new();
+            for x in coefficients {
+                h.update(x.to_bits().to_le_bytes());
+            }
+            format!("polynomial/{}", crate::hex(&h.finalize()))
+        }
         Task::Matmul { matrix } => {
             let mut h = Sha256::new();
             h.update((matrix.len() as u64).to_le_bytes());
@@ -318,11 +327,19 @@ pub(crate) fn graph(
             first.level,
             first.scale,
             inputs.len(),
-        ),
+        )
+        .map_err(|e| e.to_string()),
         Task::Cryptonets { packing } => {
             graphs::cryptonets_graph(network()?, *packing, moduli, first.level, first.scale)
+                .map_err(|e| e.to_string())
         }
-        _ => return Ok(None),
+        Task::Exp { .. } | Task::Polynomial { .. } => {
+            match crate::worker::slotwise_graph(task, moduli, first.level, first.scale) {
+                Some(g) => g,
+                None => return Ok(None),
+            }
+        }
+        Task::Graph { .. } => return Ok(None),
     }
     .map_err(|e| invalid(format!("{}: {e}", task.kind())))?;
     let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -377,9 +394,26 @@ mod tests {
             .expect("graph")
             .expect("built in");
         assert!(!Arc::ptr_eq(&a, &other), "another level, another graph");
-        assert!(graph(&Task::Exp { variant: None }, &moduli, &inputs)
-            .expect("no graph")
-            .is_none());
+        // Slot-wise jobs share their graph too; an uploaded graph has none here.
+        let exp_moduli = [(1u64 << 30) - 35, 1 << 29, 1 << 28, 1 << 27, 1 << 26];
+        let exp = |level| {
+            graph(
+                &Task::Exp { variant: None },
+                &exp_moduli,
+                &facts(level, 4, 1),
+            )
+        };
+        let e1 = exp(4).expect("graph").expect("built in");
+        let e2 = exp(4).expect("graph").expect("built in");
+        assert!(Arc::ptr_eq(&e1, &e2), "equal e^x jobs share one graph");
+        assert!(
+            matches!(exp(2), Err(ServeError::InvalidRequest(m)) if m.contains("out of levels")),
+            "too few levels is the job's error"
+        );
+        let g = Task::Graph {
+            graph_id: "0".repeat(64),
+        };
+        assert!(graph(&g, &moduli, &inputs).expect("no graph").is_none());
 
         let steps = required_rotations(&task).expect("steps");
         let n = 1 << 10;

@@ -314,42 +314,28 @@ impl State {
     }
 
     fn take_next(c: &rusqlite::Connection, idle_only: bool) -> rusqlite::Result<Option<JobRecord>> {
-        let tx = c.unchecked_transaction()?;
-        // Per tenant (a small table), index lookups only: its oldest queued job and its
-        // running count; the tenant with the fewest running, then the oldest, goes next.
-        let tenant: Option<String> = tx
-            .prepare_cached(
-                "SELECT name FROM (
+        // One statement (its own transaction): the tenant with the fewest jobs running, then
+        // the oldest queued job (per tenant, a small table, index lookups only); that tenant's
+        // highest-priority, then oldest, job becomes running and its row is returned.
+        c.prepare_cached(&format!(
+            "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?2
+             WHERE id = (
+                 SELECT j.id FROM jobs j
+                 WHERE j.state = 'accepted' AND j.tenant = (
+                     SELECT name FROM (
                          SELECT t.name,
-                                (SELECT MIN(id) FROM jobs j
-                                 WHERE j.tenant = t.name AND j.state = 'accepted') AS oldest,
+                                (SELECT MIN(id) FROM jobs q
+                                 WHERE q.tenant = t.name AND q.state = 'accepted') AS oldest,
                                 (SELECT COUNT(*) FROM jobs r
                                  WHERE r.tenant = t.name AND r.state = 'running') AS running
                          FROM tenants t)
                      WHERE oldest IS NOT NULL AND (?1 = 0 OR running = 0)
-                     ORDER BY running, oldest LIMIT 1",
-            )?
-            .query_row([idle_only as i64], |r| r.get(0))
-            .optional()?;
-        let Some(tenant) = tenant else {
-            return Ok(None);
-        };
-        let id: Option<i64> = tx
-            .prepare_cached(
-                "SELECT id FROM jobs WHERE tenant = ?1 AND state = 'accepted'
-                     ORDER BY priority DESC, id LIMIT 1",
-            )?
-            .query_row([&tenant], |r| r.get(0))
-            .optional()?;
-        let Some(id) = id else { return Ok(None) };
-        tx.prepare_cached(
-            "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?2
-                 WHERE id = ?1",
-        )?
-        .execute(params![id, unix_now_ms()])?;
-        let rec = by_id(&tx, id)?;
-        tx.commit()?;
-        Ok(Some(rec))
+                     ORDER BY running, oldest LIMIT 1)
+                 ORDER BY j.priority DESC, j.id LIMIT 1)
+             RETURNING {COLUMNS}"
+        ))?
+        .query_row(params![idle_only as i64, unix_now_ms()], record)
+        .optional()
     }
 
     /// Jobs queued (accepted, not started): the tenant's, or every tenant's with `None`.

@@ -287,7 +287,11 @@ impl State {
         let conn = Connection::open(&db_path).map_err(db_err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(db_err)?;
-        conn.pragma_update(None, "synchronous", if durable { "FULL" } else { "OFF" })
+        // Durable: commits skip SQLite's own fsync (NORMAL) and the write-ahead log is flushed
+        // by this process after each commit that must survive a power cut (`with_conn`,
+        // `with_conn_flushed`). No per-transaction PRAGMA switches the level: SQLite prepares a
+        // PRAGMA again on every run, which cost the dispatcher a parse per job.
+        conn.pragma_update(None, "synchronous", if durable { "NORMAL" } else { "OFF" })
             .map_err(db_err)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(db_err)?;
@@ -334,24 +338,14 @@ impl State {
         }
     }
 
-    /// [`Self::with_conn`] with commits that skip the fsync (`synchronous = NORMAL`: in WAL
-    /// mode they survive the process being killed, not a power cut), for changes a power cut
-    /// may undo safely.
+    /// [`Self::with_conn`] with commits that skip the disk flush (in WAL mode they survive
+    /// the process being killed, not a power cut), for changes a power cut may undo safely.
     pub(crate) fn with_conn_unsynced<T>(
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T> {
-        if !self.durable {
-            return self.with_conn(f);
-        }
-        self.with_conn(|c| {
-            // Cached statements: these run on every job's start and end.
-            c.prepare_cached("PRAGMA synchronous = NORMAL")?
-                .execute([])?;
-            let out = f(c);
-            c.prepare_cached("PRAGMA synchronous = FULL")?.execute([])?;
-            out
-        })
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&conn).map_err(|e| self.db_error(e))
     }
 
     /// [`Self::with_conn`] for a change that must survive power loss, made durable after the
@@ -365,21 +359,28 @@ impl State {
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
         committed: impl FnOnce(&T),
     ) -> Result<T> {
-        use std::sync::atomic::Ordering;
-        if !self.durable {
-            let out = self.with_conn(f)?;
-            committed(&out);
-            return Ok(out);
-        }
-        let (out, seq) = self.with_conn(|c| {
-            c.prepare_cached("PRAGMA synchronous = NORMAL")?
-                .execute([])?;
-            let out = f(c);
-            c.prepare_cached("PRAGMA synchronous = FULL")?.execute([])?;
+        let (out, seq) = self.with_conn_unsynced(|c| {
+            let out = f(c)?;
             // Numbered under the connection's lock: numbers follow the commits' order.
-            Ok((out?, self.commits.fetch_add(1, Ordering::SeqCst) + 1))
+            Ok((out, self.next_commit()))
         })?;
         committed(&out);
+        self.flush_wal(seq)?;
+        Ok(out)
+    }
+
+    /// The number of the commit made now (under the connection's lock).
+    fn next_commit(&self) -> u64 {
+        self.commits
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1
+    }
+
+    /// Returns once every commit numbered up to `seq` is on disk (durable state only).
+    fn flush_wal(&self, seq: u64) -> Result<()> {
+        if !self.durable {
+            return Ok(());
+        }
         // The log's frames are in the page cache since the commit: syncing the file (any
         // descriptor of it) makes every commit numbered up to `target` durable.
         let mut wal = self.db_path.clone().into_os_string();
@@ -387,14 +388,15 @@ impl State {
         let wal = PathBuf::from(wal);
         self.wal_flush
             .through(seq, || {
-                let target = self.commits.load(Ordering::SeqCst);
+                let target = self.commits.load(std::sync::atomic::Ordering::SeqCst);
                 std::fs::File::open(&wal)?.sync_data()?;
                 Ok(target)
             })
-            .map_err(|source| ServeError::DataDir { path: wal, source })?;
-        Ok(out)
+            .map_err(|source| ServeError::DataDir { path: wal, source })
     }
 
+    /// Runs `f` on the connection; whatever it changed is on disk when this returns (in a
+    /// durable state): reads cost no flush, writes share a group flush of the log.
     pub(crate) fn with_conn<T>(
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
@@ -402,7 +404,15 @@ impl State {
         // A panic while holding the lock cannot leave SQLite half-written (each change is a
         // transaction), so a poisoned lock is still safe to use.
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        f(&conn).map_err(|e| self.db_error(e))
+        let before = conn.total_changes();
+        let out = f(&conn).map_err(|e| self.db_error(e));
+        // Flushed even when `f` failed after a commit of its own.
+        let seq = (conn.total_changes() != before).then(|| self.next_commit());
+        drop(conn);
+        if let Some(seq) = seq {
+            self.flush_wal(seq)?;
+        }
+        out
     }
 
     /// A new bearer token for `tenant` (created if new), returned once: only its SHA-256 is

@@ -658,9 +658,18 @@ impl Shared {
             Task::Exp { .. } | Task::Polynomial { .. } => {
                 let (level, scale) = one()?;
                 let moduli = self.moduli(rec, spec)?;
-                slotwise_graph(&spec.task, &moduli, level, scale)
-                    .unwrap_or_else(|| Err(format!("{} is not a slot-wise job", spec.task.kind())))
-                    .map(Arc::new)
+                let facts = [crate::apps::InputFacts {
+                    level,
+                    scale,
+                    slots: inputs[0].slots(),
+                }];
+                // From the graph cache: equal jobs share one graph, priced once.
+                crate::apps::graph(&spec.task, &moduli, &facts)
+                    .map_err(|e| match e {
+                        ServeError::InvalidRequest(m) => m,
+                        other => other.to_string(),
+                    })?
+                    .ok_or_else(|| format!("{} is not a slot-wise job", spec.task.kind()))
             }
             Task::Graph { graph_id } => {
                 let data = self
