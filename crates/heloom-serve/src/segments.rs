@@ -9,6 +9,14 @@
 //! Each record is a 24-byte header (magic `HLSR`, format 1, the data's length, its XXH3-64)
 //! and the data. A read checks all three, so a damaged record is reported, never served.
 //!
+//! **Direct I/O.** On Linux a segment is written with `O_DIRECT` where its file system takes
+//! it: each record (header, data, zeros to the next 4 KiB) goes from a per-thread staging
+//! buffer to the disk in one write, with no copy into the page cache. Under load that copy
+//! (into fresh page-cache pages, while the HE lanes use the memory bandwidth) cost about
+//! 0.2 ms per 200 KB result on a 2-core AMD Zen 4 VM, a third of storing a result. Reads go
+//! through the page cache as before. Where direct I/O is refused (tmpfs, other systems), the
+//! segment is written buffered.
+//!
 //! **No flush per record.** A record is written to the page cache only; the segment is
 //! flushed when it is sealed (past 64 MiB) and when the server stops. While a segment may hold
 //! unflushed records it has a marker file beside it (`<id>.open`, created with the segment,
@@ -56,8 +64,59 @@ pub(crate) struct Location {
 
 struct Active {
     id: i64,
+    /// Buffered handle: reads, flushes, and writes where direct I/O is not available.
     file: Arc<File>,
+    /// The same file opened for direct I/O (Linux, where the file system takes it): records
+    /// are written from this process's buffer to the disk, not copied into the page cache.
+    direct: Option<File>,
     len: u64,
+}
+
+/// Alignment of direct-I/O writes (offset, length and buffer): the page size, which every
+/// logical block size of common disks divides.
+const DIRECT_ALIGN: usize = 4096;
+
+/// Opens `path` a second time for direct I/O, or `None` where that is not supported (tmpfs,
+/// some network file systems, other systems): those segments are written buffered.
+#[cfg(target_os = "linux")]
+fn open_direct(path: &Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_direct(_path: &Path) -> Option<File> {
+    None
+}
+
+thread_local! {
+    /// Each writer thread's staging buffer for direct writes: reused, so its pages stay
+    /// mapped and warm.
+    static STAGING: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Writes `header` and `data` at `off` (aligned) in one direct write, zero-padded to
+/// [`DIRECT_ALIGN`]; returns the bytes written (the padded length).
+fn write_direct(file: &File, off: u64, header: &[u8], data: &[u8]) -> std::io::Result<u64> {
+    let len = header.len() + data.len();
+    let padded = len.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
+    STAGING.with(|cell| {
+        let mut buf = cell.borrow_mut();
+        if buf.len() < padded + DIRECT_ALIGN {
+            buf.resize(padded + DIRECT_ALIGN, 0);
+        }
+        let start = buf.as_ptr().align_offset(DIRECT_ALIGN);
+        let area = &mut buf[start..start + padded];
+        area[..header.len()].copy_from_slice(header);
+        area[header.len()..len].copy_from_slice(data);
+        area[len..].fill(0);
+        file.write_all_at(area, off)?;
+        Ok(padded as u64)
+    })
 }
 
 /// The segment files of one data directory.
@@ -71,6 +130,8 @@ pub(crate) struct Segments {
     readers: Mutex<HashMap<i64, Arc<File>>>,
     /// One compaction at a time.
     pub(crate) compacting: Mutex<()>,
+    /// Whether new segments are written with direct I/O where the file system takes it.
+    try_direct: bool,
 }
 
 impl std::fmt::Debug for Segments {
@@ -104,7 +165,25 @@ impl Segments {
             active: Mutex::new(None),
             readers: Mutex::new(HashMap::new()),
             compacting: Mutex::new(()),
+            try_direct: true,
         }
+    }
+
+    /// The same segments written through the page cache only (tests of that path).
+    #[cfg(test)]
+    fn buffered(mut self) -> Self {
+        self.try_direct = false;
+        self
+    }
+
+    /// Whether the active segment is written with direct I/O.
+    #[cfg(test)]
+    fn active_direct(&self) -> bool {
+        self.active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|a| a.direct.is_some())
     }
 
     /// The ids of the segment files in the directory, in order.
@@ -158,35 +237,41 @@ impl Segments {
             None => {
                 let after = self.list()?.last().copied().unwrap_or(0);
                 let (id, file) = self.create_after(after)?;
-                guard.insert(Active {
-                    id,
-                    file: Arc::new(file),
-                    len: 0,
-                })
+                guard.insert(self.activate(id, file))
             }
         };
         let need = RECORD_HEADER + data.len() as u64;
         let mut sealed = None;
         if a.len > 0 && a.len + need > self.limit {
             let (id, file) = self.create_after(a.id)?;
-            let old = std::mem::replace(
-                a,
-                Active {
-                    id,
-                    file: Arc::new(file),
-                    len: 0,
-                },
-            );
+            let old = std::mem::replace(a, self.activate(id, file));
             sealed = Some(old);
         }
         let path = self.path(a.id);
         let off = a.len;
-        // A failed write does not advance the length: the next record overwrites it.
-        a.file
-            .write_all_at(&header, off)
-            .and_then(|()| a.file.write_all_at(data, off + RECORD_HEADER))
-            .map_err(io_err(&path))?;
-        a.len += need;
+        // A failed write does not advance the length: the next record overwrites it. A direct
+        // write the file system refuses is done buffered, and the segment stays buffered.
+        let direct = match &a.direct {
+            Some(d) => match write_direct(d, off, &header, data) {
+                Ok(n) => Some(n),
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    a.direct = None;
+                    None
+                }
+                Err(e) => return Err(io_err(&path)(e)),
+            },
+            None => None,
+        };
+        match direct {
+            Some(n) => a.len += n,
+            None => {
+                a.file
+                    .write_all_at(&header, off)
+                    .and_then(|()| a.file.write_all_at(data, off + RECORD_HEADER))
+                    .map_err(io_err(&path))?;
+                a.len += need;
+            }
+        }
         let loc = Location {
             segment: a.id,
             offset: off as i64,
@@ -197,6 +282,20 @@ impl Segments {
             self.seal(&old);
         }
         Ok(loc)
+    }
+
+    /// The new active segment `id`, with a direct-I/O handle where the file system takes one.
+    fn activate(&self, id: i64, file: File) -> Active {
+        Active {
+            id,
+            direct: if self.try_direct {
+                open_direct(&self.path(id))
+            } else {
+                None
+            },
+            file: Arc::new(file),
+            len: 0,
+        }
     }
 
     /// Flushes a sealed segment and removes its marker, outside the lock (the other writers
@@ -398,14 +497,30 @@ mod tests {
 
     #[test]
     fn records_read_back_and_damage_is_reported() {
+        // Both write paths: direct I/O (where this file system takes it) and the page cache.
+        records_read_back_and_damage_is_reported_with(true);
+        records_read_back_and_damage_is_reported_with(false);
+    }
+
+    fn records_read_back_and_damage_is_reported_with(direct: bool) {
         let dir = tempfile::tempdir().expect("test step");
-        let s = Segments::open(dir.path().join("segments"), true);
+        let mut s = Segments::open(dir.path().join("segments"), true);
+        if !direct {
+            s = s.buffered();
+        }
         assert!(s.list().expect("test step").is_empty());
         assert_eq!(s.active_id(), None);
         let a = s.append(b"first record").expect("test step");
         let b = s.append(&[7u8; 1000]).expect("test step");
         assert_eq!(a.offset, 0);
-        assert_eq!(b.offset, (RECORD_HEADER + 12) as i64);
+        // Direct writes are whole pages: the next record starts on the next one.
+        let second = if s.active_direct() {
+            assert!(direct);
+            DIRECT_ALIGN as i64
+        } else {
+            (RECORD_HEADER + 12) as i64
+        };
+        assert_eq!(b.offset, second);
         assert_eq!(
             s.read(a).expect("test step").expect("test step"),
             b"first record"
@@ -430,7 +545,10 @@ mod tests {
         assert!(e.contains("not a record header"), "{e}");
         // A restart starts a new segment after the old one; old records still read.
         drop(s);
-        let s2 = Segments::open(dir.path().join("segments"), true);
+        let mut s2 = Segments::open(dir.path().join("segments"), true);
+        if !direct {
+            s2 = s2.buffered();
+        }
         assert_eq!(s2.list().expect("test step"), vec![a.segment]);
         assert_eq!(s2.active_id(), None);
         let c = s2.append(b"after restart").expect("test step");
