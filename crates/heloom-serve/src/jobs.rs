@@ -349,7 +349,11 @@ impl State {
                     )?
                     .query_row([t], |r| r.get(0))?,
                 None => c
-                    .prepare_cached("SELECT COUNT(*) FROM jobs WHERE state = 'accepted'")?
+                    .prepare_cached(
+                        "SELECT COALESCE(SUM((SELECT COUNT(*) FROM jobs j
+                                              WHERE j.tenant = t.name AND j.state = 'accepted')), 0)
+                         FROM tenants t",
+                    )?
                     .query_row([], |r| r.get(0))?,
             };
             Ok(n.max(0) as u64)

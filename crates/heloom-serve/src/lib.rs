@@ -146,7 +146,7 @@ pub enum ServeError {
 pub type Result<T> = std::result::Result<T, ServeError>;
 
 /// Schema version this build writes (SQLite `user_version`).
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 7;
 
 /// Schema migrations: step `i` brings the database from version `i` to `i + 1`.
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
@@ -220,6 +220,14 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
                  CREATE INDEX IF NOT EXISTS objects_segment ON objects (segment)
                      WHERE segment IS NOT NULL;
                  PRAGMA user_version = 6;
+                 COMMIT;",
+    // Two redundant indexes go: the queue over every tenant (state, priority, id), since the
+    // dispatcher and admission control look jobs up per tenant, and (tenant, state), a prefix
+    // of `jobs_tenant_queue`. Each of a job's three state changes rewrote an entry of both.
+    "BEGIN;
+                 DROP INDEX IF EXISTS jobs_queue;
+                 DROP INDEX IF EXISTS jobs_tenant_state;
+                 PRAGMA user_version = 7;
                  COMMIT;",
 ];
 

@@ -180,6 +180,13 @@ pub(crate) struct Shared {
     pub(crate) inputs: crate::inputs::InputCache,
     /// With `--ray`: where jobs run instead of the executor.
     remote: Option<Arc<crate::remote::RemoteBackend>>,
+    /// Jobs started and not yet ended, per tenant.
+    running: Mutex<HashMap<String, usize>>,
+    /// Whether the express slot's query ([`State::start_next_idle_tenant`]) may find a job:
+    /// set when jobs are accepted or a tenant's last running job ends, cleared when the query
+    /// finds none. Without it, one tenant keeping every slot busy cost two empty queries per
+    /// job (at each job's end and at its result's storage).
+    express_dirty: AtomicBool,
 }
 
 /// The running worker; dropping it stops the dispatcher (jobs in flight are left `running`
@@ -300,6 +307,8 @@ impl Worker {
             received,
             inputs,
             remote,
+            running: Mutex::new(HashMap::new()),
+            express_dirty: AtomicBool::new(true),
         });
         let (tx, rx) = mpsc::channel::<Finished>();
         let s = Arc::clone(&shared);
@@ -370,7 +379,31 @@ impl Shared {
             }
             r.insert(id, at);
         }
+        self.express_dirty.store(true, Ordering::SeqCst);
         self.notify();
+    }
+
+    /// A job of `tenant` started.
+    fn tenant_started(&self, tenant: &str) {
+        let mut r = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        *r.entry(tenant.to_string()).or_insert(0) += 1;
+    }
+
+    /// A job of `tenant` ended (or left the executor to run again later): a tenant with no job
+    /// running any more may have queued ones for the express slot.
+    fn tenant_ended(&self, tenant: &str) {
+        let mut r = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let last = match r.get_mut(tenant) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            _ => true,
+        };
+        if last {
+            r.remove(tenant);
+            self.express_dirty.store(true, Ordering::SeqCst);
+        }
     }
 
     /// Wakes the dispatcher (a job was accepted or one ended).
@@ -476,12 +509,20 @@ impl Shared {
             if in_flight <= max_in_flight && max_in_flight > 0 && backlog_ok {
                 let next = if in_flight < max_in_flight {
                     self.state.start_next()
+                } else if self.express_dirty.swap(false, Ordering::SeqCst) {
+                    let next = self.state.start_next_idle_tenant();
+                    if !matches!(next, Ok(None)) {
+                        // Found one (or failed): another idle tenant may be waiting too.
+                        self.express_dirty.store(true, Ordering::SeqCst);
+                    }
+                    next
                 } else {
-                    self.state.start_next_idle_tenant()
+                    Ok(None)
                 };
                 match next {
                     Ok(Some(rec)) => {
                         self.in_flight.fetch_add(1, Ordering::SeqCst);
+                        self.tenant_started(&rec.tenant);
                         if rec.deadline_unix.is_some_and(|d| d < crate::unix_now()) {
                             let _ = tx.send((
                                 rec,
@@ -773,6 +814,7 @@ impl Shared {
                 Outcome::Failed(msg) => Err(msg),
                 Outcome::Interrupted => {
                     self.forget(rec.id);
+                    self.tenant_ended(&rec.tenant);
                     continue;
                 }
             };
@@ -806,6 +848,7 @@ impl Shared {
             }
             self.metrics.finished(&rec.tenant, state, latency);
             self.forget(rec.id);
+            self.tenant_ended(&rec.tenant);
             self.ended.notify(rec.id);
             self.notify();
         }

@@ -725,3 +725,74 @@ fn a_batch_is_accepted_whole_or_not_at_all() {
     let five = c.submit_batch(&six[..5]).expect("five fit");
     assert_eq!(five.len(), 5);
 }
+
+/// The express slot: a tenant with nothing running starts at once beside a tenant holding
+/// every regular slot, before any of that tenant's jobs ends (not at the next free slot).
+#[test]
+fn a_light_tenant_starts_while_a_busy_one_holds_every_slot() {
+    let dir = tempfile::tempdir().expect("dir");
+    // One thread: two regular slots (threads + 1) and the express slot.
+    let server = Server::start(test_config(dir.path(), 1)).expect("server");
+    let url = format!("http://{}", server.addr());
+    let busy =
+        Client::new(&url, &server.state().create_token("busy").expect("token")).expect("client");
+    let light =
+        Client::new(&url, &server.state().create_token("light").expect("token")).expect("client");
+    // N = 2^13: each busy job takes tens of ms even with the other tests' load around it.
+    let ctx = Context::<u64>::new(default_params(13).expect("params")).expect("context");
+    let keys = keygen(&ctx, &[], false).expect("keys");
+    let t = Tenant { ctx, keys };
+    let slots = t.ctx.n() / 2;
+    let x = xs(slots, 3);
+    let (bkey, lkey) = (
+        busy.upload_keys(t.ctx.params(), &t.keys.evaluation_keys)
+            .expect("keys"),
+        light
+            .upload_keys(t.ctx.params(), &t.keys.evaluation_keys)
+            .expect("keys"),
+    );
+    let (bin, lin) = (
+        busy.upload_ciphertext(&t.encrypt(&x)).expect("input"),
+        light.upload_ciphertext(&t.encrypt(&x)).expect("input"),
+    );
+    // Degree-60 polynomials on one thread: the busy tenant's first two are still running when
+    // the light tenant's job arrives.
+    let coefficients: Vec<f64> = (0..=60).map(|k| 1.0 / (1 + k * k) as f64).collect();
+    let task = Task::Polynomial { coefficients };
+    let batch: Vec<SubmitJob> = (0..6)
+        .map(|i| {
+            SubmitJob::new(
+                &format!("b{i}"),
+                &bkey.id,
+                vec![bin.id.clone()],
+                task.clone(),
+            )
+        })
+        .collect();
+    let heavy = busy.submit_batch(&batch).expect("batch");
+    let l = light
+        .submit(&SubmitJob::new(
+            "l",
+            &lkey.id,
+            vec![lin.id.clone()],
+            task.clone(),
+        ))
+        .expect("submit");
+    let l = light.wait(l.id, Duration::from_secs(120)).expect("wait");
+    assert_eq!(l.state, "done", "{:?}", l.error);
+    // Without the express slot the light job would wait for the first busy job to end (about
+    // a busy job's run time); with it, it starts at once.
+    let mut shortest_run = i64::MAX;
+    for j in &heavy {
+        let j = busy.wait(j.id, Duration::from_secs(120)).expect("wait");
+        assert_eq!(j.state, "done", "{:?}", j.error);
+        let run = j.finished_ms.expect("finished") - j.started_ms.expect("started");
+        shortest_run = shortest_run.min(run);
+    }
+    let waited = l.started_ms.expect("started") - l.created_ms;
+    assert!(
+        waited * 2 < shortest_run,
+        "the light tenant's job waited {waited} ms to start; the busy tenant's jobs ran at \
+         least {shortest_run} ms each"
+    );
+}
