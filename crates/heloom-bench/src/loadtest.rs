@@ -762,6 +762,11 @@ impl Spawned {
         })
     }
 
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }

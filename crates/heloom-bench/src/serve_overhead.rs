@@ -15,6 +15,13 @@
 //!   parsed again at the job's start. The in-process jobs take 16 ciphertexts in memory and
 //!   keep their results there at level 0; the server jobs ask for their results at level 0
 //!   too (`result_level`). Target: the server at >= 95% of the in-process rate.
+//! - **CPU per job.** Each round also reads the CPU time (user and system, `/proc`) this
+//!   process used during its in-process round and the server process used during its round,
+//!   per job: the server's overhead in CPU time (HTTP, database, storage and the HE lanes
+//!   together), a figure that other load on a shared machine moves much less than the rates.
+//! - **Two builds.** `--server-exe PATH` starts another build's `heloom` as the server (its
+//!   token made by that binary, for its own schema) against the same in-process side and
+//!   client: before/after comparisons in one session.
 //! - **Start latency at idle.** Small jobs one at a time, each on a fresh input uploaded just
 //!   before it, each after the previous one ended:
 //!   the server's `heloom_job_start_latency_seconds` histogram (request received to job in
@@ -85,6 +92,11 @@ pub struct Round {
     pub ratio: f64,
     /// Server: first submission to the last job seen done by the client, s.
     pub server_wall_s: f64,
+    /// CPU time per job of this process during its round (the in-process side), ms.
+    pub schedule_cpu_ms_per_job: f64,
+    /// CPU time per job of the server process during its round (HTTP, database, storage and
+    /// HE lanes together), ms.
+    pub server_cpu_ms_per_job: f64,
 }
 
 /// The idle start-latency measurement.
@@ -127,6 +139,10 @@ pub struct OverheadReport {
     pub rounds: Vec<Round>,
     /// Median of the rounds' ratios.
     pub median_ratio: f64,
+    /// Median over rounds of server CPU per job over in-process CPU per job: where the
+    /// overhead is, less disturbed by other load on the machine than the rates (which move by
+    /// several percent from round to round on a shared VM).
+    pub median_cpu_ratio: f64,
     /// Median ratio >= [`TARGET_RATIO`].
     pub throughput_met: bool,
     /// Idle start latency.
@@ -249,7 +265,9 @@ pub fn run(opts: &OverheadOptions, note: &dyn Fn(&str)) -> Result<OverheadReport
     profile
         .save(&data.join("profile.json"))
         .context("writing the profile for the server")?;
-    let token = heloom_serve::State::open(&data)?.create_token("bench")?;
+    // Through the server's own binary: its schema (a build compared with --server-exe may
+    // read an older one than this binary writes).
+    let token = server_token(&opts.exe, &data)?;
     let insecure = opts.log_n < 14;
     note(&format!(
         "starting {} serve on {}",
@@ -264,7 +282,7 @@ pub fn run(opts: &OverheadOptions, note: &dyn Fn(&str)) -> Result<OverheadReport
         0,
         &opts.server_args,
     )?;
-    let out = measure(opts, &setup, &server.url(), &token, note).map(|mut r| {
+    let out = measure(opts, &setup, &server.url(), server.pid(), &token, note).map(|mut r| {
         r.threads = threads;
         r.profile = profile_name;
         r
@@ -285,10 +303,51 @@ pub fn run(opts: &OverheadOptions, note: &dyn Fn(&str)) -> Result<OverheadReport
     }
 }
 
+/// A new bearer token for tenant `bench` in `data`, from `exe serve token create`.
+fn server_token(exe: &Path, data: &Path) -> Result<String> {
+    let out = std::process::Command::new(exe)
+        .args(["serve", "token", "create", "--tenant", "bench", "--data"])
+        .arg(data)
+        .output()
+        .with_context(|| format!("running {} serve token create", exe.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} serve token create failed: {}",
+            exe.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if token.is_empty() || token.contains(char::is_whitespace) {
+        bail!("{} serve token create printed no token", exe.display());
+    }
+    Ok(token)
+}
+
+/// CPU seconds (user and system) process `pid` has used (`self`: this one); Linux `/proc`,
+/// clock ticks of 1/100 s. `None` elsewhere.
+fn process_cpu_s(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start with field 3, `state`;
+    // `utime` and `stime` are fields 14 and 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+/// CPU ms per job between two readings (NaN where `/proc` is missing).
+fn cpu_ms_per_job(before: Option<f64>, after: Option<f64>, jobs: usize) -> f64 {
+    match (before, after) {
+        (Some(b), Some(a)) if jobs > 0 => (a - b) * 1e3 / jobs as f64,
+        _ => f64::NAN,
+    }
+}
+
 fn measure(
     opts: &OverheadOptions,
     setup: &Setup,
     url: &str,
+    server_pid: u32,
     token: &str,
     note: &dyn Fn(&str),
 ) -> Result<OverheadReport> {
@@ -340,7 +399,9 @@ fn measure(
             opts.rounds,
             opts.jobs
         ));
+        let cpu0 = process_cpu_s("self");
         let run = setup.run("heloom", 0.01, opts.jobs, opts.seed + r as u64)?;
+        let schedule_cpu = cpu_ms_per_job(cpu0, process_cpu_s("self"), opts.jobs);
         let mut finish: Vec<f64> = run.record.jobs.iter().map(|j| j.finish_ms).collect();
         let schedule = steady_rate(&mut finish);
         let mut variants = BTreeMap::new();
@@ -365,6 +426,7 @@ fn measure(
             opts.jobs
         ));
         let start = Instant::now();
+        let server_cpu0 = process_cpu_s(&server_pid.to_string());
         let tag = format!("r{r}");
         // One tenant submitting a burst: batches of up to 1000 jobs (one request and one
         // commit each), as a client with many jobs would.
@@ -401,6 +463,11 @@ fn measure(
             }
         }
         let wall = start.elapsed().as_secs_f64();
+        let server_cpu = cpu_ms_per_job(
+            server_cpu0,
+            process_cpu_s(&server_pid.to_string()),
+            opts.jobs,
+        );
         let server = steady_rate(&mut finish);
         rounds.push(Round {
             schedule_jobs_per_s: schedule,
@@ -412,6 +479,8 @@ fn measure(
                 0.0
             },
             server_wall_s: wall,
+            schedule_cpu_ms_per_job: schedule_cpu,
+            server_cpu_ms_per_job: server_cpu,
         });
         all_ids.extend(ids);
     }
@@ -499,6 +568,16 @@ fn measure(
     }
     let ratios: Vec<f64> = rounds.iter().map(|r| r.ratio).collect();
     let median_ratio = percentile(&ratios, 50.0);
+    let cpu_ratios: Vec<f64> = rounds
+        .iter()
+        .map(|r| r.server_cpu_ms_per_job / r.schedule_cpu_ms_per_job)
+        .filter(|x| x.is_finite())
+        .collect();
+    let median_cpu_ratio = if cpu_ratios.is_empty() {
+        f64::NAN
+    } else {
+        percentile(&cpu_ratios, 50.0)
+    };
     Ok(OverheadReport {
         machine: Machine::now(),
         log_n: opts.log_n,
@@ -508,6 +587,7 @@ fn measure(
         server_args: opts.server_args.clone(),
         rounds,
         median_ratio,
+        median_cpu_ratio,
         throughput_met: median_ratio >= TARGET_RATIO,
         idle,
         checked,
@@ -558,7 +638,10 @@ pub fn render(r: &OverheadReport) -> String {
     if !r.server_args.is_empty() {
         s.push_str(&format!("server flags: {}\n\n", r.server_args.join(" ")));
     }
-    s.push_str("round  schedule jobs/s  server jobs/s  server/schedule  policy's graph shapes\n");
+    s.push_str(
+        "round  schedule jobs/s  server jobs/s  server/schedule  CPU ms/job (sched, server)  \
+         policy's graph shapes\n",
+    );
     for (i, x) in r.rounds.iter().enumerate() {
         let shapes: Vec<String> = x
             .schedule_variants
@@ -566,18 +649,22 @@ pub fn render(r: &OverheadReport) -> String {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         s.push_str(&format!(
-            "{:>5}  {:>15.1}  {:>13.1}  {:>15.3}  {}\n",
+            "{:>5}  {:>15.1}  {:>13.1}  {:>15.3}  {:>12.2}, {:>12.2}  {}\n",
             i + 1,
             x.schedule_jobs_per_s,
             x.server_jobs_per_s,
             x.ratio,
+            x.schedule_cpu_ms_per_job,
+            x.server_cpu_ms_per_job,
             shapes.join(", ")
         ));
     }
     s.push_str(&format!(
-        "median server/schedule: {:.3} (target >= {TARGET_RATIO}): {}\n\n",
+        "median server/schedule: {:.3} (target >= {TARGET_RATIO}): {}\n\
+         median CPU per job, server over in process: {:.3} (the server's overhead in CPU time)\n\n",
         r.median_ratio,
-        if r.throughput_met { "met" } else { "NOT met" }
+        if r.throughput_met { "met" } else { "NOT met" },
+        r.median_cpu_ratio
     ));
     s.push_str(&format!(
         "start latency at idle (request received to job in the executor), {} jobs:\n  \

@@ -192,6 +192,10 @@ enum BenchCommand {
         /// --server-arg=--max-in-flight=4.
         #[arg(long = "server-arg", value_name = "FLAG", allow_hyphen_values = true)]
         server_args: Vec<String>,
+        /// The `heloom` binary to start as the server (default: this one), to compare two
+        /// builds' servers against the same in-process side and client.
+        #[arg(long, value_name = "PATH")]
+        server_exe: Option<std::path::PathBuf>,
         /// Also write serve-overhead.json and .txt into this directory.
         #[arg(long, value_name = "DIR")]
         out: Option<std::path::PathBuf>,
@@ -504,11 +508,15 @@ fn main() -> Result<()> {
                     profile,
                     seed,
                     server_args,
+                    server_exe,
                     out,
                 },
         } => {
             let opts = bench::serve_overhead::OverheadOptions {
-                exe: std::env::current_exe()?,
+                exe: match server_exe {
+                    Some(p) => p,
+                    None => std::env::current_exe()?,
+                },
                 log_n,
                 jobs,
                 rounds,

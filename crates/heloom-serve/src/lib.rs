@@ -221,12 +221,12 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
                      WHERE segment IS NOT NULL;
                  PRAGMA user_version = 6;
                  COMMIT;",
-    // Two redundant indexes go: the queue over every tenant (state, priority, id), since the
-    // dispatcher and admission control look jobs up per tenant, and (tenant, state), a prefix
-    // of `jobs_tenant_queue`. Each of a job's three state changes rewrote an entry of both.
+    // The queue over every tenant (state, priority, id) goes: the dispatcher and admission
+    // control look jobs up per tenant, and each of a job's three state changes rewrote an
+    // entry of it. (`jobs_tenant_state` stays: it gives a tenant's oldest queued job, by id,
+    // in one step, where `jobs_tenant_queue` orders by priority first.)
     "BEGIN;
                  DROP INDEX IF EXISTS jobs_queue;
-                 DROP INDEX IF EXISTS jobs_tenant_state;
                  PRAGMA user_version = 7;
                  COMMIT;",
 ];
