@@ -1553,13 +1553,20 @@ pub fn run(opts: &LoadtestOptions, observe: &(dyn Fn(Event) + Sync)) -> Result<L
     outcome
 }
 
-/// CPU seconds of this process's children that have been waited for (Linux: `cutime` and
-/// `cstime` of `/proc/self/stat`, in clock ticks of 1/100 s).
+/// CPU seconds of this process's children that have been waited for (`cutime` + `cstime`).
 fn children_cpu_s() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    proc_stat_cpu_s("self", 16)
+}
+
+/// CPU seconds in fields `first` and `first + 1` of `/proc/<pid>/stat` (Linux; clock ticks of
+/// 1/100 s): 14 for the process's own user + system time, 16 for its waited-for children's.
+/// `None` elsewhere.
+pub(crate) fn proc_stat_cpu_s(pid: &str, first: usize) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name (which may hold spaces) start with field 3, `state`.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks = fields.get(13)?.parse::<f64>().ok()? + fields.get(14)?.parse::<f64>().ok()?;
+    let at = first.checked_sub(3)?;
+    let ticks = fields.get(at)?.parse::<f64>().ok()? + fields.get(at + 1)?.parse::<f64>().ok()?;
     Some(ticks / 100.0)
 }
 

@@ -324,15 +324,9 @@ fn server_token(exe: &Path, data: &Path) -> Result<String> {
     Ok(token)
 }
 
-/// CPU seconds (user and system) process `pid` has used (`self`: this one); Linux `/proc`,
-/// clock ticks of 1/100 s. `None` elsewhere.
+/// CPU seconds (user and system) process `pid` has used (`self`: this one).
 fn process_cpu_s(pid: &str) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces) start with field 3, `state`;
-    // `utime` and `stime` are fields 14 and 15.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    Some(ticks / 100.0)
+    crate::loadtest::proc_stat_cpu_s(pid, 14)
 }
 
 /// CPU ms per job between two readings (NaN where `/proc` is missing).

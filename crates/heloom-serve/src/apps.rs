@@ -261,6 +261,16 @@ struct GraphKey {
     count: usize,
 }
 
+/// SHA-256 (hex) of `head` then the bits of `xs`: a graph cache key for numbers a job carries.
+fn f64_digest<'a>(head: &[u8], xs: impl IntoIterator<Item = &'a f64>) -> String {
+    let mut h = Sha256::new();
+    h.update(head);
+    for x in xs {
+        h.update(x.to_bits().to_le_bytes());
+    }
+    crate::hex(&h.finalize())
+}
+
 /// Built graphs, least recently used first.
 type GraphCache = Vec<(GraphKey, Arc<TaskGraph>)>;
 
@@ -282,20 +292,15 @@ pub(crate) fn graph(
         // prices its graph once (the scheduler's cost table is cached by the graph's `Arc`).
         Task::Exp { variant } => format!("exp/{}", variant.as_deref().unwrap_or("horner")),
         Task::Polynomial { coefficients } => {
-            let mut h = Sha256::new();
-            for x in coefficients {
-                h.update(x.to_bits().to_le_bytes());
-            }
-            format!("polynomial/{}", crate::hex(&h.finalize()))
+            format!("polynomial/{}", f64_digest(&[], coefficients))
         }
-        Task::Matmul { matrix } => {
-            let mut h = Sha256::new();
-            h.update((matrix.len() as u64).to_le_bytes());
-            for x in matrix.iter().flatten() {
-                h.update(x.to_bits().to_le_bytes());
-            }
-            format!("matmul/{}", crate::hex(&h.finalize()))
-        }
+        Task::Matmul { matrix } => format!(
+            "matmul/{}",
+            f64_digest(
+                &(matrix.len() as u64).to_le_bytes(),
+                matrix.iter().flatten()
+            )
+        ),
         Task::Cryptonets { packing } => format!("cryptonets/{}", packing_name(*packing)),
         _ => return Ok(None),
     };

@@ -682,35 +682,18 @@ impl Shared {
         spec: &JobSpec,
         inputs: &[Arc<heloom_ckks::Ciphertext<u64>>],
     ) -> std::result::Result<Arc<TaskGraph>, String> {
-        let one = || {
-            inputs
-                .first()
-                .filter(|_| inputs.len() == 1)
-                .map(|c| (c.level(), c.scale()))
-                .ok_or_else(|| {
-                    format!(
+        match &spec.task {
+            Task::Exp { .. } | Task::Polynomial { .. } => {
+                if inputs.len() != 1 {
+                    return Err(format!(
                         "a {} job takes exactly one input ciphertext, {} given",
                         spec.task.kind(),
                         inputs.len()
-                    )
-                })
-        };
-        match &spec.task {
-            Task::Exp { .. } | Task::Polynomial { .. } => {
-                let (level, scale) = one()?;
-                let moduli = self.moduli(rec, spec)?;
-                let facts = [crate::apps::InputFacts {
-                    level,
-                    scale,
-                    slots: inputs[0].slots(),
-                }];
-                // From the graph cache: equal jobs share one graph, priced once.
-                crate::apps::graph(&spec.task, &moduli, &facts)
-                    .map_err(|e| match e {
-                        ServeError::InvalidRequest(m) => m,
-                        other => other.to_string(),
-                    })?
-                    .ok_or_else(|| format!("{} is not a slot-wise job", spec.task.kind()))
+                    ));
+                }
+                // From the graph cache, like the applications: equal jobs share one graph,
+                // priced once.
+                self.app_graph(rec, spec, inputs)
             }
             Task::Graph { graph_id } => {
                 let data = self
@@ -726,7 +709,7 @@ impl Shared {
         }
     }
 
-    /// A built-in application's graph (cached), after checking the inputs and the key set.
+    /// A built-in job's graph (cached), after checking the inputs and the key set.
     fn app_graph(
         &self,
         rec: &JobRecord,
@@ -756,11 +739,6 @@ impl Shared {
         crate::apps::graph(&spec.task, ctx.params().moduli(), &inputs)
             .map_err(msg)?
             .ok_or_else(|| format!("{} jobs have no built-in graph", spec.task.kind()))
-    }
-
-    fn moduli(&self, rec: &JobRecord, spec: &JobSpec) -> std::result::Result<Vec<u64>, String> {
-        let entry = self.key_set(&rec.tenant, &spec.key_id)?;
-        Ok(entry.set.ctx.params().moduli().to_vec())
     }
 
     /// The tenant's key set `key_id`, from the key store (loaded from its object when absent).
