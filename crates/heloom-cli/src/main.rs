@@ -175,7 +175,8 @@ enum BenchCommand {
         /// Jobs per round and side.
         #[arg(long, default_value_t = 300)]
         jobs: usize,
-        /// Rounds (in process, then through the server).
+        /// Timed rounds (in process, then through the server), after one warm-up round that
+        /// is not counted.
         #[arg(long, default_value_t = 3)]
         rounds: usize,
         /// Jobs of the idle start-latency measurement.

@@ -178,7 +178,7 @@ impl State {
         }
         let out = self.with_conn_flushed(
             |c| {
-                let tx = c.unchecked_transaction()?;
+                let tx = crate::Tx::begin(c)?;
                 let mut out = Vec::with_capacity(jobs.len());
                 for job in jobs {
                     let key = job.idempotency_key;
@@ -420,10 +420,22 @@ impl State {
     /// Deletes the record of the tenant's ended job (done, failed or cancelled): `None` when
     /// there is no such job (or it is another tenant's), `Some(false)` when it has not ended
     /// (it is left alone), `Some(true)` when deleted. Its idempotency key is free again; its
-    /// result object stays (an object of its own).
+    /// result object stays (an object of its own), flushed to disk first if it may not be
+    /// yet: once the job is gone, nothing could compute a torn result again.
     pub fn delete_job(&self, tenant: &str, id: i64) -> Result<Option<bool>> {
+        let result: Option<String> = self.with_conn_unsynced(|c| {
+            c.prepare_cached("SELECT result_ref FROM jobs WHERE id = ?1 AND tenant = ?2")?
+                .query_row(params![id, tenant], |r| r.get(0))
+                .optional()
+                .map(Option::flatten)
+        })?;
+        if let Some(r) = result {
+            if let Some((_, Some(loc))) = self.object_location(tenant, &r)? {
+                self.segments.make_durable(loc.segment)?;
+            }
+        }
         self.with_conn(|c| {
-            let tx = c.unchecked_transaction()?;
+            let tx = crate::Tx::begin(c)?;
             let state: Option<String> = tx
                 .prepare_cached("SELECT state FROM jobs WHERE id = ?1 AND tenant = ?2")?
                 .query_row(params![id, tenant], |r| r.get(0))

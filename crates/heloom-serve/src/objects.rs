@@ -242,6 +242,12 @@ impl State {
         }
     }
 
+    /// Flushes of result segment files so far: at sealing, at a clean stop, and when a job
+    /// whose result may not be on disk yet is deleted (nothing could compute it again).
+    pub fn segment_flushes(&self) -> u64 {
+        self.segments.flushes()
+    }
+
     /// Checks the results a crashed server may not have flushed (the segments with a marker:
     /// see `segments.rs`): every record a row names in them is read and checked; a torn one's
     /// row is deleted and the jobs it ended are queued again (they compute the same bytes
@@ -258,7 +264,7 @@ impl State {
             }
             if !torn.is_empty() {
                 requeued += self.with_conn(|c| {
-                    let tx = c.unchecked_transaction()?;
+                    let tx = crate::Tx::begin(c)?;
                     let mut n = 0;
                     for (tenant, oid) in &torn {
                         tx.prepare_cached("DELETE FROM objects WHERE tenant = ?1 AND id = ?2")?
@@ -619,7 +625,7 @@ impl State {
         // undoes it also undoes the job's end, so the job runs again and stores the same bytes
         // under the same id. The record itself is on disk before the row names it.
         let out = self.with_conn_unsynced(|c| {
-            let tx = c.unchecked_transaction()?;
+            let tx = crate::Tx::begin(c)?;
             if let Some(loc) = loc {
                 tx.prepare_cached(
                     "INSERT OR IGNORE INTO objects
@@ -647,7 +653,11 @@ impl State {
 
     /// The size of the tenant's object `id` and where it is: its record in a segment, or
     /// `None` for an object in a file of its own; `None` for no such object.
-    fn object_location(&self, tenant: &str, id: &str) -> Result<Option<(u64, Option<Location>)>> {
+    pub(crate) fn object_location(
+        &self,
+        tenant: &str,
+        id: &str,
+    ) -> Result<Option<(u64, Option<Location>)>> {
         self.with_conn(|c| {
             c.prepare_cached(
                 "SELECT bytes, segment, seg_offset FROM objects WHERE tenant = ?1 AND id = ?2",
@@ -728,7 +738,7 @@ impl State {
         // The copies on disk before the rows name them and the old file goes.
         self.segments.flush_active()?;
         self.with_conn(|c| {
-            let tx = c.unchecked_transaction()?;
+            let tx = crate::Tx::begin(c)?;
             for (tenant, oid, to) in &moved {
                 tx.prepare_cached(
                     "UPDATE objects SET segment = ?3, seg_offset = ?4

@@ -132,6 +132,8 @@ pub(crate) struct Segments {
     pub(crate) compacting: Mutex<()>,
     /// Whether new segments are written with direct I/O where the file system takes it.
     try_direct: bool,
+    /// Flushes of segment files so far.
+    flushes: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Segments {
@@ -166,6 +168,7 @@ impl Segments {
             readers: Mutex::new(HashMap::new()),
             compacting: Mutex::new(()),
             try_direct: true,
+            flushes: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -304,6 +307,7 @@ impl Segments {
         if !self.durable {
             return;
         }
+        self.count_flush();
         match old.file.sync_data() {
             Ok(()) => {
                 let _ = std::fs::remove_file(self.marker(old.id));
@@ -319,7 +323,10 @@ impl Segments {
     pub(crate) fn flush_active(&self) -> Result<()> {
         let active = self.active.lock().unwrap_or_else(|p| p.into_inner());
         match active.as_ref() {
-            Some(a) if self.durable => a.file.sync_data().map_err(io_err(&self.path(a.id))),
+            Some(a) if self.durable => {
+                self.count_flush();
+                a.file.sync_data().map_err(io_err(&self.path(a.id)))
+            }
             _ => Ok(()),
         }
     }
@@ -338,10 +345,43 @@ impl Segments {
         Ok(ids)
     }
 
+    fn count_flush(&self) {
+        self.flushes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Flushes of segment files so far (sealing, settling, stopping, and deleting a job whose
+    /// result was not flushed yet).
+    pub(crate) fn flushes(&self) -> u64 {
+        self.flushes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Makes the records of segment `id` durable now if they may not be yet (its marker is
+    /// there): before the last thing that could redo a record is deleted (its job), since a
+    /// power cut would otherwise tear a record that nothing can compute again. The marker
+    /// stays: sealing or the next start removes it.
+    pub(crate) fn make_durable(&self, id: i64) -> Result<()> {
+        if !self.durable || !self.marker(id).exists() {
+            return Ok(());
+        }
+        match File::open(self.path(id)) {
+            Ok(f) => {
+                self.count_flush();
+                f.sync_data().map_err(io_err(&self.path(id)))
+            }
+            // Compacted away meanwhile: its records were flushed where they went.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err(&self.path(id))(e)),
+        }
+    }
+
     /// Flushes segment `id` (its records checked) and removes its marker.
     pub(crate) fn settle(&self, id: i64) -> Result<()> {
         match File::open(self.path(id)) {
-            Ok(f) => f.sync_data().map_err(io_err(&self.path(id)))?,
+            Ok(f) => {
+                self.count_flush();
+                f.sync_data().map_err(io_err(&self.path(id)))?
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err(&self.path(id))(e)),
         }

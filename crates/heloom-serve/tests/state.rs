@@ -305,3 +305,39 @@ fn results_a_crash_lost_are_found_and_their_jobs_run_again() {
     // Checked once: nothing is left to check at the next start.
     assert_eq!(state.verify_segments().unwrap(), 0);
 }
+
+#[test]
+fn deleting_a_job_flushes_its_fresh_result_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = State::open(dir.path()).unwrap();
+    state.create_token("alice").unwrap();
+    let job = |key: &'static str| heloom_serve::NewJob {
+        idempotency_key: key,
+        kind: "exp",
+        input_digest: key,
+        priority: 0,
+        deadline_unix: None,
+        spec: "{}",
+    };
+    let id = state.submit_job("alice", &job("a")).unwrap().0.id;
+    state.start_next().unwrap().unwrap();
+    let (info, _) = state
+        .finish_job_with_result(id, "alice", &[5u8; 3000], 1)
+        .unwrap();
+    let failed = state.submit_job("alice", &job("b")).unwrap().0.id;
+    state.start_next().unwrap().unwrap();
+    state.finish_job(failed, Err("no")).unwrap();
+    // Records are not flushed one by one: deleting the job that could redo one flushes it.
+    let before = state.segment_flushes();
+    assert_eq!(state.delete_job("alice", id).unwrap(), Some(true));
+    assert_eq!(state.segment_flushes(), before + 1);
+    assert_eq!(
+        state.read_object("alice", &info.id).unwrap().as_deref(),
+        Some(&[5u8; 3000][..])
+    );
+    // No result, nothing to flush; another tenant's job is not found (and not flushed).
+    assert_eq!(state.delete_job("alice", failed).unwrap(), Some(true));
+    assert_eq!(state.segment_flushes(), before + 1);
+    assert_eq!(state.delete_job("bob", id).unwrap(), None);
+    assert_eq!(state.segment_flushes(), before + 1);
+}
