@@ -221,6 +221,7 @@ pub fn execute<W: Word>(
         return Err(e);
     }
     // Check every result (client side).
+    let check = Instant::now();
     for (j, r) in results.iter().enumerate() {
         if let Some(c) = r {
             let err = workload.error(j, c)?;
@@ -237,6 +238,7 @@ pub fn execute<W: Word>(
         jobs,
         tasks,
         sched_overhead_ms: sched_time.as_secs_f64() * 1e3 / count as f64,
+        check_ms: check.elapsed().as_secs_f64() * 1e3,
     })
 }
 

@@ -482,6 +482,7 @@ mod tests {
             jobs,
             tasks,
             sched_overhead_ms: 0.5,
+            check_ms: 0.0,
         }
     }
 

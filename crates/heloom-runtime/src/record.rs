@@ -118,4 +118,8 @@ pub struct RunRecord {
     /// Handing a task to its thread is not included: it shows as the task's dispatch latency
     /// (`start_ms - dispatch_ms`).
     pub sched_overhead_ms: f64,
+    /// Wall time of checking every result after the run (decryption on one thread, real
+    /// executor only; 0 when simulated), ms: not part of the scheduled work.
+    #[serde(default)]
+    pub check_ms: f64,
 }

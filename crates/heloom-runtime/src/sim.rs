@@ -121,5 +121,6 @@ pub fn simulate(
         } else {
             0.0
         },
+        check_ms: 0.0,
     }
 }

@@ -339,6 +339,81 @@ impl State {
         &self.dir
     }
 
+    /// Moves SQLite's write-ahead-log checkpoints off the connection that commits: its
+    /// automatic checkpoint (every 1,000 log pages, run inside whichever commit crosses the
+    /// mark, with a flush of the database file) held the database for milliseconds in a job's
+    /// start or end, now and then. A thread with its own connection checkpoints instead
+    /// (passive: commits go on meanwhile) whenever the log has grown past 4 MiB. Stops when
+    /// the returned handle is dropped. For the server; token commands keep SQLite's own.
+    pub fn start_checkpointer(&self) -> Result<Checkpointer> {
+        self.start_checkpointer_at(CHECKPOINT_LOG_BYTES, std::time::Duration::from_millis(100))
+    }
+
+    /// [`Self::start_checkpointer`] past `bytes` of log, looked at every `period`.
+    fn start_checkpointer_at(
+        &self,
+        bytes: u64,
+        period: std::time::Duration,
+    ) -> Result<Checkpointer> {
+        let conn = Connection::open(&self.db_path).map_err(|e| self.db_error(e))?;
+        conn.pragma_update(
+            None,
+            "synchronous",
+            if self.durable { "NORMAL" } else { "OFF" },
+        )
+        .and_then(|()| conn.busy_timeout(std::time::Duration::from_secs(5)))
+        .map_err(|e| self.db_error(e))?;
+        let mut wal = self.db_path.clone().into_os_string();
+        wal.push("-wal");
+        let wal = PathBuf::from(wal);
+        let stop = std::sync::Arc::new((Mutex::new(false), Condvar::new()));
+        let flag = std::sync::Arc::clone(&stop);
+        let db_path = self.db_path.clone();
+        let thread = std::thread::Builder::new()
+            .name("heloom-serve-checkpoint".into())
+            .spawn(move || {
+                let mut failing = false;
+                loop {
+                    {
+                        let (lock, cv) = &*flag;
+                        let stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
+                        let (stopped, _) = cv
+                            .wait_timeout_while(stopped, period, |s| !*s)
+                            .unwrap_or_else(|p| p.into_inner());
+                        if *stopped {
+                            return;
+                        }
+                    }
+                    if std::fs::metadata(&wal).map_or(0, |m| m.len()) < bytes {
+                        continue;
+                    }
+                    let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    match done {
+                        Ok(()) => failing = false,
+                        Err(e) if !failing => {
+                            failing = true;
+                            eprintln!(
+                                "heloom serve: checkpointing {}: {e} (retried; the log grows \
+                                 meanwhile)",
+                                db_path.display()
+                            );
+                        }
+                        Err(_) => {}
+                    }
+                }
+            })
+            .map_err(|e| ServeError::Database {
+                path: self.db_path.clone(),
+                message: format!("cannot start its checkpoint thread: {e}"),
+            })?;
+        // Only once the thread runs: commits stop checkpointing themselves.
+        self.with_conn_unsynced(|c| c.pragma_update(None, "wal_autocheckpoint", 0))?;
+        Ok(Checkpointer {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
     fn db_error(&self, e: rusqlite::Error) -> ServeError {
         ServeError::Database {
             path: self.db_path.clone(),
@@ -577,6 +652,27 @@ pub(crate) fn unix_now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+/// Log size past which the background checkpointer copies the log into the database.
+const CHECKPOINT_LOG_BYTES: u64 = 4 << 20;
+
+/// The background checkpoint thread of [`State::start_checkpointer`]; stops when dropped.
+#[derive(Debug)]
+pub struct Checkpointer {
+    stop: std::sync::Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.stop;
+        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        cv.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Synced {
     /// Writes known to be on disk, by sequence number.
@@ -687,5 +783,40 @@ mod tests {
             assert!(c.is_autocommit());
             assert_eq!(count(&c), round + 1);
         }
+    }
+
+    #[test]
+    fn the_checkpointer_keeps_the_log_small() {
+        let dir = tempfile::tempdir().expect("test step");
+        let state = State::open_scratch(dir.path()).expect("test step");
+        let ckpt = state
+            .start_checkpointer_at(64 << 10, std::time::Duration::from_millis(5))
+            .expect("test step");
+        let auto: i64 = state
+            .with_conn_unsynced(|c| c.pragma_query_value(None, "wal_autocheckpoint", |r| r.get(0)))
+            .expect("test step");
+        assert_eq!(auto, 0, "commits no longer checkpoint themselves");
+        state
+            .with_conn_unsynced(|c| c.execute_batch("CREATE TABLE t (x BLOB)"))
+            .expect("test step");
+        let wal = dir.path().join("heloom.db-wal");
+        let mut largest = 0;
+        // 8 MiB in 8 KiB rows, a pause now and then for the checkpoint thread.
+        for i in 0..1024 {
+            state
+                .with_conn_unsynced(|c| c.execute("INSERT INTO t VALUES (?1)", [vec![7u8; 8192]]))
+                .expect("test step");
+            if i % 16 == 15 {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                largest = largest.max(std::fs::metadata(&wal).map_or(0, |m| m.len()));
+            }
+        }
+        assert!(largest > 0);
+        assert!(largest < 2 << 20, "the log grew to {largest} bytes");
+        drop(ckpt);
+        let rows: i64 = state
+            .with_conn_unsynced(|c| c.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0)))
+            .expect("test step");
+        assert_eq!(rows, 1024);
     }
 }

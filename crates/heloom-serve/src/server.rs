@@ -129,6 +129,8 @@ pub struct Server {
     worker: Option<Worker>,
     state: Arc<State>,
     tls: bool,
+    /// Checkpoints the database's log off the committing threads; stopped after the worker.
+    _checkpointer: crate::Checkpointer,
     /// The data directory's lock (`DIR/serve.lock`), held while the server runs: released
     /// last, when the worker and the listener are gone.
     _lock: std::fs::File,
@@ -196,6 +198,7 @@ impl Server {
             eprintln!("heloom serve: {requeued} jobs queued again (results lost in a crash)");
         }
         state.reclaim_segments()?;
+        let checkpointer = state.start_checkpointer()?;
         let contexts = Arc::new(Contexts::default());
         let metrics = Arc::new(Metrics::default());
         let worker = Worker::start(
@@ -250,6 +253,7 @@ impl Server {
             worker: Some(worker),
             state,
             tls: config.tls.is_some(),
+            _checkpointer: checkpointer,
             _lock: lock,
         })
     }

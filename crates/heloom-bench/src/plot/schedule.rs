@@ -339,6 +339,7 @@ mod tests {
             jobs,
             tasks,
             sched_overhead_ms: 0.01,
+            check_ms: 0.0,
         }
     }
 
