@@ -86,6 +86,12 @@ struct RunArgs {
     /// Pin each local node server to its own cores (needs `taskset`).
     #[arg(long, requires = "local_nodes")]
     pin_nodes: bool,
+    /// Seconds a node server (--ray, --local-nodes) may take for a request other than a key
+    /// set upload (inputs and results included: raise it for slow links and large
+    /// ciphertexts); one that does not answer in time has its jobs placed elsewhere, is asked
+    /// again every 2 s, and takes jobs again once it answers.
+    #[arg(long, value_name = "SECONDS", default_value_t = 20.0)]
+    node_timeout: f64,
     /// Treat the data directory as scratch space: nothing is synced to the disk, so a crash
     /// of the machine may lose what it stores. For node servers behind a `--local-nodes` or
     /// `--ray` front (they start with it), which keeps every record and result durably and
@@ -262,6 +268,10 @@ fn serve(a: &RunArgs) -> Result<()> {
         );
         config.ray = Some(ray);
     }
+    anyhow::ensure!(
+        a.node_timeout.is_finite() && a.node_timeout >= 3.0,
+        "--node-timeout must be at least 3 seconds (a node's job waits are 2 s long polls)"
+    );
     if let Some(nodes) = a.local_nodes {
         anyhow::ensure!(nodes > 0, "--local-nodes must be at least 1");
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -280,6 +290,9 @@ fn serve(a: &RunArgs) -> Result<()> {
             },
             exe,
         ));
+    }
+    if let Some(ray) = config.ray.as_mut() {
+        ray.node_timeout = std::time::Duration::from_secs_f64(a.node_timeout);
     }
     config.limits.max_upload_bytes = a.max_upload;
     config.limits.max_queued_jobs = a.max_queued;

@@ -199,7 +199,9 @@ fn ray_without_its_python_says_what_to_install() {
 
 /// `--local-nodes`: the front places every job on node servers it started on this machine
 /// (the `--ray` data path without Ray); the load test's results all decrypt correctly, both
-/// nodes run jobs, and killing the front (SIGKILL) stops its node servers.
+/// nodes run jobs; a node server killed is started again, one that stops answering
+/// (SIGSTOP) has its jobs placed elsewhere and takes jobs again once it answers (SIGCONT);
+/// and killing the front (SIGKILL) stops its node servers.
 #[test]
 fn local_nodes_run_every_job() {
     let dir = out_dir("serve-local-nodes");
@@ -207,7 +209,15 @@ fn local_nodes_run_every_job() {
     let data = dir.join("data");
     let mut cmd = heloom();
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--allow-insecure"])
-        .args(["--local-nodes", "2", "--node-threads", "1", "--data"])
+        .args([
+            "--local-nodes",
+            "2",
+            "--node-threads",
+            "1",
+            "--node-timeout",
+            "3",
+        ])
+        .arg("--data")
         .arg(&data);
     let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let l2 = std::sync::Arc::clone(&log);
@@ -378,6 +388,83 @@ fn local_nodes_run_every_job() {
         r["overall"]
     );
     assert!(plain_get(&url, "/metrics").contains("heloom_ray_nodes 2"));
+
+    // A node server that stops answering (SIGSTOP: alive, so its supervisor keeps it): the
+    // jobs placed on it go elsewhere after --node-timeout, it leaves placement, and it takes
+    // jobs again once it answers (SIGCONT).
+    let pid = server_pid(&node_dirs[1]).expect("node server 1's process");
+    let signal = |sig: &str| {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill {sig}");
+    };
+    // Resumed however the test ends.
+    struct Stopped(u32);
+    impl Drop for Stopped {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("kill")
+                .args(["-CONT", &self.0.to_string()])
+                .status();
+        }
+    }
+    signal("-STOP");
+    let stopped = Stopped(pid);
+    let loadtest = |name: &str| {
+        let out = heloom()
+            .args(["loadtest", "--url", &url, "--data"])
+            .arg(&data)
+            .args(["--tenants", "1", "--rate", "8", "--duration", "1"])
+            .args(["--log-n", "12", "--clients", "8", "--json", "--out"])
+            .arg(dir.join(name))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(r["overall"]["wrong"], 0, "{:#}", r["overall"]);
+        assert_eq!(
+            r["overall"]["done"], r["overall"]["submitted"],
+            "{:#}",
+            r["overall"]
+        );
+    };
+    loadtest("loadtest-node-stopped");
+    assert!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("does not answer")),
+        "{:?}",
+        log.lock().unwrap()
+    );
+    assert!(plain_get(&url, "/metrics").contains("heloom_ray_nodes 1"));
+    signal("-CONT");
+    drop(stopped);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !plain_get(&url, "/metrics").contains("heloom_ray_nodes 2") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the node did not come back: {:?}",
+            log.lock().unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let metrics = plain_get(&url, "/metrics");
+    assert!(
+        metrics.contains("heloom_ray_nodes_returned_total 1"),
+        "{metrics}"
+    );
+    assert!(log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("answers again")));
+    loadtest("loadtest-node-back");
     let nodes = node_urls(&log.lock().unwrap());
 
     // SIGKILL: the bridge sees its stdin close and stops the node servers.

@@ -53,7 +53,19 @@ pub struct RayConfig {
     /// Node servers on this machine instead of a Ray cluster (`--local-nodes`): the bridge is
     /// `heloom_bin serve nodes`, no Python or Ray needed.
     pub local: Option<LocalNodes>,
+    /// How long a node server may take for a request other than a key set upload (inputs
+    /// and results included; `--node-timeout`). One that does not answer in time has its jobs placed
+    /// elsewhere and leaves placement; it is asked again every [`NODE_PROBE_PERIOD`] and
+    /// comes back once it answers.
+    pub node_timeout: Duration,
 }
+
+/// How often a node server that stopped answering (while its node did not leave) is asked
+/// again.
+pub const NODE_PROBE_PERIOD: Duration = Duration::from_secs(2);
+
+/// Default of [`RayConfig::node_timeout`].
+pub const NODE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Node servers on this machine (`heloom serve --local-nodes N`).
 #[derive(Clone, Debug)]
@@ -78,6 +90,7 @@ impl RayConfig {
             poll_s: 2.0,
             startup_timeout: Duration::from_secs(180),
             local: None,
+            node_timeout: NODE_TIMEOUT,
         }
     }
 
@@ -90,6 +103,7 @@ impl RayConfig {
             poll_s: 1.0,
             startup_timeout: Duration::from_secs(120),
             local: Some(local),
+            node_timeout: NODE_TIMEOUT,
         }
     }
 }
@@ -163,9 +177,14 @@ const DEFAULT_UPLOAD_BPS: f64 = 200e6;
 const DEFAULT_COST_MS: f64 = 1000.0;
 /// Times a job is placed again after its node was lost before it fails.
 const MAX_PLACEMENTS: usize = 8;
-/// Longest request to a node server (a key set upload included): a node that stops
-/// answering without closing its connections fails its jobs' requests after this.
-const NODE_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+/// The slowest key set upload to a node that is not taken for a node that stopped answering:
+/// an upload of `b` bytes may take `node_timeout + b / KEY_UPLOAD_MIN_BPS`.
+const KEY_UPLOAD_MIN_BPS: f64 = 5e6;
+
+/// How long a key set upload of `bytes` may take.
+fn key_upload_timeout(node_timeout: Duration, bytes: u64) -> Duration {
+    node_timeout + Duration::from_secs_f64(bytes as f64 / KEY_UPLOAD_MIN_BPS)
+}
 /// How long a job waits for a node to appear before going back to the queue.
 const NO_NODE_WAIT: Duration = Duration::from_secs(20);
 
@@ -173,7 +192,13 @@ const NO_NODE_WAIT: Duration = Duration::from_secs(20);
 struct Node {
     /// The Ray node id.
     id: String,
-    client: Client,
+    /// Requests of the front's `node_timeout` (inputs, submission, waits, results, cancels,
+    /// deletions, listings), so that a node that stops answering is noticed in seconds. Key
+    /// set uploads get more time by their size ([`key_upload_timeout`]).
+    control: Client,
+    /// Where its server is, to look again once it stops answering.
+    url: String,
+    token: String,
     threads: usize,
     /// Cleared when the bridge says the node left, or its server stopped answering.
     up: AtomicBool,
@@ -297,7 +322,7 @@ impl Node {
             return Ok((id.to_string(), false));
         }
         let data = load().map_err(SendFail::Read)?;
-        let info = self.client.upload(data).map_err(SendFail::Upload)?;
+        let info = self.control.upload(data).map_err(SendFail::Upload)?;
         if info.id == id {
             let mut h = lock(&self.held);
             if h.ids.insert(info.id.clone()) {
@@ -328,7 +353,7 @@ impl Node {
             h.sigs.remove(&sig);
             if let Some(r) = result {
                 // Best effort: a node that does not answer is handled by the next job's try.
-                if self.client.delete_object(r).is_ok() {
+                if self.control.delete_object(r).is_ok() {
                     deleted += 1;
                 }
             }
@@ -341,7 +366,7 @@ impl Node {
                 continue;
             }
             h.ids.remove(&id);
-            if self.client.delete_object(&id).is_ok() {
+            if self.control.delete_object(&id).is_ok() {
                 deleted += 1;
             }
         }
@@ -362,8 +387,15 @@ impl Node {
     /// be lost): its inputs and graphs are tracked again, so they are neither sent twice nor
     /// left there untracked (never deleted).
     fn relearn(&self) {
-        if let Ok(listed) = self.client.all_objects() {
+        if let Ok(listed) = self.control.all_objects() {
             lock(&self.held).track_listed(&listed);
+            // Key sets are content-addressed too: the ones there need no upload.
+            lock(&self.keys).extend(
+                listed
+                    .iter()
+                    .filter(|o| o.kind == crate::ObjectKind::Keys)
+                    .map(|o| o.id.clone()),
+            );
         }
     }
 }
@@ -390,6 +422,9 @@ struct Inner {
     ready: bool,
     /// Why the bridge stopped, or its last error.
     note: Option<String>,
+    /// Node servers that stopped answering while their node did not leave: asked again every
+    /// [`NODE_PROBE_PERIOD`], back in placement once they answer.
+    suspects: Vec<Arc<Node>>,
 }
 
 /// A job running on a node.
@@ -452,6 +487,10 @@ pub(crate) struct RemoteBackend {
     /// Predicted work per job [`signature`], so that a job like an
     /// earlier one is placed without reading and parsing its input again.
     cost_cache: Mutex<HashMap<u64, f64>>,
+    /// [`RayConfig::node_timeout`].
+    node_timeout: Duration,
+    /// Node servers taken back into placement after they stopped answering.
+    returned: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -516,6 +555,8 @@ impl RemoteBackend {
             replaced: AtomicU64::new(0),
             kind_ms: Mutex::new(HashMap::new()),
             cost_cache: Mutex::new(HashMap::new()),
+            node_timeout: config.node_timeout.max(Duration::from_secs(3)),
+            returned: AtomicU64::new(0),
         });
         let tail = Arc::new(Mutex::new(VecDeque::<String>::new()));
         if let Some(err) = stderr {
@@ -553,6 +594,11 @@ impl RemoteBackend {
             .name("heloom-ray-bridge".into())
             .spawn(move || reader.read_bridge(out))
             .map_err(|e| bridge_failed(format!("cannot read it: {e}")))?;
+        let prober = Arc::clone(&me);
+        std::thread::Builder::new()
+            .name("heloom-ray-probe".into())
+            .spawn(move || prober.probe_loop())
+            .map_err(|e| bridge_failed(format!("cannot start the node prober: {e}")))?;
         // Wait for the first round of joins (or the bridge's end).
         let deadline = Instant::now() + config.startup_timeout;
         let mut inner = lock(&me.inner);
@@ -628,6 +674,7 @@ impl RemoteBackend {
         {
             let mut inner = lock(&self.inner);
             inner.bridge_up = false;
+            inner.suspects.clear();
             for (n, _) in inner.nodes.drain(..) {
                 n.up.store(false, Ordering::SeqCst);
             }
@@ -650,48 +697,112 @@ impl RemoteBackend {
 
     /// A node server joined (or a node's server was restarted: a new one, without keys).
     fn join(&self, id: &str, url: &str, token: &str, threads: usize) {
-        let client = match Client::with_timeout(url, token, NODE_REQUEST_TIMEOUT) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("heloom serve: ray node {id} at {url} is not usable: {e}");
-                return;
-            }
+        let Some(node) = self.node(id, url, token, threads) else {
+            return;
         };
-        let node = Arc::new(Node {
-            id: id.to_string(),
-            client,
-            threads: threads.max(1),
-            up: AtomicBool::new(true),
-            keys: Mutex::new(HashSet::new()),
-            key_upload: Mutex::new(()),
-            held: Mutex::new(Held::default()),
-        });
-        {
-            let mut inner = lock(&self.inner);
-            for (n, _) in inner.nodes.iter().filter(|(n, _)| n.id == id) {
-                n.up.store(false, Ordering::SeqCst);
-            }
-            inner.nodes.retain(|(n, _)| n.id != id);
-            inner.nodes.push((node, 0.0));
-            let s = inner.stats.entry(id.to_string()).or_default();
-            s.threads = threads.max(1);
-            s.up = true;
-        }
+        self.add_node(node);
         eprintln!("heloom serve: ray node {id}: {threads} threads, node server {url}");
         // The dispatcher sees the new capacity at its next look (within 0.5 s).
         self.changed.notify_all();
     }
 
+    /// A node server's handle, or `None` (said why) when its address is unusable.
+    fn node(&self, id: &str, url: &str, token: &str, threads: usize) -> Option<Arc<Node>> {
+        let control = match Client::with_timeout(url, token, self.node_timeout) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("heloom serve: ray node {id} at {url} is not usable: {e}");
+                return None;
+            }
+        };
+        Some(Arc::new(Node {
+            id: id.to_string(),
+            control,
+            url: url.to_string(),
+            token: token.to_string(),
+            threads: threads.max(1),
+            up: AtomicBool::new(true),
+            keys: Mutex::new(HashSet::new()),
+            key_upload: Mutex::new(()),
+            held: Mutex::new(Held::default()),
+        }))
+    }
+
+    /// Puts `node` in placement, in place of any server under its id.
+    fn add_node(&self, node: Arc<Node>) {
+        let mut inner = lock(&self.inner);
+        for (n, _) in inner.nodes.iter().filter(|(n, _)| n.id == node.id) {
+            n.up.store(false, Ordering::SeqCst);
+        }
+        inner.nodes.retain(|(n, _)| n.id != node.id);
+        inner.suspects.retain(|n| n.id != node.id);
+        let s = inner.stats.entry(node.id.clone()).or_default();
+        s.threads = node.threads;
+        s.up = true;
+        inner.nodes.push((node, 0.0));
+    }
+
+    /// Asks the node servers that stopped answering again, every [`NODE_PROBE_PERIOD`], until
+    /// the server stops: one that answers comes back into placement as a new handle that
+    /// learns what it still stores (key sets, inputs), so nothing is uploaded twice.
+    fn probe_loop(self: Arc<Self>) {
+        while !self.stop.load(Ordering::SeqCst) {
+            {
+                let inner = lock(&self.inner);
+                let _ = self
+                    .changed
+                    .wait_timeout(inner, NODE_PROBE_PERIOD)
+                    .unwrap_or_else(|p| p.into_inner());
+            }
+            let suspects = lock(&self.inner).suspects.clone();
+            for old in suspects {
+                if self.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                if old.control.version().is_err() {
+                    continue;
+                }
+                let Some(node) = self.node(&old.id, &old.url, &old.token, old.threads) else {
+                    continue;
+                };
+                node.relearn();
+                {
+                    let inner = lock(&self.inner);
+                    // Left meanwhile (the bridge said so), or replaced by a new server.
+                    if !inner.suspects.iter().any(|n| Arc::ptr_eq(n, &old)) {
+                        continue;
+                    }
+                }
+                self.add_node(node);
+                self.returned.fetch_add(1, Ordering::Relaxed);
+                eprintln!(
+                    "heloom serve: ray node {} answers again; jobs go to it again",
+                    old.id
+                );
+                self.changed.notify_all();
+            }
+        }
+    }
+
     /// Takes a node out of placement (`which`: that server only, else any under this id).
+    /// A server taken out because it stopped answering (`which` given) is asked again
+    /// ([`Self::probe_loop`]); a node that left (`None`) is forgotten.
     fn remove_node(&self, id: &str, which: Option<&Arc<Node>>) {
         let mut inner = lock(&self.inner);
+        let mut removed = Vec::new();
         inner.nodes.retain(|(n, _)| {
             let hit = n.id == id && which.is_none_or(|w| Arc::ptr_eq(w, n));
             if hit {
                 n.up.store(false, Ordering::SeqCst);
+                removed.push(Arc::clone(n));
             }
             !hit
         });
+        match which {
+            Some(_) if inner.bridge_up => inner.suspects.extend(removed),
+            Some(_) => {}
+            None => inner.suspects.retain(|n| n.id != id),
+        }
         let still = inner.nodes.iter().any(|(n, _)| n.id == id);
         if let Some(s) = inner.stats.get_mut(id) {
             s.up = still;
@@ -745,7 +856,7 @@ impl RemoteBackend {
             let _ = std::thread::Builder::new()
                 .name("heloom-ray-cancel".into())
                 .spawn(move || {
-                    if let Err(e) = node.client.cancel(node_job) {
+                    if let Err(e) = node.control.cancel(node_job) {
                         eprintln!(
                             "heloom serve: cancelling job {id} on ray node {}: {e}",
                             node.id
@@ -842,7 +953,21 @@ impl RemoteBackend {
                         "heloom serve: job {} lost ray node {}: {msg}; placing it again",
                         rec.id, node.id
                     );
-                    if !node.up.load(Ordering::SeqCst) || node.client.version().is_err() {
+                    if !node.up.load(Ordering::SeqCst) {
+                        self.remove_node(&node.id, Some(&node));
+                    } else if node.control.version().is_err() {
+                        if lock(&self.inner)
+                            .nodes
+                            .iter()
+                            .any(|(n, _)| Arc::ptr_eq(n, &node))
+                        {
+                            eprintln!(
+                                "heloom serve: ray node {} does not answer; no jobs go to it \
+                                 until it does (asked every {} s)",
+                                node.id,
+                                NODE_PROBE_PERIOD.as_secs()
+                            );
+                        }
                         self.remove_node(&node.id, Some(&node));
                     } else {
                         node.relearn();
@@ -998,7 +1123,10 @@ impl RemoteBackend {
             let _one = lock(&node.key_upload);
             if !lock(&node.keys).contains(key_id) {
                 let t = Instant::now();
-                match node.client.upload_file(&p.key_path) {
+                let timeout = key_upload_timeout(self.node_timeout, p.key_bytes);
+                let uploaded = Client::with_timeout(&node.url, &node.token, timeout)
+                    .and_then(|c| c.upload_file(&p.key_path));
+                match uploaded {
                     Ok(info) if &info.id == key_id => {
                         let s = t.elapsed().as_secs_f64().max(1e-6);
                         let bps = p.key_bytes as f64 / s;
@@ -1087,7 +1215,7 @@ impl RemoteBackend {
         );
         job.priority = rec.priority;
         job.result_level = p.spec.result_level;
-        let view = match node.client.submit(&job) {
+        let view = match node.control.submit(&job) {
             Ok(v) => v,
             Err(e) => return lost("submitting", e),
         };
@@ -1098,7 +1226,7 @@ impl RemoteBackend {
             l.cancelled
         };
         if cancel_now {
-            let _ = node.client.cancel(view.id);
+            let _ = node.control.cancel(view.id);
         }
         let mut errors = 0;
         loop {
@@ -1117,13 +1245,13 @@ impl RemoteBackend {
                 }
             };
             match node
-                .client
+                .control
                 .wait_with(view.id, Duration::from_secs(2), &mut on_update)
             {
                 Ok(v) => match v.state.as_str() {
                     "done" => {
                         *result_id = v.result_id.clone();
-                        return match node.client.result_bytes(v.id) {
+                        return match node.control.result_bytes(v.id) {
                             // The node hashed these bytes for their id; their own checksums
                             // catch damage on the way, so the front need not hash them again
                             // (SHA-256 was about an eighth of the front's CPU).
@@ -1131,7 +1259,7 @@ impl RemoteBackend {
                                 Ok(()) => {
                                     // Its record there is of no more use (best effort: the
                                     // node's records are scratch).
-                                    let _ = node.client.delete_job(v.id);
+                                    let _ = node.control.delete_job(v.id);
                                     Try::Done(b, v.result_id.clone())
                                 }
                                 Err(e) => Try::NodeLost(format!("fetching the result: {e}")),
@@ -1140,7 +1268,7 @@ impl RemoteBackend {
                         };
                     }
                     "failed" => {
-                        let _ = node.client.delete_job(v.id);
+                        let _ = node.control.delete_job(v.id);
                         return Try::Failed(v.error.unwrap_or_else(|| "failed".into()));
                     }
                     _ => {
@@ -1194,6 +1322,13 @@ impl RemoteBackend {
             "# HELP heloom_ray_jobs_replaced_total Jobs placed again after their node was lost.\n\
              # TYPE heloom_ray_jobs_replaced_total counter\nheloom_ray_jobs_replaced_total {}",
             self.replaced.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP heloom_ray_nodes_returned_total Node servers taken back into placement after \
+             they stopped answering for a while.\n\
+             # TYPE heloom_ray_nodes_returned_total counter\nheloom_ray_nodes_returned_total {}",
+            self.returned.load(Ordering::Relaxed)
         );
         let outstanding: HashMap<&str, f64> = inner
             .nodes
@@ -1331,6 +1466,17 @@ mod tests {
         h.track_listed(&listed);
         assert_eq!(Vec::from(h.order.clone()), vec!["b", "a", "c"]);
         assert_eq!(h.ids.len(), 3);
+    }
+
+    #[test]
+    fn key_uploads_get_time_by_their_size() {
+        let t = Duration::from_secs(20);
+        assert_eq!(key_upload_timeout(t, 0), t);
+        // A gigabyte key set: 200 s more at the slowest rate taken for a live node.
+        assert_eq!(
+            key_upload_timeout(t, 1_000_000_000),
+            Duration::from_secs(220)
+        );
     }
 
     #[test]
