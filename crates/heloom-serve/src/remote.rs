@@ -55,17 +55,17 @@ pub struct RayConfig {
     pub local: Option<LocalNodes>,
     /// How long a node server may take for a request other than a key set upload (inputs
     /// and results included; `--node-timeout`). One that does not answer in time has its jobs placed
-    /// elsewhere and leaves placement; it is asked again every [`NODE_PROBE_PERIOD`] and
+    /// elsewhere and leaves placement; it is asked again every 2 s and
     /// comes back once it answers.
     pub node_timeout: Duration,
 }
 
 /// How often a node server that stopped answering (while its node did not leave) is asked
 /// again.
-pub const NODE_PROBE_PERIOD: Duration = Duration::from_secs(2);
+const NODE_PROBE_PERIOD: Duration = Duration::from_secs(2);
 
 /// Default of [`RayConfig::node_timeout`].
-pub const NODE_TIMEOUT: Duration = Duration::from_secs(20);
+const NODE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Node servers on this machine (`heloom serve --local-nodes N`).
 #[derive(Clone, Debug)]
