@@ -101,6 +101,8 @@ pub struct Round {
     /// CPU time per job of the server process during its round (HTTP, database, storage and
     /// HE lanes together), ms.
     pub server_cpu_ms_per_job: f64,
+    /// The same by [`thread_group`] (Linux; threads that ended during the round are missing).
+    pub server_threads_ms_per_job: BTreeMap<String, f64>,
 }
 
 /// The idle start-latency measurement.
@@ -336,6 +338,59 @@ fn process_cpu_s(pid: &str) -> Option<f64> {
     crate::loadtest::proc_stat_cpu_s(pid, 14)
 }
 
+/// The server's threads in groups by what they do (their names; `/proc` shows the first 15
+/// characters).
+pub fn thread_group(comm: &str) -> &'static str {
+    const GROUPS: [(&str, &str); 7] = [
+        ("heloom-online-l", "HE lanes"),
+        ("heloom-pool-", "HE lanes"),
+        ("heloom-online-s", "executor scheduler"),
+        ("heloom-serve-fi", "storing results"),
+        ("heloom-serve-di", "starting jobs"),
+        ("heloom-serve-io", "HTTP"),
+        ("heloom-serve-ch", "log checkpoints"),
+    ];
+    GROUPS
+        .iter()
+        .find(|(prefix, _)| comm.starts_with(prefix))
+        .map_or("other", |&(_, g)| g)
+}
+
+/// CPU seconds (user + system) of process `pid`'s live threads by [`thread_group`] (Linux;
+/// empty elsewhere).
+fn thread_groups_cpu_s(pid: u32) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        let tid = t.file_name().to_string_lossy().to_string();
+        let Ok(comm) = std::fs::read_to_string(t.path().join("comm")) else {
+            continue;
+        };
+        if let Some(s) = crate::loadtest::proc_stat_cpu_s(&format!("{pid}/task/{tid}"), 14) {
+            *out.entry(thread_group(comm.trim()).to_string())
+                .or_insert(0.0) += s;
+        }
+    }
+    out
+}
+
+/// CPU ms per job by thread group between two readings.
+fn groups_ms_per_job(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+    jobs: usize,
+) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(g, &a)| {
+            let b = before.get(g).copied().unwrap_or(0.0);
+            (g.clone(), (a - b).max(0.0) * 1e3 / jobs.max(1) as f64)
+        })
+        .collect()
+}
+
 /// CPU ms per job between two readings (NaN where `/proc` is missing).
 fn cpu_ms_per_job(before: Option<f64>, after: Option<f64>, jobs: usize) -> f64 {
     match (before, after) {
@@ -429,6 +484,7 @@ fn measure(
         note(&format!("{name}: {} jobs through heloom serve", opts.jobs));
         let start = Instant::now();
         let server_cpu0 = process_cpu_s(&server_pid.to_string());
+        let groups0 = thread_groups_cpu_s(server_pid);
         let tag = format!("r{r}");
         // One tenant submitting a burst: batches of up to 1000 jobs (one request and one
         // commit each), as a client with many jobs would.
@@ -470,6 +526,8 @@ fn measure(
             process_cpu_s(&server_pid.to_string()),
             opts.jobs,
         );
+        let server_threads =
+            groups_ms_per_job(&groups0, &thread_groups_cpu_s(server_pid), opts.jobs);
         let server = steady_rate(&mut finish);
         let round = Round {
             schedule_jobs_per_s: schedule,
@@ -483,6 +541,7 @@ fn measure(
             server_wall_s: wall,
             schedule_cpu_ms_per_job: schedule_cpu,
             server_cpu_ms_per_job: server_cpu,
+            server_threads_ms_per_job: server_threads,
         };
         if r == 0 {
             warmup = Some(round);
@@ -685,6 +744,18 @@ pub fn render(r: &OverheadReport) -> String {
         if r.throughput_met { "met" } else { "NOT met" },
         r.median_cpu_ratio
     ));
+    let groups = thread_medians(&r.rounds);
+    if !groups.is_empty() {
+        let total: f64 = groups.iter().map(|(_, ms)| ms).sum();
+        let parts: Vec<String> = groups
+            .iter()
+            .map(|(g, ms)| format!("{g} {ms:.3} ({:.1}%)", 100.0 * ms / total.max(1e-9)))
+            .collect();
+        s.push_str(&format!(
+            "server CPU per job by thread, ms (median over rounds): {}\n\n",
+            parts.join(", ")
+        ));
+    }
     s.push_str(&format!(
         "start latency at idle (request received to job in the executor), {} jobs:\n  \
          p50 <= {:.2} ms, p99 <= {:.2} ms (bucket bounds; target p99 <= {TARGET_START_P99_MS} \
@@ -711,6 +782,22 @@ pub fn render(r: &OverheadReport) -> String {
     s
 }
 
+/// Per thread group, the median over `rounds` of the server's CPU ms per job, largest first.
+pub fn thread_medians(rounds: &[Round]) -> Vec<(String, f64)> {
+    let mut groups: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for r in rounds {
+        for (g, &ms) in &r.server_threads_ms_per_job {
+            groups.entry(g).or_default().push(ms);
+        }
+    }
+    let mut out: Vec<(String, f64)> = groups
+        .into_iter()
+        .map(|(g, v)| (g.to_string(), percentile(&v, 50.0)))
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
+    out
+}
+
 /// Writes `serve-overhead.json` and `.txt` into `dir`.
 pub fn save(r: &OverheadReport, dir: &Path) -> Result<Vec<PathBuf>> {
     save_json_and_text(r, &render(r), dir, "serve-overhead")
@@ -729,6 +816,41 @@ mod tests {
         let r = steady_rate(&mut f);
         assert!((r - 100.0).abs() < 1e-9, "{r}");
         assert_eq!(steady_rate(&mut [1.0, 2.0]), 0.0);
+    }
+
+    #[test]
+    fn threads_are_grouped_by_name_and_medians_sorted() {
+        assert_eq!(thread_group("heloom-online-l"), "HE lanes");
+        assert_eq!(thread_group("heloom-pool-3"), "HE lanes");
+        assert_eq!(thread_group("heloom-serve-fi"), "storing results");
+        assert_eq!(thread_group("heloom-serve-di"), "starting jobs");
+        assert_eq!(thread_group("heloom-online-s"), "executor scheduler");
+        assert_eq!(thread_group("heloom-serve-io"), "HTTP");
+        assert_eq!(thread_group("heloom-serve-ch"), "log checkpoints");
+        assert_eq!(thread_group("heloom"), "other");
+        let before = BTreeMap::from([("HE lanes".to_string(), 1.0)]);
+        let after = BTreeMap::from([("HE lanes".to_string(), 5.0), ("HTTP".to_string(), 0.2)]);
+        let per_job = groups_ms_per_job(&before, &after, 400);
+        assert_eq!(per_job["HE lanes"], 10.0);
+        assert!((per_job["HTTP"] - 0.5).abs() < 1e-12);
+        let round = |lanes: f64, http: f64| Round {
+            schedule_jobs_per_s: 1.0,
+            schedule_variants: BTreeMap::new(),
+            server_jobs_per_s: 1.0,
+            ratio: 1.0,
+            server_wall_s: 1.0,
+            schedule_cpu_ms_per_job: 1.0,
+            server_cpu_ms_per_job: 1.0,
+            server_threads_ms_per_job: BTreeMap::from([
+                ("HE lanes".to_string(), lanes),
+                ("HTTP".to_string(), http),
+            ]),
+        };
+        let m = thread_medians(&[round(9.0, 0.1), round(11.0, 0.3), round(10.0, 0.2)]);
+        assert_eq!(
+            m,
+            vec![("HE lanes".to_string(), 10.0), ("HTTP".to_string(), 0.2)]
+        );
     }
 
     #[test]

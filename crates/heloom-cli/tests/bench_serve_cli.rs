@@ -34,6 +34,24 @@ fn a_small_run_checks_every_result_and_reports_both_sides() -> Result<(), Box<dy
         let shapes = r["schedule_variants"].as_object().ok_or("no shapes")?;
         assert_eq!(shapes.values().filter_map(|n| n.as_u64()).sum::<u64>(), 20);
     }
+    // The server's CPU by thread: the HE lanes did the jobs' work (Linux /proc; the other
+    // groups are listed, though a round this small may give them less than a clock tick).
+    if cfg!(target_os = "linux") {
+        let threads = rounds[0]["server_threads_ms_per_job"]
+            .as_object()
+            .ok_or("no thread groups")?;
+        let ms = |g: &str| threads.get(g).and_then(|v| v.as_f64()).unwrap_or(0.0);
+        assert!(ms("HE lanes") > 0.0, "{threads:?}");
+        for g in [
+            "storing results",
+            "starting jobs",
+            "executor scheduler",
+            "HTTP",
+        ] {
+            assert!(threads.contains_key(g), "no {g}: {threads:?}");
+            assert!(ms("HE lanes") > ms(g), "{threads:?}");
+        }
+    }
     // The warm-up's and the timed round's jobs, and the idle ones.
     assert_eq!(v["checked"], 43);
     assert_eq!(v["correct"], 43);
