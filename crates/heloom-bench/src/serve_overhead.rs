@@ -103,6 +103,9 @@ pub struct Round {
     pub server_cpu_ms_per_job: f64,
     /// The same by [`thread_group`] (Linux; threads that ended during the round are missing).
     pub server_threads_ms_per_job: BTreeMap<String, f64>,
+    /// CPU ms per job of the in-process executor's scheduler thread (this one), less the
+    /// check: the counterpart of the server's "executor scheduler" group.
+    pub schedule_scheduler_ms_per_job: f64,
 }
 
 /// The idle start-latency measurement.
@@ -463,7 +466,14 @@ fn measure(
             opts.jobs
         ));
         let cpu0 = process_cpu_s("self");
+        // This thread runs the in-process executor's scheduler loop (and then the check).
+        let sched0 = process_cpu_s("thread-self");
         let run = setup.run("heloom", 0.01, opts.jobs, opts.seed + r as u64)?;
+        let schedule_scheduler = cpu_ms_per_job(
+            sched0,
+            process_cpu_s("thread-self").map(|c| c - run.record.check_ms / 1e3),
+            opts.jobs,
+        );
         // Less the result check after the run (decryption on one thread: its wall time is
         // its CPU time), which is not scheduled work and has no counterpart on the server.
         let check_s = run.record.check_ms / 1e3;
@@ -542,6 +552,7 @@ fn measure(
             schedule_cpu_ms_per_job: schedule_cpu,
             server_cpu_ms_per_job: server_cpu,
             server_threads_ms_per_job: server_threads,
+            schedule_scheduler_ms_per_job: schedule_scheduler,
         };
         if r == 0 {
             warmup = Some(round);
@@ -751,9 +762,16 @@ pub fn render(r: &OverheadReport) -> String {
             .iter()
             .map(|(g, ms)| format!("{g} {ms:.3} ({:.1}%)", 100.0 * ms / total.max(1e-9)))
             .collect();
+        let sched: Vec<f64> = r
+            .rounds
+            .iter()
+            .map(|x| x.schedule_scheduler_ms_per_job)
+            .collect();
         s.push_str(&format!(
-            "server CPU per job by thread, ms (median over rounds): {}\n\n",
-            parts.join(", ")
+            "server CPU per job by thread, ms (median over rounds): {}\n\
+             in process, its executor's scheduler thread: {:.3} ms per job\n\n",
+            parts.join(", "),
+            percentile(&sched, 50.0)
         ));
     }
     s.push_str(&format!(
@@ -841,6 +859,7 @@ mod tests {
             server_wall_s: 1.0,
             schedule_cpu_ms_per_job: 1.0,
             server_cpu_ms_per_job: 1.0,
+            schedule_scheduler_ms_per_job: 0.1,
             server_threads_ms_per_job: BTreeMap::from([
                 ("HE lanes".to_string(), lanes),
                 ("HTTP".to_string(), http),

@@ -270,11 +270,14 @@ impl State {
         let before = before.unwrap_or(i64::MAX);
         self.with_conn(|c| match state {
             Some(s) => {
+                // The state as a literal (one of five names), so that the partial index of
+                // that state, where there is one, serves the query.
                 let mut st = c.prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM jobs WHERE tenant = ?1 AND state = ?2 AND id < ?3 \
-                     ORDER BY id DESC LIMIT ?4"
+                    "SELECT {COLUMNS} FROM jobs WHERE tenant = ?1 AND state = '{}' AND id < ?2 \
+                     ORDER BY id DESC LIMIT ?3",
+                    s.name()
                 ))?;
-                let rows = st.query_map(params![tenant, s.name(), before, limit], record)?;
+                let rows = st.query_map(params![tenant, before, limit], record)?;
                 rows.collect()
             }
             None => {
