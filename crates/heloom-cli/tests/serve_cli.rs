@@ -367,26 +367,30 @@ fn local_nodes_run_every_job() {
         .unwrap()
         .iter()
         .any(|l| l.contains("starting it again in 1 s")));
-    let out = heloom()
-        .args(["loadtest", "--url", &url, "--data"])
-        .arg(&data)
-        .args(["--tenants", "1", "--rate", "8", "--duration", "1"])
-        .args(["--log-n", "12", "--clients", "8", "--json", "--out"])
-        .arg(dir.join("loadtest-after-restart"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["overall"]["wrong"], 0, "{:#}", r["overall"]);
-    assert_eq!(
-        r["overall"]["done"], r["overall"]["submitted"],
-        "{:#}",
-        r["overall"]
-    );
+    // A small load test whose every job must end done and decrypt correctly.
+    let loadtest = |name: &str| {
+        let out = heloom()
+            .args(["loadtest", "--url", &url, "--data"])
+            .arg(&data)
+            .args(["--tenants", "1", "--rate", "8", "--duration", "1"])
+            .args(["--log-n", "12", "--clients", "8", "--json", "--out"])
+            .arg(dir.join(name))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(r["overall"]["wrong"], 0, "{:#}", r["overall"]);
+        assert_eq!(
+            r["overall"]["done"], r["overall"]["submitted"],
+            "{:#}",
+            r["overall"]
+        );
+    };
+    loadtest("loadtest-after-restart");
     assert!(plain_get(&url, "/metrics").contains("heloom_ray_nodes 2"));
 
     // A node server that stops answering (SIGSTOP: alive, so its supervisor keeps it): the
@@ -411,28 +415,6 @@ fn local_nodes_run_every_job() {
     }
     signal("-STOP");
     let stopped = Stopped(pid);
-    let loadtest = |name: &str| {
-        let out = heloom()
-            .args(["loadtest", "--url", &url, "--data"])
-            .arg(&data)
-            .args(["--tenants", "1", "--rate", "8", "--duration", "1"])
-            .args(["--log-n", "12", "--clients", "8", "--json", "--out"])
-            .arg(dir.join(name))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(r["overall"]["wrong"], 0, "{:#}", r["overall"]);
-        assert_eq!(
-            r["overall"]["done"], r["overall"]["submitted"],
-            "{:#}",
-            r["overall"]
-        );
-    };
     loadtest("loadtest-node-stopped");
     assert!(
         log.lock()

@@ -356,6 +356,13 @@ impl State {
         &self.dir
     }
 
+    /// The database's write-ahead log file.
+    fn wal_path(&self) -> PathBuf {
+        let mut wal = self.db_path.clone().into_os_string();
+        wal.push("-wal");
+        PathBuf::from(wal)
+    }
+
     /// Moves SQLite's write-ahead-log checkpoints off the connection that commits: its
     /// automatic checkpoint (every 1,000 log pages, run inside whichever commit crosses the
     /// mark, with a flush of the database file) held the database for milliseconds in a job's
@@ -380,9 +387,7 @@ impl State {
         )
         .and_then(|()| conn.busy_timeout(std::time::Duration::from_secs(5)))
         .map_err(|e| self.db_error(e))?;
-        let mut wal = self.db_path.clone().into_os_string();
-        wal.push("-wal");
-        let wal = PathBuf::from(wal);
+        let wal = self.wal_path();
         let stop = std::sync::Arc::new((Mutex::new(false), Condvar::new()));
         let flag = std::sync::Arc::clone(&stop);
         let db_path = self.db_path.clone();
@@ -483,9 +488,7 @@ impl State {
         }
         // The log's frames are in the page cache since the commit: syncing the file (any
         // descriptor of it) makes every commit numbered up to `target` durable.
-        let mut wal = self.db_path.clone().into_os_string();
-        wal.push("-wal");
-        let wal = PathBuf::from(wal);
+        let wal = self.wal_path();
         self.wal_flush
             .through(seq, || {
                 let target = self.commits.load(std::sync::atomic::Ordering::SeqCst);

@@ -786,8 +786,9 @@ impl RemoteBackend {
 
     /// Takes a node out of placement (`which`: that server only, else any under this id).
     /// A server taken out because it stopped answering (`which` given) is asked again
-    /// ([`Self::probe_loop`]); a node that left (`None`) is forgotten.
-    fn remove_node(&self, id: &str, which: Option<&Arc<Node>>) {
+    /// ([`Self::probe_loop`]); a node that left (`None`) is forgotten. Returns whether a
+    /// server was in placement.
+    fn remove_node(&self, id: &str, which: Option<&Arc<Node>>) -> bool {
         let mut inner = lock(&self.inner);
         let mut removed = Vec::new();
         inner.nodes.retain(|(n, _)| {
@@ -798,6 +799,7 @@ impl RemoteBackend {
             }
             !hit
         });
+        let was_placed = !removed.is_empty();
         match which {
             Some(_) if inner.bridge_up => inner.suspects.extend(removed),
             Some(_) => {}
@@ -807,6 +809,7 @@ impl RemoteBackend {
         if let Some(s) = inner.stats.get_mut(id) {
             s.up = still;
         }
+        was_placed
     }
 
     /// Jobs that may be in flight: per node, twice what its server runs at once (threads + 1,
@@ -956,11 +959,7 @@ impl RemoteBackend {
                     if !node.up.load(Ordering::SeqCst) {
                         self.remove_node(&node.id, Some(&node));
                     } else if node.control.version().is_err() {
-                        if lock(&self.inner)
-                            .nodes
-                            .iter()
-                            .any(|(n, _)| Arc::ptr_eq(n, &node))
-                        {
+                        if self.remove_node(&node.id, Some(&node)) {
                             eprintln!(
                                 "heloom serve: ray node {} does not answer; no jobs go to it \
                                  until it does (asked every {} s)",
@@ -968,7 +967,6 @@ impl RemoteBackend {
                                 NODE_PROBE_PERIOD.as_secs()
                             );
                         }
-                        self.remove_node(&node.id, Some(&node));
                     } else {
                         node.relearn();
                     }

@@ -364,29 +364,27 @@ impl Segments {
         if !self.durable || !self.marker(id).exists() {
             return Ok(());
         }
+        self.sync(id)
+    }
+
+    /// Flushes segment `id` (its records checked) and removes its marker.
+    pub(crate) fn settle(&self, id: i64) -> Result<()> {
+        self.sync(id)?;
+        let _ = std::fs::remove_file(self.marker(id));
+        Ok(())
+    }
+
+    /// Flushes segment `id`'s file; one compacted away meanwhile needs none (its records
+    /// were flushed where they went).
+    fn sync(&self, id: i64) -> Result<()> {
         match File::open(self.path(id)) {
             Ok(f) => {
                 self.count_flush();
                 f.sync_data().map_err(io_err(&self.path(id)))
             }
-            // Compacted away meanwhile: its records were flushed where they went.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io_err(&self.path(id))(e)),
         }
-    }
-
-    /// Flushes segment `id` (its records checked) and removes its marker.
-    pub(crate) fn settle(&self, id: i64) -> Result<()> {
-        match File::open(self.path(id)) {
-            Ok(f) => {
-                self.count_flush();
-                f.sync_data().map_err(io_err(&self.path(id)))?
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err(&self.path(id))(e)),
-        }
-        let _ = std::fs::remove_file(self.marker(id));
-        Ok(())
     }
 
     fn reader(&self, id: i64) -> std::io::Result<Arc<File>> {

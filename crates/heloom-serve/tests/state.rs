@@ -249,17 +249,9 @@ fn results_a_crash_lost_are_found_and_their_jobs_run_again() {
     let dir = tempfile::tempdir().unwrap();
     let state = State::open(dir.path()).unwrap();
     state.create_token("alice").unwrap();
-    let job = |key: &'static str| heloom_serve::NewJob {
-        idempotency_key: key,
-        kind: "exp",
-        input_digest: key,
-        priority: 0,
-        deadline_unix: None,
-        spec: "{}",
-    };
     let mut ended = Vec::new();
     for (key, byte) in [("kept", 1u8), ("torn", 2u8)] {
-        let id = state.submit_job("alice", &job(key)).unwrap().0.id;
+        let id = state.submit_job("alice", &exp_job(key)).unwrap().0.id;
         assert_eq!(state.start_next().unwrap().unwrap().id, id);
         let (info, now) = state
             .finish_job_with_result(id, "alice", &vec![byte; 5000], 1)
@@ -311,20 +303,12 @@ fn deleting_a_job_flushes_its_fresh_result_first() {
     let dir = tempfile::tempdir().unwrap();
     let state = State::open(dir.path()).unwrap();
     state.create_token("alice").unwrap();
-    let job = |key: &'static str| heloom_serve::NewJob {
-        idempotency_key: key,
-        kind: "exp",
-        input_digest: key,
-        priority: 0,
-        deadline_unix: None,
-        spec: "{}",
-    };
-    let id = state.submit_job("alice", &job("a")).unwrap().0.id;
+    let id = state.submit_job("alice", &exp_job("a")).unwrap().0.id;
     state.start_next().unwrap().unwrap();
     let (info, _) = state
         .finish_job_with_result(id, "alice", &[5u8; 3000], 1)
         .unwrap();
-    let failed = state.submit_job("alice", &job("b")).unwrap().0.id;
+    let failed = state.submit_job("alice", &exp_job("b")).unwrap().0.id;
     state.start_next().unwrap().unwrap();
     state.finish_job(failed, Err("no")).unwrap();
     // Records are not flushed one by one: deleting the job that could redo one flushes it.
@@ -340,4 +324,16 @@ fn deleting_a_job_flushes_its_fresh_result_first() {
     assert_eq!(state.segment_flushes(), before + 1);
     assert_eq!(state.delete_job("bob", id).unwrap(), None);
     assert_eq!(state.segment_flushes(), before + 1);
+}
+
+/// An e^x job record keyed (and digested) by `key`.
+fn exp_job(key: &str) -> heloom_serve::NewJob<'_> {
+    heloom_serve::NewJob {
+        idempotency_key: key,
+        kind: "exp",
+        input_digest: key,
+        priority: 0,
+        deadline_unix: None,
+        spec: "{}",
+    }
 }
