@@ -10,6 +10,9 @@
 #   BACKEND=local bench/ray/scale.sh         # no Ray: `heloom serve --local-nodes`, the same
 #                                            # front, placement and data path, nodes pinned
 #                                            # to their own cores (needs only the binary)
+#   BACKEND=local CPUS=3 bench/ray/scale.sh  # on ONE 16-core box: the front and the load test
+#                                            # take about 2.5 cores at 4 x 4's rate, so 4 x 3
+#                                            # leaves them the 4 cores a real cluster's head has
 #
 # Needs: target/release/heloom (cargo build --release -p heloom-cli), .venv with the heloom
 # package and Ray (./run.sh python -c 0; .venv/bin/pip install 'ray[default]>=2.9').
@@ -85,7 +88,11 @@ run() {
   if [ "$BACKEND" = local ]; then
     local pin=""
     [ $((n * CPUS)) -le "$CORES" ] && command -v taskset >/dev/null && pin=--pin-nodes
-    "$BIN" serve --data "$dir/data" --listen 127.0.0.1:0 --allow-insecure \
+    # The front and the load test on the cores the nodes leave (as if the nodes were other
+    # machines): unpinned, the scheduler wakes their threads on the nodes' cores.
+    FRONT_PIN=()
+    [ -n "$pin" ] && [ $((n * CPUS)) -lt "$CORES" ] && FRONT_PIN=(taskset -c "$((n * CPUS))-$((CORES - 1))")
+    "${FRONT_PIN[@]}" "$BIN" serve --data "$dir/data" --listen 127.0.0.1:0 --allow-insecure \
       --local-nodes "$n" --node-threads "$CPUS" $pin 2>"$dir/front.log" &
   else
     # The cluster lives while its stdin (a fifo we hold open) does.
@@ -101,6 +108,7 @@ run() {
   fi
   local front=$!
   PIDS+=($front)
+  [ "$BACKEND" = local ] || FRONT_PIN=()
   local url=""
   for _ in $(seq 1200); do
     url=$(grep -so 'listening on http://[0-9.:]*' "$dir/front.log" | head -1 | cut -d' ' -f3 || true)
@@ -110,7 +118,7 @@ run() {
   done
   [ -n "$url" ] || { cat "$dir/front.log" >&2; exit 1; }
   echo "== $name: $n node(s) x $CPUS CPUs, front $url" >&2
-  "$BIN" loadtest --url "$url" --data "$dir/data" --tenants "$TENANTS" --rate "$RATE" \
+  "${FRONT_PIN[@]}" "$BIN" loadtest --url "$url" --data "$dir/data" --tenants "$TENANTS" --rate "$RATE" \
     --duration "$DURATION" --log-n "$LOG_N" --clients "$CLIENTS" --warmup 5 --closed-loop --check-after \
     --out "$OUT/$name" --json >"$OUT/$name/loadtest-stdout.json" 2>"$dir/loadtest.log" || {
       tail -20 "$dir/loadtest.log" >&2; echo "scale.sh: the load test failed ($name)" >&2; exit 1; }
@@ -122,6 +130,11 @@ run() {
   local nodes_cpu=0 c
   for c in $(desc "$front"); do nodes_cpu=$(awk -v a="$nodes_cpu" -v b="$(cpu_of "$c")" 'BEGIN { print a + b }'); done
   printf 'front_cpu_s=%s\nnodes_cpu_s=%s\n' "$(cpu_of "$front")" "$nodes_cpu" >"$OUT/$name/cpu.txt"
+  # The front's CPU by thread name (digits dropped), to show a thread that limits it.
+  for t in /proc/"$front"/task/*; do
+    printf '%s %s\n' "$(tr -d '0-9' <"$t/comm")" "$(awk '{ print $14 + $15 }' "$t/stat")"
+  done 2>/dev/null | awk '{ s[$1] += $2; n[$1]++ } END { for (k in s) printf "front_thread %s x%d %.1f s\n", k, n[k], s[k] / 100 }' |
+    sort -k4 -rn >>"$OUT/$name/cpu.txt" || true
   kill "$front"; wait "$front" 2>/dev/null || true
   if [ -n "$cluster" ]; then
     exec {hold}>&-

@@ -87,7 +87,7 @@ fn start(a: &NodesArgs) -> Result<Vec<Node>> {
     if a.nodes == 0 || a.threads == 0 {
         bail!("--nodes and --threads must be at least 1");
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = machine_cores();
     if a.pin && a.nodes * a.threads > cores {
         bail!(
             "--pin: {} nodes x {} threads need {} cores, this machine has {cores}",
@@ -118,6 +118,35 @@ fn start(a: &NodesArgs) -> Result<Vec<Node>> {
     }
     emit(serde_json::json!({"event": "ready", "nodes": nodes.len()}));
     Ok(nodes)
+}
+
+/// The machine's online cores. Not `available_parallelism`: that is this process's affinity
+/// mask, and a front pinned off the nodes' cores starts nodes pinned to cores outside it.
+fn machine_cores() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| count_cpu_list(s.trim()))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Counts the CPUs in a kernel CPU list such as `0-3,8,10-11`.
+fn count_cpu_list(list: &str) -> Option<usize> {
+    let mut n = 0;
+    for part in list.split(',') {
+        n += match part.split_once('-') {
+            Some((a, b)) => {
+                b.parse::<usize>()
+                    .ok()?
+                    .checked_sub(a.parse::<usize>().ok()?)?
+                    + 1
+            }
+            None => {
+                part.parse::<usize>().ok()?;
+                1
+            }
+        };
+    }
+    (n > 0).then_some(n)
 }
 
 /// Reports a started node server to the front (`join`).
@@ -273,5 +302,15 @@ mod tests {
     fn the_pause_doubles_up_to_thirty_seconds() {
         let secs: Vec<u64> = (1..=8).map(|f| backoff(f).as_secs()).collect();
         assert_eq!(secs, vec![1, 2, 4, 8, 16, 30, 30, 30]);
+    }
+
+    #[test]
+    fn cpu_lists_are_counted() {
+        assert_eq!(count_cpu_list("0-15"), Some(16));
+        assert_eq!(count_cpu_list("0-3,8,10-11"), Some(7));
+        assert_eq!(count_cpu_list("5"), Some(1));
+        assert_eq!(count_cpu_list(""), None);
+        assert_eq!(count_cpu_list("3-1"), None);
+        assert_eq!(count_cpu_list("x"), None);
     }
 }
