@@ -130,11 +130,18 @@ run() {
   local nodes_cpu=0 c
   for c in $(desc "$front"); do nodes_cpu=$(awk -v a="$nodes_cpu" -v b="$(cpu_of "$c")" 'BEGIN { print a + b }'); done
   printf 'front_cpu_s=%s\nnodes_cpu_s=%s\n' "$(cpu_of "$front")" "$nodes_cpu" >"$OUT/$name/cpu.txt"
-  # The front's CPU by thread name (digits dropped), to show a thread that limits it.
-  for t in /proc/"$front"/task/*; do
-    printf '%s %s\n' "$(tr -d '0-9' <"$t/comm")" "$(awk '{ print $14 + $15 }' "$t/stat")"
-  done 2>/dev/null | awk '{ s[$1] += $2; n[$1]++ } END { for (k in s) printf "front_thread %s x%d %.1f s\n", k, n[k], s[k] / 100 }' |
-    sort -k4 -rn >>"$OUT/$name/cpu.txt" || true
+  # CPU by thread name (digits dropped), the front's and the node servers' (live threads;
+  # the front's per-job threads are gone by now, their CPU only in its total).
+  threads_cpu() {
+    local label=$1 p t
+    shift
+    for p in "$@"; do
+      for t in /proc/"$p"/task/*; do
+        printf '%s %s\n' "$(tr -d '0-9' <"$t/comm")" "$(awk '{ print $14 + $15 }' "$t/stat")"
+      done
+    done 2>/dev/null | awk -v w="$label" '{ s[$1] += $2; n[$1]++ } END { for (k in s) printf "%s %s x%d %.1f s\n", w, k, n[k], s[k] / 100 }' | sort -k4 -rn
+  }
+  { threads_cpu front_thread "$front"; threads_cpu node_thread $(desc "$front"); } >>"$OUT/$name/cpu.txt" || true
   kill "$front"; wait "$front" 2>/dev/null || true
   if [ -n "$cluster" ]; then
     exec {hold}>&-

@@ -98,6 +98,8 @@ pub struct Gauges {
     pub store_budget_bytes: u64,
     /// Key store: what it did (gets, hits, misses, evictions, bytes read and written).
     pub store: heloom_store::StoreStats,
+    /// Result reads answered from the results kept in memory after their write.
+    pub result_memory_reads: u64,
     /// Further exposition text, appended as it is (the Ray backend's per-node series).
     pub extra: String,
 }
@@ -313,6 +315,11 @@ impl Metrics {
                 "heloom_key_store_evictions_total",
                 "Key store: keys dropped from memory (spills).",
                 g.store.evictions,
+            ),
+            (
+                "heloom_result_memory_reads_total",
+                "Results read from memory, kept there after their write (not from the disk).",
+                g.result_memory_reads,
             ),
         ] {
             let _ = writeln!(

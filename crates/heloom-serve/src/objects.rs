@@ -248,6 +248,12 @@ impl State {
         self.segments.flushes()
     }
 
+    /// Result reads answered from memory (the most recent results stay there after their
+    /// write, for the fetch that usually follows).
+    pub fn result_memory_reads(&self) -> u64 {
+        self.segments.fresh_hits()
+    }
+
     /// Checks the results a crashed server may not have flushed (the segments with a marker:
     /// see `segments.rs`): every record a row names in them is read and checked; a torn one's
     /// row is deleted and the jobs it ended are queued again (they compute the same bytes
@@ -557,7 +563,7 @@ impl State {
     /// to the current segment file, then its row. Bytes already stored (the same content
     /// address, [`result_id`]) are not written again.
     pub fn store_result(&self, tenant: &str, data: &[u8], parameters: u64) -> Result<ObjectInfo> {
-        self.store_result_and(tenant, data, parameters, None, |_, _| Ok(()))
+        self.store_result_and(tenant, data.to_vec(), parameters, None, |_, _| Ok(()))
             .map(|(info, ())| info)
     }
 
@@ -571,7 +577,7 @@ impl State {
         data: &[u8],
         parameters: u64,
     ) -> Result<(ObjectInfo, bool)> {
-        self.finish_job_with_result_as(job, tenant, data, parameters, None)
+        self.finish_job_with_result_as(job, tenant, data.to_vec(), parameters, None)
     }
 
     /// [`Self::finish_job_with_result`] with the result's id given when it is known (`known`:
@@ -580,7 +586,7 @@ impl State {
         &self,
         job: i64,
         tenant: &str,
-        data: &[u8],
+        data: Vec<u8>,
         parameters: u64,
         known: Option<&str>,
     ) -> Result<(ObjectInfo, bool)> {
@@ -599,24 +605,25 @@ impl State {
     fn store_result_and<T>(
         &self,
         tenant: &str,
-        data: &[u8],
+        data: Vec<u8>,
         parameters: u64,
         known: Option<&str>,
         then: impl FnOnce(&rusqlite::Connection, &str) -> rusqlite::Result<T>,
     ) -> Result<(ObjectInfo, T)> {
         let id = match known {
             Some(id) if is_object_id(id) => id.to_string(),
-            _ => result_id(data),
+            _ => result_id(&data),
         };
+        let bytes = data.len() as u64;
         let existing = self.object(tenant, &id)?;
         let loc = match existing {
             Some(_) => None,
-            None => Some(self.segments.append(data)?),
+            None => Some(self.segments.append_fresh(std::sync::Arc::new(data))?),
         };
         let info = existing.unwrap_or_else(|| ObjectInfo {
             id,
             kind: ObjectKind::Result,
-            bytes: data.len() as u64,
+            bytes,
             parameters: format!("{parameters:016x}"),
             info: serde_json::json!({}),
             created_unix: unix_now(),
@@ -820,7 +827,10 @@ impl State {
         })?;
         if n > 0 {
             match loc {
-                Some(loc) => self.reclaim_segment(loc.segment)?,
+                Some(loc) => {
+                    self.segments.forget(loc);
+                    self.reclaim_segment(loc.segment)?
+                }
                 None => {
                     let _ = std::fs::remove_file(self.object_path(tenant, id));
                 }

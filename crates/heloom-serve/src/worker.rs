@@ -467,6 +467,7 @@ impl Shared {
             store_resident_bytes: self.keys.resident_bytes(),
             store_budget_bytes: self.keys.budget_bytes().unwrap_or(0),
             store: self.keys.stats(),
+            result_memory_reads: self.state.result_memory_reads(),
             extra: self
                 .remote
                 .as_ref()
@@ -772,7 +773,7 @@ impl Shared {
             let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
             let Ok((rec, fp, out)) = next else { return };
             // A result is stored and the job's end recorded in one commit.
-            let stored = |bytes: &[u8], known: Option<&str>| {
+            let stored = |bytes: Vec<u8>, known: Option<&str>| {
                 self.state
                     .finish_job_with_result_as(rec.id, &rec.tenant, bytes, fp, known)
                     .map(|(info, ended)| (info.id, ended))
@@ -786,9 +787,9 @@ impl Shared {
                         bytes.extend_from_slice(&c.to_bytes());
                     }
                     drop(cts);
-                    stored(&bytes, None)
+                    stored(bytes, None)
                 }
-                Outcome::Done(bytes, known) => stored(&bytes, known.as_deref()),
+                Outcome::Done(bytes, known) => stored(bytes, known.as_deref()),
                 Outcome::Failed(msg) => Err(msg),
                 Outcome::Interrupted => {
                     self.forget(rec.id);

@@ -234,6 +234,12 @@ fn a_damaged_result_is_reported_never_served() {
         .open(dir.path().join("segments").join("1.seg"))
         .unwrap();
     seg.write_all_at(&[0x43], 24 + 100).unwrap();
+    // Fresh results are read from memory, as written (the fetch after a job's end).
+    assert_eq!(state.read_object("alice", &info.id).unwrap(), Some(data));
+    assert_eq!(state.result_memory_reads(), 1);
+    // After a restart the disk is read: the damage is found.
+    drop(state);
+    let state = State::open(dir.path()).unwrap();
     let e = state.read_object("alice", &info.id).unwrap_err();
     assert!(matches!(e, ServeError::Damaged { .. }), "{e}");
     assert!(e.to_string().contains("checksum mismatch"), "{e}");
