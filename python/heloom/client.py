@@ -46,6 +46,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal, TypeAlias, TypedDict, TypeVar
 
+import numpy as np
+
 from heloom._heloom import (
     Ciphertext,
     CkksParameters,
@@ -68,6 +70,7 @@ __all__ = [
     "ExpTask",
     "GraphTask",
     "Job",
+    "MatmulEncryptedTask",
     "MatmulTask",
     "ObjectInfo",
     "PolynomialTask",
@@ -78,8 +81,11 @@ __all__ = [
     "exp",
     "graph",
     "matmul",
+    "matmul_encrypted",
+    "pack_matrix",
     "polynomial",
     "split_objects",
+    "unpack_matrix",
 ]
 
 #: Job states after which a job never changes again.
@@ -337,6 +343,17 @@ class MatmulTask(TypedDict):
     matrix: list[list[float]]
 
 
+class MatmulEncryptedTask(TypedDict):
+    """``{"kind": "matmul_encrypted", "side": d}``: an encrypted ``d x d`` matrix ``A`` (input
+    0) times an encrypted ``d x d`` matrix ``B`` (input 1), each packed row-major in exactly
+    ``D * D`` slots (``pack_matrix``); one output, ``A B``, three levels lower
+    (``unpack_matrix``). Needs the relinearization key and Galois keys for the steps the
+    server names when they are missing (docs/serve-api.md)."""
+
+    kind: Literal["matmul_encrypted"]
+    side: int
+
+
 class CryptonetsTask(TypedDict):
     """``{"kind": "cryptonets", "packing": "batch" | "single"}``: MNIST inference with the
     server's built-in CryptoNets: ``batch`` takes 784 pixel ciphertexts (image ``s`` in slot
@@ -348,8 +365,10 @@ class CryptonetsTask(TypedDict):
 
 
 #: What ``submit`` computes: one of the task dicts (``exp()``, ``polynomial(...)``,
-#: ``graph(...)``, ``matmul(...)``, ``cryptonets(...)`` build them).
-Task: TypeAlias = ExpTask | PolynomialTask | GraphTask | MatmulTask | CryptonetsTask
+#: ``graph(...)``, ``matmul(...)``, ``matmul_encrypted(...)``, ``cryptonets(...)`` build them).
+Task: TypeAlias = (
+    ExpTask | PolynomialTask | GraphTask | MatmulTask | MatmulEncryptedTask | CryptonetsTask
+)
 
 
 def exp(variant: Literal["horner", "bsgs", "paper-fig3"] | None = None) -> ExpTask:
@@ -378,6 +397,43 @@ def matmul(matrix: Iterable[Iterable[float]]) -> MatmulTask:
     input ciphertext, an encrypted ``d``-vector zero-padded to ``D`` slots (``D`` = ``d``
     rounded up to a power of two)."""
     return {"kind": "matmul", "matrix": [[float(x) for x in row] for row in matrix]}
+
+
+def matmul_encrypted(side: int) -> MatmulEncryptedTask:
+    """The ``matmul_encrypted`` task: the product of two encrypted ``side x side`` matrices,
+    the job's two inputs in order (JKLS18); ``side`` from 1 to 256."""
+    if isinstance(side, bool) or not isinstance(side, int) or not 1 <= side <= 256:
+        raise ValueError(f"matmul_encrypted: side {side!r}; give the matrices' side, 1 to 256")
+    return {"kind": "matmul_encrypted", "side": side}
+
+
+def _padded(d: int) -> int:
+    return 1 << max(d - 1, 0).bit_length()
+
+
+def pack_matrix(m: Iterable[Iterable[float]]) -> np.ndarray:
+    """The ``D * D`` values to encrypt for a square matrix of side ``d`` (``D`` = ``d`` rounded
+    up to a power of two): row-major, zero-padded, for ``matmul_encrypted``."""
+    a = np.asarray([list(row) for row in m], dtype=np.float64)
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] == 0:
+        raise ValueError(f"pack_matrix: a square, non-empty matrix, not shape {a.shape}")
+    size = _padded(a.shape[0])
+    out = np.zeros((size, size))
+    out[: a.shape[0], : a.shape[1]] = a
+    return out.reshape(-1)
+
+
+def unpack_matrix(slots: Iterable[float], d: int) -> np.ndarray:
+    """The ``d x d`` matrix in the first ``D * D`` decrypted slots of a ``matmul_encrypted``
+    result."""
+    v = np.asarray(list(slots), dtype=np.float64)
+    size = _padded(d)
+    if d < 1 or v.size < size * size:
+        raise ValueError(
+            f"unpack_matrix: {v.size} slots cannot hold a {d} x {d} matrix packed in "
+            f"{size} x {size}"
+        )
+    return v[: size * size].reshape(size, size)[:d, :d].copy()
 
 
 def cryptonets(packing: Literal["batch", "single"]) -> CryptonetsTask:

@@ -29,7 +29,10 @@ from heloom.client import (
     cryptonets,
     exp,
     matmul,
+    matmul_encrypted,
+    pack_matrix,
     polynomial,
+    unpack_matrix,
 )
 
 from conftest import create_token
@@ -319,6 +322,24 @@ def test_app_tasks(server: Server, keys: Keys, x: np.ndarray) -> None:
         c.submit(key, [ct], matmul([[1.0, 0.0], [0.0, 1.0]]))
     assert e.value.status == 400
     assert "exactly 2 slots" in e.value.message
+    # The encrypted product: its builder, the packing, and the server's checks.
+    assert matmul_encrypted(3) == {"kind": "matmul_encrypted", "side": 3}
+    for bad in (0, 257, 2.0, True):
+        with pytest.raises(ValueError, match="1 to 256"):
+            matmul_encrypted(bad)  # type: ignore[arg-type]
+    m = np.arange(9.0).reshape(3, 3)
+    packed = pack_matrix(m)
+    assert packed.shape == (16,)
+    assert packed.tolist() == [0, 1, 2, 0, 3, 4, 5, 0, 6, 7, 8, 0, 0, 0, 0, 0]
+    assert np.array_equal(unpack_matrix(packed, 3), m)
+    with pytest.raises(ValueError, match="square"):
+        pack_matrix([[1.0, 2.0]])
+    with pytest.raises(ValueError, match="cannot hold"):
+        unpack_matrix(packed[:8], 3)
+    with pytest.raises(ApiError) as e:
+        c.submit(key, [ct], matmul_encrypted(3))
+    assert e.value.status == 400
+    assert "two input ciphertexts" in e.value.message
 
 
 def test_async_client(server: Server, keys: Keys, x: np.ndarray) -> None:

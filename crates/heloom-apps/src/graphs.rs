@@ -9,6 +9,10 @@
 //!   diagonals with baby-step giant-step (Halevi-Shoup 2014 Sec. 4.3, 2018 Sec. 4): the
 //!   schedule of [`crate::matmul::diag`] (and [`heloom_ckks::LinearTransform::apply_on`]),
 //!   operation for operation, so the result is word for word the in-process one.
+//! - [`matmul_encrypted_graph`]: an encrypted `d x d` matrix times an encrypted `d x d` matrix
+//!   (Jiang, Kim, Lauter, Song 2018, "JKLS18", Algorithm 2, with baby-step giant-step): the
+//!   schedule of [`crate::matmul::jiang::JiangMultiplier`] with the same masks, rotations and
+//!   levels, so the result is word for word the in-process one.
 //! - [`cryptonets_graph`]: CryptoNets inference (Gilad-Bachrach et al. 2016) with
 //!   [`Packing::Batch`] (one image per slot, 784 pixel ciphertexts: the computation of
 //!   [`crate::cryptonets::batch::BatchNet`], word for word) or [`Packing::Single`] (one image
@@ -22,9 +26,10 @@
 //! constant 1 is added to the whole input: `M' (h + 1) = M h + b` with
 //! `M'(r, c*) = b_r - sum_c M(r, c)` (the padding column holds 0 in `h`).
 //!
-//! Clients prepare inputs with [`batch_inputs`] / [`single_input`] / [`crate::matmul::diag::pack_vector`],
-//! generate Galois keys for [`required_rotations`] (or [`matmul_rotations`],
-//! [`cryptonets_rotations`]) and read results with [`batch_logits`] / [`single_logits`].
+//! Clients prepare inputs with [`batch_inputs`] / [`single_input`] / [`crate::matmul::diag::pack_vector`]
+//! / [`crate::matmul::jiang::pack_matrix`], generate Galois keys for [`required_rotations`] (or
+//! [`matmul_rotations`], [`matmul_encrypted_rotations`], [`cryptonets_rotations`]) and read
+//! results with [`batch_logits`] / [`single_logits`] / [`crate::matmul::jiang::unpack_matrix`].
 
 use crate::cryptonets::evaluate::Packing;
 use crate::cryptonets::model::{
@@ -35,7 +40,8 @@ use crate::cryptonets::single::{
 };
 use crate::cryptonets::{batch, single};
 use crate::error::{AppError, Result};
-use crate::matmul::{padded, Matrix};
+use crate::matmul::jiang::{self, Masks};
+use crate::matmul::{canonical, padded, Matrix};
 use crate::mnist::{PIXELS, SIDE};
 use heloom_ckks::circuits::lintrans::{baby_steps, rotate_values};
 use heloom_ckks::{CkksError, PolyOps};
@@ -207,6 +213,244 @@ pub fn matmul_graph(
         .map(|x| b.rescale(&diags.apply_on(&b, x)?))
         .collect::<heloom_ckks::Result<Vec<_>>>()?;
     Ok(b.finish(&outs)?)
+}
+
+/// Levels [`matmul_encrypted_graph`] uses (JKLS18's depth 3: `sigma`/`tau`, the column-shift
+/// masks, the product): the inputs' level must be at least this, and the product comes out
+/// this many levels lower.
+pub const MATMUL_ENCRYPTED_LEVELS: usize = jiang::LEVELS;
+
+/// The largest side `d` whose packing (`D^2` slots, `D = padded(d)`) fits the `N/2` slots of
+/// the largest ring heloom supports.
+fn max_encrypted_side() -> usize {
+    1 << ((heloom_ckks::params::MAX_LOG_N - 1) / 2)
+}
+
+/// Refuses `d = 0` and sides no ring can pack.
+fn check_encrypted_side(d: usize) -> Result<()> {
+    if d == 0 {
+        return Err(AppError::Invalid(
+            "the encrypted matrix product needs d >= 1 (a d x d matrix has at least one row \
+             and column)"
+                .into(),
+        ));
+    }
+    let max = max_encrypted_side();
+    if d > max {
+        return Err(AppError::Invalid(format!(
+            "a {d} x {d} matrix packs in D^2 = {}^2 slots (d padded to a power of two), more \
+             than the N/2 slots of any supported ring (N <= 2^{}): use d <= {max}, or split \
+             the matrices into blocks of at most {max} x {max}",
+            padded(d),
+            heloom_ckks::params::MAX_LOG_N
+        )));
+    }
+    Ok(())
+}
+
+/// The most slots (`N/2`) a ring over the chain `moduli` can have: every prime is 1 mod `2N`
+/// (the NTT needs it), so `2N` divides each `q - 1`. An upper bound, not `N` itself (a prime
+/// may also be 1 mod `4N`); `None` for an empty chain.
+fn max_slots_of(moduli: &[u64]) -> Option<usize> {
+    let v = moduli
+        .iter()
+        .map(|&q| q.saturating_sub(1).trailing_zeros())
+        .min()?
+        .min(heloom_ckks::params::MAX_LOG_N + 1);
+    Some(1usize << v.saturating_sub(2))
+}
+
+/// The rotation steps (Galois keys, besides the relinearization key) a tenant generates to
+/// run [`matmul_encrypted_graph`] for `d x d` matrices: sorted, without repeats, in
+/// `0..D^2` as the graph uses them (a right rotation by `k` is the step `D^2 - k`). These are
+/// [`crate::matmul::jiang::rotation_steps`], about `4 sqrt(D)` steps: the JKLS18 product
+/// with baby-step giant-step shares one set of keys between its stages. Refuses `d = 0` and
+/// sides no supported ring packs.
+pub fn matmul_encrypted_rotations(d: usize) -> Result<Vec<i64>> {
+    check_encrypted_side(d)?;
+    Ok(jiang::rotation_steps(d))
+}
+
+/// JKLS18's product with its masks as slot values, for any [`PolyOps`] backend: the
+/// computation of [`crate::matmul::jiang::JiangMultiplier::multiply`] (same masks, rotation
+/// steps, products, rescales), one operation at a time instead of spread over threads (a
+/// graph gets its parallelism from the scheduler).
+#[derive(Clone, Debug)]
+struct EncryptedProduct {
+    /// The packed side `D`.
+    size: usize,
+    /// Baby steps `g`; `h = D / g` giant steps.
+    baby: usize,
+    masks: Masks<Vec<f64>>,
+}
+
+/// `acc + x`, or `x` when `acc` is empty.
+fn add_into<O: PolyOps>(ops: &O, acc: &mut Option<O::Ct>, x: O::Ct) -> heloom_ckks::Result<()> {
+    *acc = Some(match acc.take() {
+        Some(y) => ops.add(&y, &x)?,
+        None => x,
+    });
+    Ok(())
+}
+
+impl EncryptedProduct {
+    fn new(d: usize) -> Result<Self> {
+        let size = padded(d);
+        Ok(Self {
+            size,
+            baby: jiang::baby(d),
+            masks: jiang::group_masks(size * size, jiang::masks(d))?,
+        })
+    }
+
+    /// `ct` and its rotations by `unit * b` for `b = 1 .. g-1`, in order of `b`.
+    fn with_babies<O: PolyOps>(
+        &self,
+        ops: &O,
+        ct: &O::Ct,
+        unit: usize,
+    ) -> heloom_ckks::Result<Vec<O::Ct>> {
+        let steps: Vec<i64> = (1..self.baby).map(|b| (unit * b) as i64).collect();
+        let mut out = Vec::with_capacity(self.baby);
+        out.push(ct.clone());
+        out.extend(ops.rotate_many(ct, &steps)?);
+        Ok(out)
+    }
+
+    /// `sigma` (`unit = 1`) or `tau` (`unit = D`) of `ct` by baby-step giant-step, rescaled:
+    /// `sum_giant rot(sum_b mask ⊙ rot(ct, unit b), giant)`.
+    fn linear<O: PolyOps>(
+        &self,
+        ops: &O,
+        ct: &O::Ct,
+        groups: &jiang::Groups<Vec<f64>>,
+        unit: usize,
+    ) -> heloom_ckks::Result<O::Ct> {
+        let babies = self.with_babies(ops, ct, unit)?;
+        let mut acc: Option<O::Ct> = None;
+        for (giant, terms) in groups {
+            let mut inner: Option<O::Ct> = None;
+            for (b, values) in terms {
+                let x = babies.get(*b).ok_or_else(|| {
+                    CkksError::InvalidInput(format!("internal: baby step {b} not computed"))
+                })?;
+                add_into(ops, &mut inner, ops.multiply_plain_slots(x, values)?)?;
+            }
+            let Some(mut inner) = inner else { continue };
+            if *giant != 0 {
+                inner = ops.rotate(&inner, *giant)?;
+            }
+            add_into(ops, &mut acc, inner)?;
+        }
+        let acc =
+            acc.ok_or_else(|| CkksError::InvalidInput("internal: empty linear transform".into()))?;
+        ops.rescale(&acc)
+    }
+
+    /// `A B` (see [`crate::matmul::jiang`]'s module docs): `A0 = sigma(A)`, `B0 = tau(B)`;
+    /// per baby step `b` and giant step `a` the term
+    /// `[rot(m_k, -g a) ⊙ rot(A0, b) + rot(m'_k, -g a) ⊙ rot(A0', b)] ⊙ rot(rot(B0, D b), (D - 1) g a)`
+    /// (`k = g a + b`, `A0' = rot(A0, -D)`; `k = 0`: `A0` times the exact integer
+    /// `q_{L-1}`), summed per `a`, relinearized, rotated by `g a`, summed, rescaled twice.
+    fn apply_on<O: PolyOps>(&self, ops: &O, a: &O::Ct, b: &O::Ct) -> heloom_ckks::Result<O::Ct> {
+        let (size, g) = (self.size, self.baby);
+        let h = size / g;
+        let a0 = self.linear(ops, a, &self.masks.sigma, 1)?;
+        let b0 = self.linear(ops, b, &self.masks.tau, size)?;
+        let a0p = ops.rotate(&a0, canonical(-(size as i64), size * size))?;
+        let a_babies = self.with_babies(ops, &a0, 1)?;
+        let ap_babies = self.with_babies(ops, &a0p, 1)?;
+        let b_babies = self.with_babies(ops, &b0, size)?;
+        // rot(B0, D k - g a) = rot(rot(B0, D b), (D - 1) g a) for 1 <= a < h.
+        let steps: Vec<i64> = (1..h).map(|a| ((size - 1) * g * a) as i64).collect();
+        let mut sums: Vec<Option<O::Ct>> = vec![None; h];
+        for bb in 0..g {
+            let b0b = &b_babies[bb];
+            let brots = ops.rotate_many(b0b, &steps)?;
+            for (a, sum) in sums.iter_mut().enumerate() {
+                let k = g * a + bb;
+                let lhs = if k == 0 {
+                    // phi^0(A0) = A0, times the exact integer q_{L-1}: the masked terms' scale.
+                    ops.multiply_const(&a_babies[0], 1.0)?
+                } else {
+                    let (m, m2) = self.masks.shifts.get(k - 1).ok_or_else(|| {
+                        CkksError::InvalidInput(format!("internal: no shift mask for k = {k}"))
+                    })?;
+                    let x = ops.multiply_plain_slots(&a_babies[bb], m)?;
+                    let y = ops.multiply_plain_slots(&ap_babies[bb], m2)?;
+                    ops.add(&x, &y)?
+                };
+                let rhs = if a == 0 { b0b } else { &brots[a - 1] };
+                add_into(ops, sum, ops.multiply(&lhs, rhs)?)?;
+            }
+        }
+        let mut acc: Option<O::Ct> = None;
+        for (a, s) in sums.into_iter().enumerate() {
+            let Some(s) = s else { continue };
+            let mut x = ops.relinearize(&s)?;
+            if a > 0 {
+                x = ops.rotate(&x, (g * a) as i64)?;
+            }
+            add_into(ops, &mut acc, x)?;
+        }
+        let acc =
+            acc.ok_or_else(|| CkksError::InvalidInput("internal: no product terms".into()))?;
+        // The deferred rescales: the shift masks', then the product's.
+        ops.rescale(&ops.rescale(&acc)?)
+    }
+}
+
+/// The graph of JKLS18's encrypted `d x d` times encrypted `d x d` product, so that a server
+/// runs it through the runtime's scheduler. Input 0 is `A`, input 1 is `B`: ciphertexts at
+/// `level` (at least [`MATMUL_ENCRYPTED_LEVELS`]) with `scale` over the chain `moduli`, each
+/// encrypting exactly the `D^2` values of [`crate::matmul::jiang::pack_matrix`]
+/// (`D = padded(d)`, so that rotations wrap at `D^2`; the graph cannot see a ciphertext's slot
+/// count, a wider packing gives a wrong result). The one output is `A B` (two polynomials),
+/// [`MATMUL_ENCRYPTED_LEVELS`] levels lower, with scale
+/// `scale^2 / q_{level-2}`; read it with [`crate::matmul::jiang::unpack_matrix`].
+///
+/// The masks, rotations, products and rescales of
+/// [`crate::matmul::jiang::JiangMultiplier::multiply`] (same key switches; the graph rotates
+/// one step at a time where the eager product hoists the baby steps), so the result is word
+/// for word the in-process one. Needs the relinearization key and the Galois keys of
+/// [`matmul_encrypted_rotations`]. Refuses `d = 0`, a level below
+/// [`MATMUL_ENCRYPTED_LEVELS`] or beyond the chain, and a `D^2` above the slots the chain's
+/// primes allow.
+pub fn matmul_encrypted_graph(
+    d: usize,
+    moduli: &[u64],
+    level: usize,
+    scale: f64,
+) -> Result<TaskGraph> {
+    check_encrypted_side(d)?;
+    let size = padded(d);
+    let period = size * size;
+    if let Some(slots) = max_slots_of(moduli) {
+        if period > slots {
+            return Err(AppError::Invalid(format!(
+                "a {d} x {d} matrix packs in {size}^2 = {period} slots (d padded to a power of \
+                 two), but a ring over these primes has at most {slots} (N/2): use parameters \
+                 with a larger N or d <= {}",
+                1usize << (slots.trailing_zeros() / 2)
+            )));
+        }
+    }
+    let top = moduli.len().saturating_sub(1);
+    if level < MATMUL_ENCRYPTED_LEVELS || level > top || moduli.is_empty() {
+        return Err(AppError::Invalid(format!(
+            "the encrypted matrix product uses {MATMUL_ENCRYPTED_LEVELS} levels; inputs at \
+             level {level} cannot be used on a chain of {} primes (levels \
+             {MATMUL_ENCRYPTED_LEVELS}..={top} can): encrypt A and B at such a level, with \
+             parameters of at least {MATMUL_ENCRYPTED_LEVELS} levels above q_0",
+            moduli.len()
+        )));
+    }
+    let product = EncryptedProduct::new(d)?;
+    let b = GraphBuilder::new(format!("matmul-encrypted-{d}"), moduli);
+    let x = b.input(level, scale)?;
+    let y = b.input(level, scale)?;
+    let out = product.apply_on(&b, &x, &y)?;
+    Ok(b.finish(&[out])?)
 }
 
 /// The rotation steps `graph` uses, sorted, without repeats: the Galois keys (besides the

@@ -67,8 +67,8 @@ enum ClientCommand {
         #[arg(long = "input")]
         inputs: Vec<String>,
         /// What to compute: `exp`, `exp:VARIANT`, `polynomial:C0,C1,...`, `graph:ID`,
-        /// `matmul:FILE` (a JSON array of the square matrix's rows) or `cryptonets:batch` /
-        /// `cryptonets:single`.
+        /// `matmul:FILE` (a JSON array of the square matrix's rows), `matmul_encrypted:SIDE`
+        /// (inputs A then B) or `cryptonets:batch` / `cryptonets:single`.
         #[arg(long)]
         task: String,
         /// Higher runs first among this tenant's jobs.
@@ -154,6 +154,11 @@ fn parse_task(s: &str) -> Result<Task> {
                 })?,
             }
         }
+        "matmul_encrypted" => Task::MatmulEncrypted {
+            side: arg.parse().with_context(|| {
+                format!("--task {s}: use matmul_encrypted:SIDE, the matrices' side d")
+            })?,
+        },
         "cryptonets" => Task::Cryptonets {
             packing: arg.parse().with_context(|| {
                 format!("--task {s}: use cryptonets:batch or cryptonets:single")
@@ -161,7 +166,7 @@ fn parse_task(s: &str) -> Result<Task> {
         },
         _ => bail!(
             "--task {s:?}: use exp, exp:VARIANT, polynomial:C0,C1,..., graph:ID, matmul:FILE, \
-             cryptonets:batch or cryptonets:single"
+             matmul_encrypted:SIDE, cryptonets:batch or cryptonets:single"
         ),
     })
 }
@@ -286,6 +291,11 @@ mod tests {
             }
         );
         assert!(parse_task("cryptonets:triple").is_err());
+        assert_eq!(
+            parse_task("matmul_encrypted:16").expect("side"),
+            Task::MatmulEncrypted { side: 16 }
+        );
+        assert!(parse_task("matmul_encrypted:x").is_err());
         assert!(parse_task("nothing").is_err());
     }
 }

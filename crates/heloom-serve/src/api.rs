@@ -561,7 +561,7 @@ pub struct JobView {
     pub id: i64,
     /// `accepted`, `running`, `done`, `failed` or `cancelled`.
     pub state: String,
-    /// `exp`, `polynomial`, `graph`, `matmul` or `cryptonets`.
+    /// `exp`, `polynomial`, `graph`, `matmul`, `matmul_encrypted` or `cryptonets`.
     pub kind: String,
     /// The client's idempotency key.
     pub idempotency_key: String,
@@ -888,6 +888,9 @@ fn decode_request(req: SubmitRequest) -> Result<DecodedSubmit, ServeError> {
         }
         Task::Matmul { matrix } => {
             crate::apps::matmul_matrix(matrix)?;
+        }
+        Task::MatmulEncrypted { side } => {
+            crate::apps::encrypted_matmul_side(*side)?;
         }
         _ => {}
     }

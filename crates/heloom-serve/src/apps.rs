@@ -1,5 +1,6 @@
-//! The built-in applications as jobs: `matmul` (a plaintext matrix times encrypted vectors)
-//! and `cryptonets` (MNIST inference with heloom's trained network, batch or single-image
+//! The built-in applications as jobs: `matmul` (a plaintext matrix times encrypted vectors),
+//! `matmul_encrypted` (an encrypted matrix times an encrypted matrix, JKLS18) and
+//! `cryptonets` (MNIST inference with heloom's trained network, batch or single-image
 //! packing). Their task graphs come from [`heloom_apps::graphs`] and run through
 //! heloom-runtime's scheduler like every other job; a graph is built once per (application,
 //! weights, parameters, input level and scale, input count) and kept (a small LRU of
@@ -7,16 +8,18 @@
 //!
 //! Clients: generate Galois keys for [`required_rotations`] (plus the relinearization key),
 //! encrypt the values of [`heloom_apps::graphs::batch_inputs`],
-//! [`heloom_apps::graphs::single_input`] or [`heloom_apps::matmul::diag::pack_vector`], and read
-//! results with [`heloom_apps::graphs::batch_logits`], [`heloom_apps::graphs::single_logits`] or
-//! [`heloom_apps::matmul::diag::unpack_vector`] (re-exported here).
+//! [`heloom_apps::graphs::single_input`], [`heloom_apps::matmul::diag::pack_vector`] or
+//! [`heloom_apps::matmul::jiang::pack_matrix`], and read results with
+//! [`heloom_apps::graphs::batch_logits`], [`heloom_apps::graphs::single_logits`],
+//! [`heloom_apps::matmul::diag::unpack_vector`] or [`heloom_apps::matmul::jiang::unpack_matrix`]
+//! (re-exported here).
 
 use crate::worker::Task;
 use crate::{Result, ServeError};
 use heloom_apps::cryptonets::evaluate::Packing;
 use heloom_apps::cryptonets::CryptoNet;
 use heloom_apps::graphs;
-use heloom_apps::matmul::{padded, Matrix};
+use heloom_apps::matmul::padded;
 use heloom_math::automorphism::galois_element_for_step;
 use heloom_runtime::TaskGraph;
 use sha2::{Digest, Sha256};
@@ -27,11 +30,20 @@ pub use heloom_apps::graphs::{
     batch_inputs, batch_logits, classes, single_input, single_logits, SINGLE_SLOTS,
 };
 pub use heloom_apps::matmul::diag::{pack_vector, unpack_vector};
+pub use heloom_apps::matmul::jiang::{pack_matrix, unpack_matrix};
+pub use heloom_apps::matmul::Matrix;
 
 /// Largest matrix side a `matmul` job takes inline (the JSON body limit of 1 MiB is reached
 /// first for dense matrices; larger products: build the graph with
 /// [`heloom_apps::graphs::matmul_graph`] and submit it as a `graph` job).
 pub const MAX_MATMUL_SIDE: usize = 4096;
+
+/// Largest side of a `matmul_encrypted` job's matrices: `D^2` slots (`D` = the side rounded
+/// up to a power of two) must fit in one ciphertext, `N / 2` slots: 256 at N = 2^17.
+pub const MAX_ENCRYPTED_MATMUL_SIDE: usize = 256;
+
+/// Levels a `matmul_encrypted` job uses (its inputs' level must be at least this).
+pub const ENCRYPTED_MATMUL_LEVELS: usize = graphs::MATMUL_ENCRYPTED_LEVELS;
 
 /// Built graphs kept at once (a CryptoNets batch graph is the large one, a few MB).
 const CACHE: usize = 32;
@@ -67,13 +79,28 @@ pub fn matmul_matrix(rows: &[Vec<f64>]) -> Result<Matrix> {
     Matrix::from_rows(rows).map_err(|e| invalid(format!("matmul: {e}")))
 }
 
-/// The rotation steps (Galois keys) a `matmul` or `cryptonets` job needs, sorted; empty for
+/// A `matmul_encrypted` task's side, checked: 1 to [`MAX_ENCRYPTED_MATMUL_SIDE`].
+pub fn encrypted_matmul_side(side: usize) -> Result<usize> {
+    if side == 0 || side > MAX_ENCRYPTED_MATMUL_SIDE {
+        return Err(invalid(format!(
+            "matmul_encrypted: side {side}; give the matrices' side d, 1 to \
+             {MAX_ENCRYPTED_MATMUL_SIDE} (both d x d, packed with pack_matrix)"
+        )));
+    }
+    Ok(side)
+}
+
+/// The rotation steps (Galois keys) a `matmul`, `matmul_encrypted` or `cryptonets` job needs, sorted; empty for
 /// the other kinds (`exp` and `polynomial` need only the relinearization key; an uploaded
 /// graph needs what it rotates by).
 pub fn required_rotations(task: &Task) -> Result<Vec<i64>> {
     match task {
         Task::Matmul { matrix } => graphs::matmul_rotations(&matmul_matrix(matrix)?)
             .map_err(|e| invalid(format!("matmul: {e}"))),
+        Task::MatmulEncrypted { side } => {
+            graphs::matmul_encrypted_rotations(encrypted_matmul_side(*side)?)
+                .map_err(|e| invalid(format!("matmul_encrypted: {e}")))
+        }
         Task::Cryptonets {
             packing: Packing::Single,
         } => {
@@ -137,7 +164,7 @@ impl InputFacts {
     }
 }
 
-/// Checks a `matmul` or `cryptonets` job against its key set and inputs (count, levels,
+/// Checks a `matmul`, `matmul_encrypted` or `cryptonets` job against its key set and inputs (count, levels,
 /// slots, keys), with a message that says what to do; other kinds pass.
 pub(crate) fn check(task: &Task, keys: &KeyFacts, inputs: &[InputFacts]) -> Result<()> {
     let what = match task {
@@ -166,6 +193,35 @@ pub(crate) fn check(task: &Task, keys: &KeyFacts, inputs: &[InputFacts]) -> Resu
                 }
             }
             "matmul"
+        }
+        Task::MatmulEncrypted { side } => {
+            let d = encrypted_matmul_side(*side)?;
+            let size = padded(d) * padded(d);
+            if inputs.len() != 2 {
+                return Err(invalid(format!(
+                    "matmul_encrypted takes two input ciphertexts (A, then B), {} given",
+                    inputs.len()
+                )));
+            }
+            for (k, x) in inputs.iter().enumerate() {
+                if x.slots != size {
+                    return Err(invalid(format!(
+                        "matmul_encrypted: input {k} holds {} slots; {d} x {d} matrices are \
+                         packed in exactly {size} slots (encrypt the {size} values of \
+                         pack_matrix, so that rotations wrap at {size})",
+                        x.slots
+                    )));
+                }
+                if x.level < ENCRYPTED_MATMUL_LEVELS {
+                    return Err(invalid(format!(
+                        "matmul_encrypted: input {k} is at level {}; the product uses \
+                         {ENCRYPTED_MATMUL_LEVELS} levels: encrypt at level \
+                         {ENCRYPTED_MATMUL_LEVELS} or higher",
+                        x.level
+                    )));
+                }
+            }
+            "matmul_encrypted"
         }
         Task::Cryptonets { packing } => {
             let want = graphs::cryptonets_inputs(*packing);
@@ -274,8 +330,8 @@ fn f64_digest<'a>(head: &[u8], xs: impl IntoIterator<Item = &'a f64>) -> String 
 /// Built graphs, least recently used first.
 type GraphCache = Vec<(GraphKey, Arc<TaskGraph>)>;
 
-/// The graph of a built-in job (`exp`, `polynomial`, `matmul`, `cryptonets`; the last two
-/// checked with [`check`] first) on `moduli` for `inputs`, from the cache or built; `None` for
+/// The graph of a built-in job (`exp`, `polynomial`, `matmul`, `matmul_encrypted`,
+/// `cryptonets`; the last three checked with [`check`] first) on `moduli` for `inputs`, from the cache or built; `None` for
 /// `graph` jobs.
 pub(crate) fn graph(
     task: &Task,
@@ -301,6 +357,7 @@ pub(crate) fn graph(
                 matrix.iter().flatten()
             )
         ),
+        Task::MatmulEncrypted { side } => format!("matmul_encrypted/{side}"),
         Task::Cryptonets { packing } => format!("cryptonets/{}", packing_name(*packing)),
         _ => return Ok(None),
     };
@@ -332,6 +389,13 @@ pub(crate) fn graph(
             first.level,
             first.scale,
             inputs.len(),
+        )
+        .map_err(|e| e.to_string()),
+        Task::MatmulEncrypted { side } => graphs::matmul_encrypted_graph(
+            encrypted_matmul_side(*side)?,
+            moduli,
+            first.level,
+            first.scale,
         )
         .map_err(|e| e.to_string()),
         Task::Cryptonets { packing } => {

@@ -85,6 +85,15 @@ pub enum Task {
         /// finite numbers).
         matrix: Vec<Vec<f64>>,
     },
+    /// An encrypted `d x d` matrix times another (Jiang, Kim, Lauter, Song 2018): input 0 is
+    /// `A`, input 1 is `B`, each packed row-major in exactly `D^2` slots (`D` = `d` rounded up
+    /// to a power of two; [`crate::apps::pack_matrix`]); the output is `A B`
+    /// ([`crate::apps::unpack_matrix`]), three levels lower (the relinearization key and
+    /// Galois keys for [`crate::apps::required_rotations`]).
+    MatmulEncrypted {
+        /// The matrices' side `d` (1 to [`crate::apps::MAX_ENCRYPTED_MATMUL_SIDE`]).
+        side: usize,
+    },
     /// CryptoNets inference on MNIST with heloom's trained network (the logits of each image).
     Cryptonets {
         /// `batch`: 784 inputs, one per pixel, image `s` in slot `s` (five levels, the
@@ -102,6 +111,7 @@ impl Task {
             Task::Polynomial { .. } => "polynomial",
             Task::Graph { .. } => "graph",
             Task::Matmul { .. } => "matmul",
+            Task::MatmulEncrypted { .. } => "matmul_encrypted",
             Task::Cryptonets { .. } => "cryptonets",
         }
     }
@@ -706,7 +716,9 @@ impl Shared {
                     .map(Arc::new)
                     .map_err(|e| e.to_string())
             }
-            Task::Matmul { .. } | Task::Cryptonets { .. } => self.app_graph(rec, spec, inputs),
+            Task::Matmul { .. } | Task::MatmulEncrypted { .. } | Task::Cryptonets { .. } => {
+                self.app_graph(rec, spec, inputs)
+            }
         }
     }
 

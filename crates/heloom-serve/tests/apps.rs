@@ -268,3 +268,106 @@ fn matmul_and_cryptonets_jobs() {
         t0.elapsed().as_secs_f64()
     );
 }
+
+#[test]
+fn encrypted_matmul_jobs() {
+    // An encrypted 5 x 5 matrix times another (JKLS18), packed in 8 x 8 = 64 slots at
+    // N = 2^10 (six levels: the product uses three). Bound: 1e-3 absolute, entries in [-1, 1].
+    let dir = tempfile::tempdir().expect("dir");
+    let model = Arc::new(heloom_runtime::Profile::load("xeon-phi-7230f").expect("profile"));
+    let mut config = ServerConfig::new(dir.path().to_path_buf(), model);
+    config.listen = "127.0.0.1:0".parse().expect("addr");
+    config.threads = 2;
+    config.allow_insecure = true;
+    let server = Server::start(config).expect("server");
+    let url = format!("http://{}", server.addr());
+    let client =
+        Client::new(&url, &server.state().create_token("alice").expect("token")).expect("client");
+    let d = 5;
+    let task = Task::MatmulEncrypted { side: d };
+    let steps = apps::required_rotations(&task).expect("steps");
+    assert!(!steps.is_empty());
+    let t = Tenant::new(small_params(), &steps);
+    let key = client
+        .upload_keys(t.ctx.params(), &t.keys.evaluation_keys)
+        .expect("keys");
+    let (ma, mb) = (Matrix::random(d, 21), Matrix::random(d, 22));
+    let cts: Vec<Ciphertext<u64>> = [&ma, &mb]
+        .iter()
+        .map(|m| t.encrypt(&apps::pack_matrix(m).expect("pack")))
+        .collect();
+    let level = cts[0].level();
+    let ids = t.upload(&client, &cts);
+    let id = run(
+        &client,
+        &SubmitJob::new("mme-1", &key.id, ids.clone(), task.clone()),
+    );
+    let out = client.result(id, &t.ctx).expect("result");
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].level(), level - apps::ENCRYPTED_MATMUL_LEVELS);
+    let got = apps::unpack_matrix(&t.decrypt(&out[0]), d).expect("unpack");
+    let want = ma.mul(&mb).expect("A B");
+    let err = max_abs_error(got.data(), want.data());
+    assert!(err < 1e-3, "A B error {err}");
+    // B A too (the order of the inputs is the order of the product).
+    let id = run(
+        &client,
+        &SubmitJob::new(
+            "mme-2",
+            &key.id,
+            vec![ids[1].clone(), ids[0].clone()],
+            task.clone(),
+        ),
+    );
+    let out = client.result(id, &t.ctx).expect("result");
+    let got = apps::unpack_matrix(&t.decrypt(&out[0]), d).expect("unpack");
+    let err = max_abs_error(got.data(), mb.mul(&ma).expect("B A").data());
+    assert!(err < 1e-3, "B A error {err}");
+
+    // Refused with what to do: one input, the wrong packing, a bad side, missing keys.
+    let msg = refused(
+        client
+            .submit(&SubmitJob::new(
+                "mme-one",
+                &key.id,
+                ids[..1].to_vec(),
+                task.clone(),
+            ))
+            .expect_err("one input"),
+    );
+    assert!(msg.contains("two input ciphertexts"), "{msg}");
+    let vec8 = t.encrypt(&[0.5; 8]);
+    let small = t.upload(&client, &[vec8]);
+    let msg = refused(
+        client
+            .submit(&SubmitJob::new(
+                "mme-slots",
+                &key.id,
+                vec![ids[0].clone(), small[0].clone()],
+                task.clone(),
+            ))
+            .expect_err("slots"),
+    );
+    assert!(msg.contains("exactly 64 slots"), "{msg}");
+    let msg = refused(
+        client
+            .submit(&SubmitJob::new(
+                "mme-side",
+                &key.id,
+                ids.clone(),
+                Task::MatmulEncrypted { side: 0 },
+            ))
+            .expect_err("side 0"),
+    );
+    assert!(msg.contains("side 0"), "{msg}");
+    let bare = keygen(&t.ctx, &[], false).expect("keys");
+    let bare_key = client
+        .upload_keys(t.ctx.params(), &bare.evaluation_keys)
+        .expect("keys");
+    let msg = refused(
+        client
+            .submit(&SubmitJob::new("mme-keys", &bare_key.id, ids, task))
+            .expect_err("no rotation keys"),
+    );
+    assert!(msg.contains(&format!("rotation steps {steps:?}")), "{msg}");
+}

@@ -53,8 +53,51 @@ use std::sync::Arc;
 pub const LEVELS: usize = 3;
 
 /// One linear transform by baby-step giant-step: per giant step (canonical step), the baby
-/// steps and their pre-rotated diagonal masks.
-type Transform<W> = Vec<(i64, Vec<(usize, Plaintext<W>)>)>;
+/// steps and their pre-rotated diagonal masks (plaintexts, slot values, ...).
+pub(crate) type Groups<P> = Vec<(i64, Vec<(usize, P)>)>;
+
+/// [`Groups`] of encoded plaintexts.
+type Transform<W> = Groups<Plaintext<W>>;
+
+/// Which of the product's masks: `sigma`'s, `tau`'s, or a column shift's `m_k` / `m'_k`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MaskKind {
+    /// A diagonal `u_l` of `sigma`, pre-rotated by its giant step.
+    Sigma,
+    /// A diagonal `v_k` of `tau`, pre-rotated by its giant step.
+    Tau,
+    /// `rot(m_k, -g a)`: the columns `j < D - k`.
+    Shift,
+    /// `rot(m'_k, -g a)`: the columns `j >= D - k`.
+    ShiftWrap,
+}
+
+impl MaskKind {
+    /// How many levels below the input the mask is multiplied in: `sigma` and `tau` at the
+    /// input level, the shift masks one below (after `sigma`'s rescale).
+    pub(crate) fn levels_below_input(self) -> usize {
+        match self {
+            MaskKind::Sigma | MaskKind::Tau => 0,
+            MaskKind::Shift | MaskKind::ShiftWrap => 1,
+        }
+    }
+}
+
+/// One mask before encoding: its kind, its giant step (`sigma`, `tau`; `k` for the shift
+/// masks), its baby step (0 for the shift masks) and its `D^2` slot values (or, once
+/// encoded, its plaintext).
+pub(crate) type Mask<P> = (MaskKind, i64, usize, P);
+
+/// The masks grouped as the product uses them.
+#[derive(Clone, Debug)]
+pub(crate) struct Masks<P> {
+    /// `sigma`'s diagonals by giant step.
+    pub(crate) sigma: Groups<P>,
+    /// `tau`'s diagonals by giant step.
+    pub(crate) tau: Groups<P>,
+    /// `(rot(m_k, -g a), rot(m'_k, -g a))` for `k = g a + b = 1 .. D-1`, index `k - 1`.
+    pub(crate) shifts: Vec<(P, P)>,
+}
 
 /// A ciphertext and its baby-step rotations, in order of the step.
 type Babies<W> = Vec<Ciphertext<W>>;
@@ -107,6 +150,84 @@ pub fn rotation_steps(d: usize) -> Vec<i64> {
     steps
 }
 
+/// Every mask of the product of `d x d` matrices (`d >= 1`), as slot values: `sigma`'s
+/// `2D - 1` diagonals and `tau`'s `D`, each pre-rotated by its giant step, in increasing
+/// giant step, then the shift masks `m_k`, `m'_k` for `k = 1 .. D-1` (see the module docs).
+/// Shared by [`JiangMultiplier`] (which encodes them) and the task graph
+/// ([`crate::graphs::matmul_encrypted_graph`], which multiplies by the values).
+pub(crate) fn masks(d: usize) -> Vec<Mask<Vec<f64>>> {
+    let size = padded(d);
+    let period = size * size;
+    let g = baby(d);
+    let cell = |t: usize| (t / size, t % size);
+    let mut jobs: Vec<Mask<Vec<f64>>> = Vec::new();
+    // sigma: u_l[D i + j] = 1 iff ((i + j) mod D) - j = l; l = g a + b.
+    for l in -(size as i64 - 1)..size as i64 {
+        let u: Vec<f64> = (0..period)
+            .map(|t| {
+                let (i, j) = cell(t);
+                f64::from(u8::from(((i + j) % size) as i64 - j as i64 == l))
+            })
+            .collect();
+        let (a, b) = (l.div_euclid(g as i64), l.rem_euclid(g as i64) as usize);
+        let giant = a * g as i64;
+        jobs.push((MaskKind::Sigma, giant, b, rotated(&u, -giant)));
+    }
+    // tau: v_k[D i + j] = 1 iff j = k; offset D k with k = g a + b.
+    for k in 0..size {
+        let v: Vec<f64> = (0..period)
+            .map(|t| f64::from(u8::from(cell(t).1 == k)))
+            .collect();
+        let giant = (size * g * (k / g)) as i64;
+        jobs.push((MaskKind::Tau, giant, k % g, rotated(&v, -giant)));
+    }
+    // phi^k: m_k selects the columns j < D - k, m'_k the others; both rotated by -g a for
+    // k = g a + b.
+    for k in 1..size {
+        let m: Vec<f64> = (0..period)
+            .map(|t| f64::from(u8::from(cell(t).1 < size - k)))
+            .collect();
+        let m2: Vec<f64> = m.iter().map(|x| 1.0 - x).collect();
+        let giant = -((g * (k / g)) as i64);
+        jobs.push((MaskKind::Shift, k as i64, 0, rotated(&m, giant)));
+        jobs.push((MaskKind::ShiftWrap, k as i64, 0, rotated(&m2, giant)));
+    }
+    jobs
+}
+
+/// The masks of [`masks`] (values or encoded, in that order) grouped for the product:
+/// `sigma` and `tau` by canonical giant step (in `0..period`), the shift masks in pairs.
+pub(crate) fn group_masks<P>(
+    period: usize,
+    jobs: impl IntoIterator<Item = Mask<P>>,
+) -> Result<Masks<P>> {
+    let mut sigma: Groups<P> = Vec::new();
+    let mut tau: Groups<P> = Vec::new();
+    let mut shifts = Vec::new();
+    let mut pending: Option<P> = None;
+    for (kind, giant, b, p) in jobs {
+        let group = |t: &mut Groups<P>, p| {
+            let step = canonical(giant, period);
+            match t.last_mut() {
+                Some((s, terms)) if *s == step => terms.push((b, p)),
+                _ => t.push((step, vec![(b, p)])),
+            }
+        };
+        match kind {
+            MaskKind::Sigma => group(&mut sigma, p),
+            MaskKind::Tau => group(&mut tau, p),
+            MaskKind::Shift => pending = Some(p),
+            MaskKind::ShiftWrap => {
+                let m = pending.take().ok_or_else(|| {
+                    AppError::Invalid("internal: shift masks out of order".into())
+                })?;
+                shifts.push((m, p));
+            }
+        }
+    }
+    Ok(Masks { sigma, tau, shifts })
+}
+
 /// The `D^2` values to encrypt for square `m`: row-major, padded with zeros to `D x D`.
 pub fn pack_matrix(m: &Matrix) -> Result<Vec<f64>> {
     let d = m.side("the matrix")?;
@@ -155,79 +276,29 @@ impl<W: Word> JiangMultiplier<W> {
                 ctx.max_level()
             )));
         }
-        let g = baby(d);
-        let cell = |t: usize| (t / size, t % size);
-        // Masks as (transform, giant step, baby step, values): 0 = sigma, 1 = tau, 2 = m_k,
-        // 3 = m'_k (those two with k in the giant slot).
-        let mut jobs: Vec<(u8, i64, usize, Vec<f64>)> = Vec::new();
-        // sigma: u_l[D i + j] = 1 iff ((i + j) mod D) - j = l; l = g a + b.
-        for l in -(size as i64 - 1)..size as i64 {
-            let u: Vec<f64> = (0..period)
-                .map(|t| {
-                    let (i, j) = cell(t);
-                    f64::from(u8::from(((i + j) % size) as i64 - j as i64 == l))
-                })
-                .collect();
-            let (a, b) = (l.div_euclid(g as i64), l.rem_euclid(g as i64) as usize);
-            let giant = a * g as i64;
-            jobs.push((0, giant, b, rotated(&u, -giant)));
-        }
-        // tau: v_k[D i + j] = 1 iff j = k; offset D k with k = g a + b.
-        for k in 0..size {
-            let v: Vec<f64> = (0..period)
-                .map(|t| f64::from(u8::from(cell(t).1 == k)))
-                .collect();
-            let giant = (size * g * (k / g)) as i64;
-            jobs.push((1, giant, k % g, rotated(&v, -giant)));
-        }
-        // phi^k: m_k selects the columns j < D - k, m'_k the others; both rotated by -g a for
-        // k = g a + b.
-        for k in 1..size {
-            let m: Vec<f64> = (0..period)
-                .map(|t| f64::from(u8::from(cell(t).1 < size - k)))
-                .collect();
-            let m2: Vec<f64> = m.iter().map(|x| 1.0 - x).collect();
-            let giant = -((g * (k / g)) as i64);
-            jobs.push((2, k as i64, 0, rotated(&m, giant)));
-            jobs.push((3, k as i64, 0, rotated(&m2, giant)));
-        }
+        let jobs = masks(d);
         let moduli = ctx.params().moduli();
         let encoded = threads.map(jobs.len(), |n| {
             let (kind, _, _, ref values) = jobs[n];
             // Transforms at the input level, shift masks one below (after sigma/tau's rescale);
             // each at the scale of the prime the next rescale divides by.
-            let lv = if kind < 2 { level } else { level - 1 };
+            let lv = level - kind.levels_below_input();
             ctx.encode_at(values, lv, moduli[lv] as f64)
         });
-        let mut sigma: Transform<W> = Vec::new();
-        let mut tau: Transform<W> = Vec::new();
-        let mut shifts = Vec::with_capacity(size - 1);
-        let mut pending: Option<Plaintext<W>> = None;
-        for ((kind, giant, b, _), pt) in jobs.iter().zip(encoded) {
-            let pt = pt?;
-            let group = |t: &mut Transform<W>, pt| {
-                let step = canonical(*giant, period);
-                match t.last_mut() {
-                    Some((s, terms)) if *s == step => terms.push((*b, pt)),
-                    _ => t.push((step, vec![(*b, pt)])),
-                }
-            };
-            match kind {
-                0 => group(&mut sigma, pt),
-                1 => group(&mut tau, pt),
-                2 => pending = Some(pt),
-                _ => {
-                    let m = pending.take().ok_or_else(|| {
-                        AppError::Invalid("internal: shift masks out of order".into())
-                    })?;
-                    shifts.push((m, pt));
-                }
-            }
-        }
+        let encoded = encoded
+            .into_iter()
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let grouped = group_masks(
+            period,
+            jobs.into_iter()
+                .zip(encoded)
+                .map(|((kind, giant, b, _), pt)| (kind, giant, b, pt)),
+        )?;
+        let Masks { sigma, tau, shifts } = grouped;
         Ok(Self {
             d,
             size,
-            baby: g,
+            baby: baby(d),
             level,
             sigma,
             tau,
