@@ -192,6 +192,9 @@ fn start_node(exe: &Path, a: &NodesArgs, i: usize) -> Result<(Node, String, Stri
         .args(["--threads", &a.threads.to_string()])
         // The front keeps the records and results; a node's store is scratch.
         .arg("--scratch")
+        // Nodes of one machine would all pull jobs onto its one GPU: they emulate machines
+        // of CPUs (a Ray cluster's nodes use their own GPUs).
+        .args(["--gpu", "off"])
         .stdin(Stdio::null())
         .stdout(Stdio::null());
     if a.allow_insecure {

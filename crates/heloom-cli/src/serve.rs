@@ -98,6 +98,11 @@ struct RunArgs {
     /// runs a lost job again; never for a server clients talk to.
     #[arg(long, conflicts_with_all = ["ray", "local_nodes"])]
     scratch: bool,
+    /// The GPU that runs jobs beside the CPU lanes, pulling from the same queue: `auto` (the
+    /// first CUDA device where there is one), `off`, a CUDA device number, or `emulator` (the
+    /// kernels on the host: tests only). With --ray or --local-nodes the nodes decide.
+    #[arg(long, default_value = "auto", value_parser = parse_gpu)]
+    gpu: heloom_serve::gpu::GpuChoice,
 }
 
 /// `512M`, `4G`, `1.5G`, `1000000` (bytes).
@@ -210,6 +215,10 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     Ok(())
 }
 
+fn parse_gpu(s: &str) -> std::result::Result<heloom_serve::gpu::GpuChoice, String> {
+    s.parse()
+}
+
 /// `heloom serve`: runs the server until Ctrl-C or SIGTERM.
 fn serve(a: &RunArgs) -> Result<()> {
     let dir = a.data.clone().unwrap_or_else(default_data_dir);
@@ -249,6 +258,7 @@ fn serve(a: &RunArgs) -> Result<()> {
     config.allow_insecure = a.allow_insecure;
     config.allow_remote = a.allow_remote;
     config.scratch = a.scratch;
+    config.gpu = a.gpu;
     if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
         config.tls = Some(heloom_serve::TlsFiles {
             cert: cert.clone(),

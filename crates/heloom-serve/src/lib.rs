@@ -38,6 +38,7 @@
 pub mod api;
 pub mod apps;
 pub mod client;
+pub mod gpu;
 mod inputs;
 mod jobs;
 pub mod metrics;
@@ -137,6 +138,9 @@ pub enum ServeError {
     /// The operating system's random source failed.
     #[error("no randomness from the operating system: {0}")]
     Random(String),
+    /// The GPU named with `--gpu` could not be opened.
+    #[error("{0}")]
+    Gpu(String),
     /// The Ray backend (`heloom serve --ray`) could not start.
     #[error(transparent)]
     Ray(#[from] RayError),

@@ -43,6 +43,9 @@ pub struct ServerConfig {
     /// The data directory is scratch space: nothing is synced to the disk
     /// ([`State::open_scratch`]). For node servers behind a front, which keeps the records.
     pub scratch: bool,
+    /// The GPU that runs jobs beside the CPU lanes (`Off` here; `heloom serve` defaults to
+    /// `Auto`).
+    pub gpu: crate::gpu::GpuChoice,
 }
 
 /// A certificate chain and its private key, PEM.
@@ -116,6 +119,7 @@ impl ServerConfig {
             tls: None,
             ray: None,
             scratch: false,
+            gpu: crate::gpu::GpuChoice::Off,
         }
     }
 }
@@ -213,6 +217,7 @@ impl Server {
                 memory_budget: config.memory_budget,
                 allow_insecure: config.allow_insecure,
                 ray: config.ray.clone(),
+                gpu: config.gpu,
             },
         )?;
         let app = AppState {

@@ -149,6 +149,8 @@ pub struct WorkerConfig {
     pub allow_insecure: bool,
     /// Run jobs on the node servers of a Ray cluster instead of in this process.
     pub ray: Option<crate::remote::RayConfig>,
+    /// The GPU that pulls jobs beside the CPU lanes ([`crate::gpu`]); ignored with `ray`.
+    pub gpu: crate::gpu::GpuChoice,
 }
 
 /// Progress of the jobs in flight.
@@ -156,6 +158,8 @@ pub struct WorkerConfig {
 struct Live {
     progress: HashMap<i64, (usize, usize)>,
     exec_ids: HashMap<i64, u64>,
+    /// Jobs on the GPU, with the flag that cancels them between tasks.
+    on_gpu: HashMap<i64, Arc<AtomicBool>>,
 }
 
 pub(crate) struct Shared {
@@ -192,6 +196,9 @@ pub(crate) struct Shared {
     remote: Option<Arc<crate::remote::RemoteBackend>>,
     /// Jobs started and not yet ended, per tenant.
     running: Mutex<HashMap<String, usize>>,
+    /// The GPU pulling jobs beside the CPU lanes, and what wakes it.
+    gpu: std::sync::OnceLock<Arc<crate::gpu::GpuLane>>,
+    gpu_wake: (Mutex<bool>, Condvar),
     /// Whether the express slot's query ([`State::start_next_idle_tenant`]) may find a job:
     /// set when jobs are accepted or a tenant's last running job ends, cleared when the query
     /// finds none. Without it, one tenant keeping every slot busy cost two empty queries per
@@ -204,6 +211,7 @@ pub(crate) struct Shared {
 pub struct Worker {
     shared: Arc<Shared>,
     dispatcher: Option<std::thread::JoinHandle<()>>,
+    gpu_thread: Option<std::thread::JoinHandle<()>>,
     finishers: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -231,6 +239,19 @@ pub(crate) enum Outcome {
 /// A job's outcome on its way to the finisher thread.
 pub(crate) type Finished = (JobRecord, u64, Outcome);
 
+/// What a job needs to run ([`Shared::prepare`]), on the CPU or the GPU.
+struct Prepared {
+    spec: JobSpec,
+    /// Held until the job ends (the key store keeps what is held).
+    entry: Arc<KeyEntry>,
+    keys: KeySet,
+    ctx: Arc<Context<u64>>,
+    /// The parameters' fingerprint.
+    fp: u64,
+    inputs: Vec<Arc<Ciphertext<u64>>>,
+    graph: Arc<TaskGraph>,
+}
+
 impl Worker {
     /// Starts the worker on `state`: jobs left running by a previous process are queued again
     /// first.
@@ -252,6 +273,26 @@ impl Worker {
             None => None,
         };
         let threads = config.threads.max(1);
+        // The GPU pulls jobs here only; with Ray, the node servers use their own. A GPU named
+        // by number (or the emulator) is opened now, so a missing one stops the start; `auto`
+        // opens it on the GPU's thread (compiling the kernels takes seconds), the CPU lanes
+        // serving meanwhile.
+        let gpu_choice = if remote.is_some() {
+            crate::gpu::GpuChoice::Off
+        } else {
+            config.gpu
+        };
+        let gpu = std::sync::OnceLock::new();
+        if !matches!(
+            gpu_choice,
+            crate::gpu::GpuChoice::Off | crate::gpu::GpuChoice::Auto
+        ) {
+            let (lane, _) = crate::gpu::GpuLane::open(gpu_choice).map_err(ServeError::Gpu)?;
+            if let Some(l) = lane {
+                l.announce();
+                let _ = gpu.set(Arc::new(l));
+            }
+        }
         let exec = OnlineExecutor::start(OnlineConfig {
             capacity: threads,
             policy: "heloom".into(),
@@ -319,13 +360,55 @@ impl Worker {
             remote,
             running: Mutex::new(HashMap::new()),
             express_dirty: AtomicBool::new(true),
+            gpu,
+            gpu_wake: (Mutex::new(false), Condvar::new()),
         });
         let (tx, rx) = mpsc::channel::<Finished>();
         let s = Arc::clone(&shared);
         let dispatcher = std::thread::Builder::new()
             .name("heloom-serve-dispatch".into())
-            .spawn(move || s.dispatch_loop(tx))
+            .spawn({
+                let tx = tx.clone();
+                move || s.dispatch_loop(tx)
+            })
             .map_err(|e| ServeError::InvalidRequest(format!("starting the worker: {e}")))?;
+        let gpu_thread = if shared.gpu.get().is_some() || gpu_choice == crate::gpu::GpuChoice::Auto
+        {
+            let s = Arc::clone(&shared);
+            Some(
+                std::thread::Builder::new()
+                    .name("heloom-serve-gpu".into())
+                    .spawn(move || {
+                        let lane = match s.gpu.get() {
+                            Some(l) => Arc::clone(l),
+                            None => match crate::gpu::GpuLane::open(gpu_choice) {
+                                Ok((Some(l), _)) => {
+                                    l.announce();
+                                    Arc::clone(s.gpu.get_or_init(|| Arc::new(l)))
+                                }
+                                Ok((None, why)) => {
+                                    eprintln!(
+                                        "heloom serve: no GPU ({}); jobs run on the CPU",
+                                        why.unwrap_or_else(|| "none asked for".into())
+                                    );
+                                    return;
+                                }
+                                Err(e) => {
+                                    eprintln!("heloom serve: {e}; jobs run on the CPU");
+                                    return;
+                                }
+                            },
+                        };
+                        s.gpu_loop(&lane, tx)
+                    })
+                    .map_err(|e| {
+                        ServeError::InvalidRequest(format!("starting the GPU's thread: {e}"))
+                    })?,
+            )
+        } else {
+            drop(tx);
+            None
+        };
         // Several finishers: storing a result waits on the disk twice (the file's sync and
         // its directory's), so one thread would leave the cores idle behind its syncs.
         let rx = Arc::new(Mutex::new(rx));
@@ -343,6 +426,7 @@ impl Worker {
         Ok(Self {
             shared,
             dispatcher: Some(dispatcher),
+            gpu_thread,
             finishers,
         })
     }
@@ -357,6 +441,11 @@ impl Drop for Worker {
         self.shared.stop.store(true, Ordering::SeqCst);
         self.shared.notify();
         if let Some(h) = self.dispatcher.take() {
+            let _ = h.join();
+        }
+        // Its job in progress stops between two tasks and stays `running`, like the
+        // executor's; the thread's end closes its way to the finishers.
+        if let Some(h) = self.gpu_thread.take() {
             let _ = h.join();
         }
         if let Some(r) = &self.shared.remote {
@@ -416,11 +505,135 @@ impl Shared {
         }
     }
 
-    /// Wakes the dispatcher (a job was accepted or one ended).
+    /// The GPU's thread: whenever the GPU is idle it takes the next job from the queue, the
+    /// same query as the dispatcher's (seed 001's pull model: a faster device pulls more).
+    fn gpu_loop(self: Arc<Self>, lane: &crate::gpu::GpuLane, tx: mpsc::Sender<Finished>) {
+        while !self.stop.load(Ordering::SeqCst) {
+            // Results not yet stored are bounded as for the CPU lanes.
+            let next = if self.finishing() <= 2 * self.max_in_flight + 2 {
+                self.state.start_next()
+            } else {
+                Ok(None)
+            };
+            match next {
+                Ok(Some(rec)) => {
+                    self.run_on_gpu(lane, rec, &tx);
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => eprintln!("heloom serve: taking the next job for the GPU: {e}"),
+            }
+            let (lock, cv) = &self.gpu_wake;
+            let mut woken = lock.lock().unwrap_or_else(|p| p.into_inner());
+            if !*woken {
+                woken = cv
+                    .wait_timeout(woken, Duration::from_millis(500))
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|p| p.into_inner().0);
+            }
+            *woken = false;
+        }
+    }
+
+    /// Runs a job the GPU took; one it cannot run goes to the CPU lanes.
+    fn run_on_gpu(
+        self: &Arc<Self>,
+        lane: &crate::gpu::GpuLane,
+        rec: JobRecord,
+        tx: &mpsc::Sender<Finished>,
+    ) {
+        self.tenant_started(&rec.tenant);
+        // Its end is not an executor slot's: the finisher must not free one for it.
+        let ends = |me: &Self, id: i64| {
+            me.released
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id);
+        };
+        if rec.deadline_unix.is_some_and(|d| d < crate::unix_now()) {
+            ends(self, rec.id);
+            let msg = "its deadline passed before it could start".to_string();
+            let _ = tx.send((rec, 0, Outcome::Failed(msg)));
+            return;
+        }
+        let wait = (crate::unix_now_ms() - rec.created_ms).max(0) as f64 / 1e3;
+        self.metrics.started(&rec.tenant, wait);
+        if let Some(at) = self
+            .received
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&rec.id)
+        {
+            self.metrics.start_latency(at.elapsed().as_secs_f64());
+        }
+        let p = match self.prepare(&rec) {
+            Ok(p) => p,
+            Err(msg) => {
+                ends(self, rec.id);
+                let _ = tx.send((rec, 0, Outcome::Failed(msg)));
+                return;
+            }
+        };
+        let id = rec.id;
+        let cancel = Arc::new(AtomicBool::new(false));
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .on_gpu
+            .insert(id, Arc::clone(&cancel));
+        let job = crate::gpu::GpuJob {
+            tenant: &rec.tenant,
+            key_id: &p.spec.key_id,
+            ctx: &p.ctx,
+            keys: &p.keys.keys,
+            graph: &p.graph,
+            inputs: &p.inputs,
+        };
+        let progress = |done: usize, total: usize| {
+            self.live
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .progress
+                .insert(id, (done, total));
+        };
+        let stopped = || cancel.load(Ordering::SeqCst) || self.stop.load(Ordering::SeqCst);
+        let ran = lane.run(&job, &progress, &stopped);
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .on_gpu
+            .remove(&id);
+        let outcome = match ran {
+            Ok(Some(cts)) => match lower(&p.ctx, cts, p.spec.result_level) {
+                Ok(cts) => Outcome::Computed(cts),
+                Err(e) => Outcome::Failed(e.to_string()),
+            },
+            // Cancelled: the record says so already; stopping: it runs again after a restart.
+            Ok(None) if self.stop.load(Ordering::SeqCst) => Outcome::Interrupted,
+            Ok(None) => Outcome::Failed("cancelled".into()),
+            Err(msg) => {
+                eprintln!(
+                    "heloom serve: job {id} on the {}: {msg}; it runs on the CPU instead",
+                    lane.name
+                );
+                self.in_flight.fetch_add(1, Ordering::SeqCst);
+                let fp = p.fp;
+                if let Err(msg) = self.submit(rec.clone(), p, tx.clone()) {
+                    let _ = tx.send((rec, fp, Outcome::Failed(msg)));
+                }
+                return;
+            }
+        };
+        ends(self, id);
+        let _ = tx.send((rec, p.fp, outcome));
+    }
+
+    /// Wakes the dispatcher and the GPU's thread (a job was accepted or one ended).
     pub(crate) fn notify(&self) {
-        let (lock, cv) = &self.wake;
-        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        cv.notify_all();
+        for (lock, cv) in [&self.wake, &self.gpu_wake] {
+            *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            cv.notify_all();
+        }
     }
 
     /// Progress of a job in flight: tasks done and total.
@@ -441,13 +654,13 @@ impl Shared {
         if let Some(r) = &self.remote {
             return r.cancel(id);
         }
-        let exec_id = self
-            .live
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .exec_ids
-            .get(&id)
-            .copied();
+        let exec_id = {
+            let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(flag) = live.on_gpu.get(&id) {
+                flag.store(true, Ordering::SeqCst);
+            }
+            live.exec_ids.get(&id).copied()
+        };
         if let Some(e) = exec_id {
             if let Some(x) = self.exec().as_ref() {
                 x.cancel(e);
@@ -482,6 +695,7 @@ impl Shared {
                 .remote
                 .as_ref()
                 .map(|r| r.metrics_text())
+                .or_else(|| self.gpu.get().map(|g| g.metrics_text()))
                 .unwrap_or_default(),
             ..Default::default()
         }
@@ -608,6 +822,12 @@ impl Shared {
         rec: JobRecord,
         tx: mpsc::Sender<Finished>,
     ) -> std::result::Result<(), String> {
+        let p = self.prepare(&rec)?;
+        self.submit(rec, p, tx)
+    }
+
+    /// What a job needs to run: its key set, inputs and graph.
+    fn prepare(&self, rec: &JobRecord) -> std::result::Result<Prepared, String> {
         let spec: JobSpec = serde_json::from_str(&rec.spec)
             .map_err(|e| format!("the stored job description is unreadable: {e}"))?;
         // The job holds its key entry until it ends, so the key store (preferring values
@@ -638,7 +858,34 @@ impl Shared {
             }
             inputs.extend(cts.drain(..).map(Arc::new));
         }
-        let graph = self.graph(&rec, &spec, &inputs)?;
+        let graph = self.graph(rec, &spec, &inputs)?;
+        Ok(Prepared {
+            spec,
+            entry,
+            keys,
+            ctx,
+            fp,
+            inputs,
+            graph,
+        })
+    }
+
+    /// Hands a prepared job to the executor.
+    fn submit(
+        self: &Arc<Self>,
+        rec: JobRecord,
+        p: Prepared,
+        tx: mpsc::Sender<Finished>,
+    ) -> std::result::Result<(), String> {
+        let Prepared {
+            spec,
+            entry,
+            keys,
+            ctx,
+            fp,
+            inputs,
+            graph,
+        } = p;
         let evaluator = Evaluator::new(&ctx, Arc::clone(&keys.keys)).map_err(|e| e.to_string())?;
         let me = Arc::clone(self);
         let id = rec.id;
