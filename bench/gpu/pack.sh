@@ -23,7 +23,7 @@ for line in sys.stdin:
         if "test" in m["target"]["kind"]:
             shutil.copy(m["executable"], sys.argv[1] + "/test-" + m["target"]["name"])
 ' "$pack"
-cp bench/gpu/run-on-gpu.sh bench/gpu/tune-on-gpu.sh bench/gpu/shape-on-gpu.sh bench/gpu/ncu-profile.sh bench/gpu/ncu_summary.py "$pack/"
+cp bench/gpu/run-on-gpu.sh bench/gpu/serve-on-gpu.sh bench/gpu/tune-on-gpu.sh bench/gpu/shape-on-gpu.sh bench/gpu/ncu-profile.sh bench/gpu/ncu_summary.py "$pack/"
 strip "$pack"/heloom "$pack"/gpu_profile "$pack"/ntt_sweep "$pack"/test-* 2>/dev/null || true
 # Gzipped: a lent device carries at most 64 MiB with the tracked tree (about 43 MB); the run
 # scripts unpack them there.

@@ -65,6 +65,9 @@ pub(crate) struct GpuJob<'a> {
     pub keys: &'a Arc<EvaluationKeys<u64>>,
     pub graph: &'a TaskGraph,
     pub inputs: &'a [Arc<Ciphertext<u64>>],
+    /// The job's `result_level`: outputs above it are dropped to it on the device, so that
+    /// only the limbs kept come back.
+    pub result_level: Option<usize>,
 }
 
 /// The GPU device of a server: its handle, the uploaded parameters and key sets, counters.
@@ -294,8 +297,11 @@ impl GpuLane {
                 let v = values[o].as_ref().ok_or_else(|| {
                     format!("graph {}: output node {o} not computed", graph.name())
                 })?;
-                g.download(v)
-                    .map_err(|e| format!("downloading a result from the GPU: {e}"))
+                match job.result_level.filter(|&l| l < v.level()) {
+                    Some(l) => g.drop_to_level(v, l).and_then(|low| g.download(&low)),
+                    None => g.download(v),
+                }
+                .map_err(|e| format!("downloading a result from the GPU: {e}"))
             })
             .collect::<Result<Vec<_>, String>>()
             .map(Some)

@@ -588,6 +588,7 @@ impl Shared {
             keys: &p.keys.keys,
             graph: &p.graph,
             inputs: &p.inputs,
+            result_level: p.spec.result_level,
         };
         let progress = |done: usize, total: usize| {
             self.live

@@ -66,7 +66,7 @@ fn jobs_the_gpu_pulls_are_bit_exact_with_the_cpu() {
     let task = Task::Exp { variant: None };
 
     // The GPU server: one CPU thread (two slots) and the emulated GPU pull from one queue;
-    // eight jobs at once leave the GPU some.
+    // sixteen jobs at once leave the GPU some.
     let dir = tempfile::tempdir().expect("dir");
     let server = Server::start(config(dir.path(), GpuChoice::Emulator)).expect("server");
     let url = format!("http://{}", server.addr());
@@ -75,7 +75,7 @@ fn jobs_the_gpu_pulls_are_bit_exact_with_the_cpu() {
         .upload_keys(ctx.params(), &keys.evaluation_keys)
         .expect("keys");
     let input = c.upload_ciphertext(&ct).expect("input");
-    let batch: Vec<SubmitJob> = (0..8)
+    let batch: Vec<SubmitJob> = (0..16)
         .map(|i| {
             SubmitJob::new(
                 &format!("e{i}"),
@@ -92,12 +92,40 @@ fn jobs_the_gpu_pulls_are_bit_exact_with_the_cpu() {
         assert_eq!(done.state, "done", "{:?}", done.error);
         ids.push(done.result_id.expect("result id"));
     }
+    let gpu_jobs = |m: &str| series(m, "heloom_gpu_jobs_total{device=\"gpu-emulator\"}");
     let m = metrics(&url);
-    let on_gpu = series(&m, "heloom_gpu_jobs_total{device=\"gpu-emulator\"}");
-    assert!(on_gpu >= 1.0, "the GPU ran none of 8 jobs:\n{m}");
+    let on_gpu = gpu_jobs(&m);
+    eprintln!("the GPU ran {on_gpu} of 16 jobs");
+    assert!(on_gpu >= 1.0, "the GPU ran none of 16 jobs:\n{m}");
+    // Level-0 results (the limbs dropped on the device before the download).
+    let low: Vec<SubmitJob> = (0..16)
+        .map(|i| {
+            let mut j = SubmitJob::new(
+                &format!("l{i}"),
+                &key.id,
+                vec![input.id.clone()],
+                task.clone(),
+            );
+            j.result_level = Some(0);
+            j
+        })
+        .collect();
+    let mut low_ids = Vec::new();
+    for j in &c.submit_batch(&low).expect("batch") {
+        let done = c.wait(j.id, Duration::from_secs(300)).expect("wait");
+        assert_eq!(done.state, "done", "{:?}", done.error);
+        low_ids.push(done.result_id.expect("result id"));
+    }
+    assert!(
+        gpu_jobs(&metrics(&url)) > on_gpu,
+        "the GPU ran none of the level-0 jobs"
+    );
+    assert!(low_ids.iter().all(|i| *i == low_ids[0]), "{low_ids:?}");
+    assert_ne!(low_ids[0], ids[0]);
+    let m = metrics(&url);
     assert_eq!(series(&m, "heloom_gpu_failures_total"), 0.0);
     assert!(series(&m, "heloom_gpu_busy_seconds_total") > 0.0);
-    // Every device gave the same bytes: one content address for the eight results.
+    // Every device gave the same bytes: one content address for the sixteen results.
     assert!(ids.iter().all(|i| *i == ids[0]), "results differ: {ids:?}");
     let out = c.result(jobs[0].id, &ctx).expect("result");
     let got = Decryptor::new(&ctx, &keys.secret_key)
@@ -122,11 +150,21 @@ fn jobs_the_gpu_pulls_are_bit_exact_with_the_cpu() {
     let input2 = c2.upload_ciphertext(&ct).expect("input");
     assert_eq!(input2.id, input.id);
     let j = c2
-        .submit(&SubmitJob::new("e", &key2.id, vec![input2.id], task))
+        .submit(&SubmitJob::new(
+            "e",
+            &key2.id,
+            vec![input2.id.clone()],
+            task.clone(),
+        ))
         .expect("submit");
     let done = c2.wait(j.id, Duration::from_secs(300)).expect("wait");
     assert_eq!(done.state, "done", "{:?}", done.error);
     assert_eq!(done.result_id.as_deref(), Some(ids[0].as_str()));
+    let mut j = SubmitJob::new("l", &key2.id, vec![input2.id], task);
+    j.result_level = Some(0);
+    let j = c2.submit(&j).expect("submit");
+    let done = c2.wait(j.id, Duration::from_secs(300)).expect("wait");
+    assert_eq!(done.result_id.as_deref(), Some(low_ids[0].as_str()));
     assert!(!metrics(&url2).contains("heloom_gpu_jobs_total"));
 }
 
