@@ -21,6 +21,8 @@
 //!   server's overhead in CPU time (HTTP, database, storage and the HE lanes together), a
 //!   figure that other load on a shared machine moves much less than the rates. Both windows
 //!   hold a ramp-up and a drain, so this ratio understates the steady-state gap a little.
+//! - **CPU only.** The server runs with `--gpu off` (unless `--server-arg` names a `--gpu`):
+//!   the in-process side has no GPU to compare with.
 //! - **Warm-up.** A first round on each side is run and reported but not counted.
 //! - **Two builds.** `--server-exe PATH` starts another build's `heloom` as the server (its
 //!   token made by that binary, for its own schema) against the same in-process side and
@@ -286,14 +288,14 @@ pub fn run(opts: &OverheadOptions, note: &dyn Fn(&str)) -> Result<OverheadReport
         opts.exe.display(),
         data.display()
     ));
-    let mut server = Spawned::start_with(
-        &opts.exe,
-        &data,
-        Some(threads),
-        insecure,
-        0,
-        &opts.server_args,
-    )?;
+    // The comparison is with the CPU in one process: a GPU the server would pull jobs onto
+    // stays out unless the flags ask for it (older builds, without --gpu, have none to use).
+    let mut server_args = opts.server_args.clone();
+    if !server_args.iter().any(|a| a.starts_with("--gpu")) && has_gpu_flag(&opts.exe) {
+        server_args.extend(["--gpu".to_string(), "off".to_string()]);
+    }
+    let mut server =
+        Spawned::start_with(&opts.exe, &data, Some(threads), insecure, 0, &server_args)?;
     let out = measure(opts, &setup, &server.url(), server.pid(), &token, note).map(|mut r| {
         r.threads = threads;
         r.profile = profile_name;
@@ -334,6 +336,14 @@ fn server_token(exe: &Path, data: &Path) -> Result<String> {
         bail!("{} serve token create printed no token", exe.display());
     }
     Ok(token)
+}
+
+/// Whether `exe serve` takes `--gpu` (builds before the GPU joined the server do not).
+fn has_gpu_flag(exe: &Path) -> bool {
+    std::process::Command::new(exe)
+        .args(["serve", "--help"])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--gpu"))
 }
 
 /// CPU seconds (user and system) process `pid` has used (`self`: this one).
