@@ -523,15 +523,7 @@ impl Shared {
                 Ok(None) => {}
                 Err(e) => eprintln!("heloom serve: taking the next job for the GPU: {e}"),
             }
-            let (lock, cv) = &self.gpu_wake;
-            let mut woken = lock.lock().unwrap_or_else(|p| p.into_inner());
-            if !*woken {
-                woken = cv
-                    .wait_timeout(woken, Duration::from_millis(500))
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|p| p.into_inner().0);
-            }
-            *woken = false;
+            sleep_until_woken(&self.gpu_wake);
         }
     }
 
@@ -780,15 +772,7 @@ impl Shared {
                     Err(e) => eprintln!("heloom serve: taking the next job: {e}"),
                 }
             }
-            let (lock, cv) = &self.wake;
-            let mut woken = lock.lock().unwrap_or_else(|p| p.into_inner());
-            if !*woken {
-                woken = cv
-                    .wait_timeout(woken, Duration::from_millis(500))
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|p| p.into_inner().0);
-            }
-            *woken = false;
+            sleep_until_woken(&self.wake);
         }
     }
 
@@ -1134,6 +1118,19 @@ impl Shared {
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
         }
     }
+}
+
+/// Waits until `wake` is set (or half a second passes), then clears it.
+fn sleep_until_woken(wake: &(Mutex<bool>, Condvar)) {
+    let (lock, cv) = wake;
+    let mut woken = lock.lock().unwrap_or_else(|p| p.into_inner());
+    if !*woken {
+        woken = cv
+            .wait_timeout(woken, Duration::from_millis(500))
+            .map(|(g, _)| g)
+            .unwrap_or_else(|p| p.into_inner().0);
+    }
+    *woken = false;
 }
 
 /// `cts` dropped to at most `level` (exact; the job's `result_level`).

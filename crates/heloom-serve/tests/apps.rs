@@ -65,6 +65,21 @@ fn small_params() -> CkksParameters {
         .expect("params")
 }
 
+/// A server on a loopback port (two threads, test parameters allowed) and tenant alice's
+/// client.
+fn start(dir: &std::path::Path) -> (Server, Client) {
+    let model = Arc::new(heloom_runtime::Profile::load("xeon-phi-7230f").expect("profile"));
+    let mut config = ServerConfig::new(dir.to_path_buf(), model);
+    config.listen = "127.0.0.1:0".parse().expect("addr");
+    config.threads = 2;
+    config.allow_insecure = true;
+    let server = Server::start(config).expect("server");
+    let url = format!("http://{}", server.addr());
+    let client =
+        Client::new(&url, &server.state().create_token("alice").expect("token")).expect("client");
+    (server, client)
+}
+
 fn run(client: &Client, job: &SubmitJob) -> i64 {
     let j = client.submit(job).expect("submit");
     let done = client.wait(j.id, Duration::from_secs(300)).expect("wait");
@@ -107,15 +122,7 @@ fn check_logits(net: &CryptoNet, image: &[u8], got: &[f64; 10]) -> f64 {
 fn matmul_and_cryptonets_jobs() {
     let t0 = Instant::now();
     let dir = tempfile::tempdir().expect("dir");
-    let model = Arc::new(heloom_runtime::Profile::load("xeon-phi-7230f").expect("profile"));
-    let mut config = ServerConfig::new(dir.path().to_path_buf(), model);
-    config.listen = "127.0.0.1:0".parse().expect("addr");
-    config.threads = 2;
-    config.allow_insecure = true;
-    let server = Server::start(config).expect("server");
-    let url = format!("http://{}", server.addr());
-    let client =
-        Client::new(&url, &server.state().create_token("alice").expect("token")).expect("client");
+    let (_server, client) = start(dir.path());
     let net = CryptoNet::embedded().expect("model");
     let mnist = Mnist::load_default_test().expect("MNIST");
 
@@ -274,15 +281,7 @@ fn encrypted_matmul_jobs() {
     // An encrypted 5 x 5 matrix times another (JKLS18), packed in 8 x 8 = 64 slots at
     // N = 2^10 (six levels: the product uses three). Bound: 1e-3 absolute, entries in [-1, 1].
     let dir = tempfile::tempdir().expect("dir");
-    let model = Arc::new(heloom_runtime::Profile::load("xeon-phi-7230f").expect("profile"));
-    let mut config = ServerConfig::new(dir.path().to_path_buf(), model);
-    config.listen = "127.0.0.1:0".parse().expect("addr");
-    config.threads = 2;
-    config.allow_insecure = true;
-    let server = Server::start(config).expect("server");
-    let url = format!("http://{}", server.addr());
-    let client =
-        Client::new(&url, &server.state().create_token("alice").expect("token")).expect("client");
+    let (_server, client) = start(dir.path());
     let d = 5;
     let task = Task::MatmulEncrypted { side: d };
     let steps = apps::required_rotations(&task).expect("steps");

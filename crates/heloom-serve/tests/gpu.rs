@@ -27,6 +27,14 @@ fn config(dir: &std::path::Path, gpu: GpuChoice) -> ServerConfig {
     c
 }
 
+/// A server with `gpu`, its URL and tenant alice's client.
+fn start(dir: &std::path::Path, gpu: GpuChoice) -> (Server, String, Client) {
+    let server = Server::start(config(dir, gpu)).expect("server");
+    let url = format!("http://{}", server.addr());
+    let c = Client::new(&url, &server.state().create_token("alice").expect("token")).expect("c");
+    (server, url, c)
+}
+
 fn metrics(url: &str) -> String {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     reqwest::blocking::Client::new()
@@ -68,9 +76,7 @@ fn jobs_the_gpu_pulls_are_bit_exact_with_the_cpu() {
     // The GPU server: one CPU thread (two slots) and the emulated GPU pull from one queue;
     // sixteen jobs at once leave the GPU some.
     let dir = tempfile::tempdir().expect("dir");
-    let server = Server::start(config(dir.path(), GpuChoice::Emulator)).expect("server");
-    let url = format!("http://{}", server.addr());
-    let c = Client::new(&url, &server.state().create_token("alice").expect("token")).expect("c");
+    let (server, url, c) = start(dir.path(), GpuChoice::Emulator);
     let key = c
         .upload_keys(ctx.params(), &keys.evaluation_keys)
         .expect("keys");
@@ -141,9 +147,7 @@ fn jobs_the_gpu_pulls_are_bit_exact_with_the_cpu() {
 
     // A CPU-only server computes the same bytes for the same job.
     let dir2 = tempfile::tempdir().expect("dir");
-    let cpu = Server::start(config(dir2.path(), GpuChoice::Off)).expect("server");
-    let url2 = format!("http://{}", cpu.addr());
-    let c2 = Client::new(&url2, &cpu.state().create_token("alice").expect("token")).expect("c");
+    let (_cpu, url2, c2) = start(dir2.path(), GpuChoice::Off);
     let key2 = c2
         .upload_keys(ctx.params(), &keys.evaluation_keys)
         .expect("keys");
