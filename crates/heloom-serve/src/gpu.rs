@@ -10,6 +10,10 @@
 //! as the CPU's. Every GPU operation is bit-exact with the CPU's, so a result's bytes (and its
 //! content address) do not depend on which device ran the job.
 //!
+//! A GPU slower than a CPU slot (the recent mean times of both) takes a job only when the CPU
+//! lanes would need longer than one of its jobs to clear what is running and queued
+//! (`worth_pulling`): otherwise the last job of a burst would wait on the slow device.
+//!
 //! Key sets are uploaded to the GPU once and kept for the next jobs of the same key set (a few
 //! at once, least recently used out). A job the GPU cannot run (an error of the device, a key
 //! set too large for its memory) goes to the CPU lanes instead, and the error is counted.
@@ -88,6 +92,8 @@ pub(crate) struct GpuLane {
     pub busy_ns: AtomicU64,
     /// Whether a job is on the GPU now.
     pub busy: AtomicBool,
+    /// Recent mean wall time of a job on the GPU, ms (f64 bits; 0 before the first).
+    mean_ms: AtomicU64,
 }
 
 impl std::fmt::Debug for GpuLane {
@@ -143,9 +149,15 @@ impl GpuLane {
                 failures: AtomicU64::new(0),
                 busy_ns: AtomicU64::new(0),
                 busy: AtomicBool::new(false),
+                mean_ms: AtomicU64::new(0),
             }),
             None,
         ))
+    }
+
+    /// Recent mean wall time of a job here, ms; 0 before the first.
+    pub fn mean_ms(&self) -> f64 {
+        f64::from_bits(self.mean_ms.load(Ordering::Relaxed))
     }
 
     /// Says on stderr that jobs also run here.
@@ -185,6 +197,12 @@ impl GpuLane {
                 "gauge",
                 "1 while a job is on the GPU.",
                 u8::from(self.busy.load(Ordering::Relaxed)) as f64,
+            ),
+            (
+                "heloom_gpu_job_seconds",
+                "gauge",
+                "Recent mean wall time of a job on the GPU (0 before the first).",
+                self.mean_ms() / 1e3,
             ),
         ] {
             out.push_str(&format!(
@@ -251,6 +269,9 @@ impl GpuLane {
         self.busy.store(false, Ordering::Relaxed);
         self.busy_ns
             .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        if matches!(out, Ok(Some(_))) {
+            update_mean(&self.mean_ms, started.elapsed().as_secs_f64() * 1e3);
+        }
         match &out {
             Ok(Some(_)) => self.jobs.fetch_add(1, Ordering::Relaxed),
             Ok(None) => 0,
@@ -305,5 +326,54 @@ impl GpuLane {
             })
             .collect::<Result<Vec<_>, String>>()
             .map(Some)
+    }
+}
+
+/// Folds `ms` into the recent mean held in `mean` (f64 bits, 0 before the first sample).
+pub(crate) fn update_mean(mean: &AtomicU64, ms: f64) {
+    let old = f64::from_bits(mean.load(Ordering::Relaxed));
+    let new = if old <= 0.0 { ms } else { 0.8 * old + 0.2 * ms };
+    mean.store(new.to_bits(), Ordering::Relaxed);
+}
+
+/// Whether a device whose jobs take `device_ms` should take the next job, when the CPU lanes
+/// take `cpu_ms` a job with `slots` slots, `in_flight` jobs in them and `queued` waiting:
+/// seed 001's rule, a device takes an item it would finish before the others would. A device
+/// at least as fast as a CPU slot always does; a slower one only when the CPU lanes would
+/// need longer than one of its jobs to clear what is running and queued (else it would turn
+/// the last job of a burst into a straggler). Unknown times (no job measured yet) say yes.
+pub(crate) fn worth_pulling(
+    device_ms: f64,
+    cpu_ms: f64,
+    slots: usize,
+    in_flight: usize,
+    queued: u64,
+) -> bool {
+    if device_ms <= 0.0 || cpu_ms <= 0.0 || device_ms <= cpu_ms {
+        return true;
+    }
+    let rounds = ((queued as f64 + in_flight as f64) / slots.max(1) as f64).ceil();
+    device_ms <= rounds * cpu_ms
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_device_pulls_only_for_a_backlog() {
+        // Unknown or faster: always.
+        assert!(worth_pulling(0.0, 10.0, 2, 0, 1));
+        assert!(worth_pulling(5.0, 0.0, 2, 0, 1));
+        assert!(worth_pulling(5.0, 10.0, 2, 0, 1));
+        // Three times slower than a CPU slot, two slots: one queued job at idle stays for the
+        // CPU; with both slots busy and four queued (three rounds), the device helps.
+        assert!(!worth_pulling(30.0, 10.0, 2, 0, 1));
+        assert!(!worth_pulling(30.0, 10.0, 2, 2, 2));
+        assert!(worth_pulling(30.0, 10.0, 2, 2, 4));
+        let m = AtomicU64::new(0);
+        update_mean(&m, 10.0);
+        update_mean(&m, 20.0);
+        assert!((f64::from_bits(m.load(Ordering::Relaxed)) - 12.0).abs() < 1e-12);
     }
 }

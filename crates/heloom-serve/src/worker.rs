@@ -199,6 +199,9 @@ pub(crate) struct Shared {
     /// The GPU pulling jobs beside the CPU lanes, and what wakes it.
     gpu: std::sync::OnceLock<Arc<crate::gpu::GpuLane>>,
     gpu_wake: (Mutex<bool>, Condvar),
+    /// Recent mean wall time of a job in the executor, ms (f64 bits; 0 before the first): what
+    /// the GPU's thread weighs its own against before it takes a job.
+    cpu_ms: AtomicU64,
     /// Whether the express slot's query ([`State::start_next_idle_tenant`]) may find a job:
     /// set when jobs are accepted or a tenant's last running job ends, cleared when the query
     /// finds none. Without it, one tenant keeping every slot busy cost two empty queries per
@@ -362,6 +365,7 @@ impl Worker {
             express_dirty: AtomicBool::new(true),
             gpu,
             gpu_wake: (Mutex::new(false), Condvar::new()),
+            cpu_ms: AtomicU64::new(0),
         });
         let (tx, rx) = mpsc::channel::<Finished>();
         let s = Arc::clone(&shared);
@@ -510,7 +514,7 @@ impl Shared {
     fn gpu_loop(self: Arc<Self>, lane: &crate::gpu::GpuLane, tx: mpsc::Sender<Finished>) {
         while !self.stop.load(Ordering::SeqCst) {
             // Results not yet stored are bounded as for the CPU lanes.
-            let next = if self.finishing() <= 2 * self.max_in_flight + 2 {
+            let next = if self.finishing() <= 2 * self.max_in_flight + 2 && self.gpu_worth(lane) {
                 self.state.start_next()
             } else {
                 Ok(None)
@@ -525,6 +529,25 @@ impl Shared {
             }
             sleep_until_woken(&self.gpu_wake);
         }
+    }
+
+    /// Whether the GPU should take the next job now ([`crate::gpu::worth_pulling`]).
+    fn gpu_worth(&self, lane: &crate::gpu::GpuLane) -> bool {
+        let (gpu, cpu) = (
+            lane.mean_ms(),
+            f64::from_bits(self.cpu_ms.load(Ordering::Relaxed)),
+        );
+        if gpu <= 0.0 || cpu <= 0.0 || gpu <= cpu {
+            return true;
+        }
+        let queued = self.state.queued_jobs(None).unwrap_or(u64::MAX);
+        crate::gpu::worth_pulling(
+            gpu,
+            cpu,
+            self.max_in_flight,
+            self.in_flight.load(Ordering::SeqCst),
+            queued,
+        )
     }
 
     /// Runs a job the GPU took; one it cannot run goes to the CPU lanes.
@@ -872,6 +895,7 @@ impl Shared {
             graph,
         } = p;
         let evaluator = Evaluator::new(&ctx, Arc::clone(&keys.keys)).map_err(|e| e.to_string())?;
+        let submitted = std::time::Instant::now();
         let me = Arc::clone(self);
         let id = rec.id;
         let done_rec = rec.clone();
@@ -896,6 +920,10 @@ impl Shared {
                     Err(GraphError::ShutDown) => Outcome::Interrupted,
                     Err(e) => Outcome::Failed(e.to_string()),
                 };
+                if matches!(outcome, Outcome::Computed(_)) {
+                    let ms = submitted.elapsed().as_secs_f64() * 1e3;
+                    crate::gpu::update_mean(&me.cpu_ms, ms);
+                }
                 // The executor is done with it: its slot goes to the next job now, while the
                 // finisher stores the result (file and database syncs).
                 me.release_slot(id);
