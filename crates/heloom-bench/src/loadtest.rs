@@ -168,6 +168,10 @@ pub struct Scrape {
     pub busy_threads: f64,
     /// `heloom_device_threads`.
     pub threads: f64,
+    /// `heloom_gpu_jobs_total` (summed over devices), when the server has a GPU.
+    pub gpu_jobs: Option<f64>,
+    /// `heloom_gpu_busy` (summed over devices), when the server has a GPU.
+    pub gpu_busy: Option<f64>,
 }
 
 /// Reads the gauges the load test plots from Prometheus text.
@@ -191,6 +195,10 @@ pub fn parse_metrics(text: &str) -> Scrape {
             s.busy_threads = v;
         } else if name == "heloom_device_threads" {
             s.threads = v;
+        } else if name.starts_with("heloom_gpu_jobs_total{") {
+            *s.gpu_jobs.get_or_insert(0.0) += v;
+        } else if name.starts_with("heloom_gpu_busy{") {
+            *s.gpu_busy.get_or_insert(0.0) += v;
         }
     }
     s
@@ -450,6 +458,12 @@ pub struct Sample {
     pub busy_threads: f64,
     /// The executor's threads.
     pub threads: f64,
+    /// Jobs the server's GPU has run since its start (servers with a GPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_jobs: Option<f64>,
+    /// Whether a job was on the GPU (servers with a GPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_busy: Option<f64>,
 }
 
 /// Median, 99th percentile, mean and maximum of a set of times, ms.
@@ -553,6 +567,10 @@ pub struct Overall {
     pub max_error: f64,
     /// Mean busy threads over the samples while the server was up.
     pub mean_busy_threads: f64,
+    /// Jobs the server's GPU ran during the run (its counter's growth between the first and
+    /// the last sample; servers with a GPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_jobs: Option<f64>,
 }
 
 /// Jain's fairness indices.
@@ -1358,6 +1376,8 @@ impl Shared<'_> {
                             .collect(),
                         busy_threads: m.busy_threads,
                         threads: m.threads,
+                        gpu_jobs: m.gpu_jobs,
+                        gpu_busy: m.gpu_busy,
                     }
                 }
                 _ => Sample {
@@ -1366,6 +1386,8 @@ impl Shared<'_> {
                     queue_depth: vec![f64::NAN; self.tenants.len()],
                     busy_threads: f64::NAN,
                     threads: f64::NAN,
+                    gpu_jobs: None,
+                    gpu_busy: None,
                 },
             };
             observe(Event::Status(LiveStatus {
@@ -1852,6 +1874,15 @@ fn build_report(
         } else {
             up.iter().sum::<f64>() / up.len() as f64
         },
+        // The counter's growth, sample to sample (a restarted server counts from 0 again).
+        gpu_jobs: {
+            let g: Vec<f64> = samples.iter().filter_map(|s| s.gpu_jobs).collect();
+            (!g.is_empty()).then(|| {
+                g.windows(2)
+                    .map(|w| if w[1] >= w[0] { w[1] - w[0] } else { w[1] })
+                    .sum()
+            })
+        },
     };
     let fairness = Fairness {
         formula: JAIN_FORMULA.into(),
@@ -2111,6 +2142,13 @@ pub fn render(r: &LoadtestReport) -> String {
         r.server_cpu_s
             .map_or_else(|| "?".to_string(), |c| format!("{c:.1}"))
     ));
+    if let Some(g) = o.gpu_jobs {
+        s.push_str(&format!(
+            "on the server's GPU: {g:.0} jobs ({:.1}% of the {} done; the rest on its CPU lanes)\n",
+            100.0 * g / o.done.max(1) as f64,
+            o.done
+        ));
+    }
     s.push_str(&format!(
         "Jain's fairness index: throughput {:.3}, mean latency {:.3}\n  {}\n",
         r.fairness.jain_throughput, r.fairness.jain_latency, r.fairness.formula
@@ -2464,6 +2502,19 @@ pub fn busy_plot(r: &LoadtestReport, path: &Path) -> Result<()> {
         RGBColor(31, 119, 180),
         &threads,
     )?;
+    if r.samples.iter().any(|s| s.gpu_busy.is_some()) {
+        let gpu = segments(
+            r.samples
+                .iter()
+                .map(|s| (s.t_s, s.gpu_busy.unwrap_or(f64::NAN))),
+        );
+        draw_segmented(
+            &mut chart,
+            "GPU busy (jobs on it)",
+            RGBColor(44, 160, 44),
+            &gpu,
+        )?;
+    }
     draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     root.present().map_err(pe)?;
     Ok(())

@@ -89,6 +89,16 @@ fn metrics_text_is_read() {
     assert_eq!(s.queue_depth.len(), 2);
     assert_eq!(s.threads, 2.0);
     assert_eq!(s.busy_threads, 1.0);
+    assert_eq!((s.gpu_jobs, s.gpu_busy), (None, None));
+    // A server with a GPU.
+    let gpu = "heloom_device_threads 2\n\
+               # TYPE heloom_gpu_jobs_total counter\n\
+               heloom_gpu_jobs_total{device=\"gpu\"} 41\n\
+               heloom_gpu_failures_total{device=\"gpu\"} 1\n\
+               heloom_gpu_busy_seconds_total{device=\"gpu\"} 3.5\n\
+               heloom_gpu_busy{device=\"gpu\"} 1\n";
+    let s = parse_metrics(gpu);
+    assert_eq!((s.gpu_jobs, s.gpu_busy), (Some(41.0), Some(1.0)));
 }
 
 #[test]
