@@ -269,6 +269,25 @@ enum Versus {
     Tenseal,
 }
 
+/// The GPU line of `heloom info`: the first CUDA device, opened as `heloom serve --gpu auto`
+/// would open it (its kernels compiled), or why there is none.
+fn gpu_report() -> String {
+    if !heloom_gpu::driver_present() {
+        return "gpu: none (no CUDA driver); heloom serve runs jobs on the CPU".into();
+    }
+    match heloom_gpu::Gpu::cuda(0) {
+        Ok(g) => {
+            let i = g.info();
+            format!(
+                "gpu: {} (compute {}.{}, {}), kernels compiled: heloom serve --gpu auto runs \
+                 jobs on it beside the CPU lanes",
+                i.name, i.compute_capability.0, i.compute_capability.1, i.arch
+            )
+        }
+        Err(e) => format!("gpu: not usable ({e}); heloom serve runs jobs on the CPU"),
+    }
+}
+
 fn main() -> Result<()> {
     heloom_pool::retain_freed_memory();
     let cli = Cli::parse();
@@ -291,6 +310,7 @@ fn main() -> Result<()> {
                     Some(m) => println!("  {:<12} unavailable (needs {m})", b.name()),
                 }
             }
+            println!("{}", gpu_report());
             Ok(())
         }
         Command::Bench {
