@@ -537,6 +537,8 @@ impl Shared {
             lane.mean_ms(),
             f64::from_bits(self.cpu_ms.load(Ordering::Relaxed)),
         );
+        // The rule's own first case, here first so that a GPU at least as fast as the CPU
+        // never pays for the count query.
         if gpu <= 0.0 || cpu <= 0.0 || gpu <= cpu {
             return true;
         }
@@ -550,6 +552,23 @@ impl Shared {
         )
     }
 
+    /// Bookkeeping of a job some device took from the queue: its tenant's running count, its
+    /// queue wait; when its submission arrived (for the start latency), or why it cannot start
+    /// (its deadline passed).
+    fn begin(&self, rec: &JobRecord) -> std::result::Result<Option<std::time::Instant>, String> {
+        self.tenant_started(&rec.tenant);
+        if rec.deadline_unix.is_some_and(|d| d < crate::unix_now()) {
+            return Err("its deadline passed before it could start".into());
+        }
+        let wait = (crate::unix_now_ms() - rec.created_ms).max(0) as f64 / 1e3;
+        self.metrics.started(&rec.tenant, wait);
+        Ok(self
+            .received
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&rec.id))
+    }
+
     /// Runs a job the GPU took; one it cannot run goes to the CPU lanes.
     fn run_on_gpu(
         self: &Arc<Self>,
@@ -557,7 +576,6 @@ impl Shared {
         rec: JobRecord,
         tx: &mpsc::Sender<Finished>,
     ) {
-        self.tenant_started(&rec.tenant);
         // Its end is not an executor slot's: the finisher must not free one for it.
         let ends = |me: &Self, id: i64| {
             me.released
@@ -565,21 +583,17 @@ impl Shared {
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(id);
         };
-        if rec.deadline_unix.is_some_and(|d| d < crate::unix_now()) {
-            ends(self, rec.id);
-            let msg = "its deadline passed before it could start".to_string();
-            let _ = tx.send((rec, 0, Outcome::Failed(msg)));
-            return;
-        }
-        let wait = (crate::unix_now_ms() - rec.created_ms).max(0) as f64 / 1e3;
-        self.metrics.started(&rec.tenant, wait);
-        if let Some(at) = self
-            .received
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&rec.id)
-        {
-            self.metrics.start_latency(at.elapsed().as_secs_f64());
+        match self.begin(&rec) {
+            Ok(received) => {
+                if let Some(at) = received {
+                    self.metrics.start_latency(at.elapsed().as_secs_f64());
+                }
+            }
+            Err(msg) => {
+                ends(self, rec.id);
+                let _ = tx.send((rec, 0, Outcome::Failed(msg)));
+                return;
+            }
         }
         let p = match self.prepare(&rec) {
             Ok(p) => p,
@@ -763,22 +777,13 @@ impl Shared {
                 match next {
                     Ok(Some(rec)) => {
                         self.in_flight.fetch_add(1, Ordering::SeqCst);
-                        self.tenant_started(&rec.tenant);
-                        if rec.deadline_unix.is_some_and(|d| d < crate::unix_now()) {
-                            let _ = tx.send((
-                                rec,
-                                0,
-                                Outcome::Failed("its deadline passed before it could start".into()),
-                            ));
-                            continue;
-                        }
-                        let wait = (crate::unix_now_ms() - rec.created_ms).max(0) as f64 / 1e3;
-                        self.metrics.started(&rec.tenant, wait);
-                        let received = self
-                            .received
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .remove(&rec.id);
+                        let received = match self.begin(&rec) {
+                            Ok(r) => r,
+                            Err(msg) => {
+                                let _ = tx.send((rec, 0, Outcome::Failed(msg)));
+                                continue;
+                            }
+                        };
                         match self.start_job(rec.clone(), tx.clone()) {
                             Ok(()) => {
                                 if let Some(at) = received {
