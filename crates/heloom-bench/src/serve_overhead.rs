@@ -169,6 +169,11 @@ pub struct OverheadReport {
     pub max_error: f64,
     /// Seconds the whole run took.
     pub seconds: f64,
+    /// Results the server stored per write of result records over its rounds (the warm-up
+    /// included): results that end together share one write and one commit. `None` from a
+    /// server without the metric (an older `--server-exe`).
+    #[serde(default)]
+    pub results_per_write: Option<f64>,
 }
 
 /// Steady completion rate: jobs finishing between the 10th and 90th percentile finish times
@@ -575,6 +580,9 @@ fn measure(
     note(&format!("{} jobs one at a time at idle", opts.idle_jobs));
     let before_text = client_metrics(url)?;
     let before = start_buckets(&before_text);
+    let results_per_write = counter(&before_text, "heloom_result_writes_total")
+        .filter(|&w| w > 0.0)
+        .map(|w| ((opts.rounds + 1) * opts.jobs) as f64 / w);
     let mut trips = Vec::with_capacity(opts.idle_jobs);
     let mut idle_inputs = Vec::with_capacity(opts.idle_jobs);
     for i in 0..opts.idle_jobs {
@@ -682,6 +690,7 @@ fn measure(
         correct,
         max_error,
         seconds: 0.0,
+        results_per_write,
     })
 }
 
@@ -706,6 +715,15 @@ fn round_jobs(client: &Client, min_id: i64) -> Result<BTreeMap<i64, JobView>> {
             _ => return Ok(out),
         }
     }
+}
+
+/// The value of the counter `name` in a `/metrics` text.
+fn counter(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        l.strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    })
 }
 
 fn client_metrics(url: &str) -> Result<String> {
@@ -779,10 +797,16 @@ pub fn render(r: &OverheadReport) -> String {
             .collect();
         s.push_str(&format!(
             "server CPU per job by thread, ms (median over rounds): {}\n\
-             in process, its executor's scheduler thread: {:.3} ms per job\n\n",
+             in process, its executor's scheduler thread: {:.3} ms per job\n",
             parts.join(", "),
             percentile(&sched, 50.0)
         ));
+        if let Some(g) = r.results_per_write {
+            s.push_str(&format!(
+                "server results stored per write (and per commit): {g:.2}\n"
+            ));
+        }
+        s.push('\n');
     }
     s.push_str(&format!(
         "start latency at idle (request received to job in the executor), {} jobs:\n  \

@@ -73,7 +73,7 @@ impl<W: Word> Encryptor<W> {
         let mut seed: Seed = [0u8; 32];
         self.rng().fill_bytes(&mut seed);
         let a = uniform_poly(&seed, basis)?;
-        let s = basis.truncate(sk.s.clone())?;
+        let s = basis.truncated(&sk.s)?;
         let mut c0 = m;
         let as_ = basis.mul(&a, &s)?;
         basis.sub_assign(&mut c0, &as_)?;
@@ -231,7 +231,7 @@ impl<W: Word> Decryptor<W> {
                 )));
             }
         }
-        let s = basis.truncate(self.sk.s.clone())?;
+        let s = basis.truncated(&self.sk.s)?;
         // Horner: ((c_k s + c_{k-1}) s + ...) + c_0.
         let k = ct.polys.len();
         let mut acc = ct.polys[k - 1].clone();

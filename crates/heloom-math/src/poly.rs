@@ -265,6 +265,27 @@ impl<W: Word> RnsBasis<W> {
     /// The caller guarantees that this basis' primes are the first primes of `p`'s basis (the
     /// CKKS level bases are built that way); only the ring degree and limb count are checked.
     pub fn truncate(&self, mut p: RnsPoly<W>) -> Result<RnsPoly<W>> {
+        self.check_truncation(&p)?;
+        p.limbs = self.moduli.len();
+        p.data.truncate(self.n * p.limbs);
+        p.fingerprint = self.fingerprint;
+        Ok(p)
+    }
+
+    /// [`Self::truncate`] of a borrowed polynomial: copies only the limbs this basis keeps (a
+    /// clone then a truncation would copy every limb and keep the whole allocation).
+    pub fn truncated(&self, p: &RnsPoly<W>) -> Result<RnsPoly<W>> {
+        self.check_truncation(p)?;
+        Ok(RnsPoly {
+            n: p.n,
+            limbs: self.moduli.len(),
+            form: p.form,
+            fingerprint: self.fingerprint,
+            data: AlignedVec::from_slice(&p.data[..self.n * self.moduli.len()]),
+        })
+    }
+
+    fn check_truncation(&self, p: &RnsPoly<W>) -> Result<()> {
         if p.n != self.n || p.limbs < self.moduli.len() {
             return Err(MathError::ShapeMismatch(format!(
                 "cannot truncate a polynomial with N = {} and {} limbs to a basis with N = {} and {} limbs",
@@ -274,10 +295,7 @@ impl<W: Word> RnsBasis<W> {
                 self.moduli.len()
             )));
         }
-        p.limbs = self.moduli.len();
-        p.data.truncate(self.n * p.limbs);
-        p.fingerprint = self.fingerprint;
-        Ok(p)
+        Ok(())
     }
 
     /// Builds a polynomial of this basis from limbs taken (copied) from other polynomials:

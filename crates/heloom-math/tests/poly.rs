@@ -156,3 +156,34 @@ fn poly_bad_input() {
         "{r:?}"
     );
 }
+
+#[test]
+fn truncated_copies_only_the_kept_limbs() {
+    let n = 64;
+    let moduli = primes::ntt_primes::<u64>(50, n, 4).expect("primes");
+    let full = RnsBasis::<u64>::new(n, &moduli).expect("basis");
+    let low = full.select(&[0, 1]).expect("sub-basis");
+    let values: Vec<i64> = (0..n as i64).map(|i| i * 37 - 1000).collect();
+    let p = full.poly_from_signed(&values).expect("poly");
+    let t = low.truncated(&p).expect("truncated");
+    let same = low.truncate(p.clone()).expect("truncate");
+    assert_eq!(t, same);
+    assert_eq!(t.num_limbs(), 2);
+    assert_eq!(t.as_slice(), &p.as_slice()[..2 * n]);
+    assert_eq!(t.fingerprint(), low.fingerprint());
+    // The original is untouched; a larger basis or another ring is refused.
+    assert_eq!(p.num_limbs(), 4);
+    assert!(matches!(
+        full.truncated(&t),
+        Err(MathError::ShapeMismatch(_))
+    ));
+    let other = RnsBasis::<u64>::new(
+        2 * n,
+        &primes::ntt_primes::<u64>(50, 2 * n, 2).expect("primes"),
+    )
+    .expect("basis");
+    assert!(matches!(
+        other.truncated(&t),
+        Err(MathError::ShapeMismatch(_))
+    ));
+}

@@ -51,7 +51,7 @@ pub mod worker;
 
 pub use client::{Client, ClientError, JobsPage, JobsQuery, ObjectsPage};
 pub use jobs::{JobRecord, JobState, NewJob};
-pub use objects::{ObjectInfo, ObjectKind};
+pub use objects::{NewResult, ObjectInfo, ObjectKind};
 pub use remote::{place, LocalNodes, NodeLoad, RayConfig, RayError};
 pub use server::{Server, ServerConfig, TlsFiles};
 

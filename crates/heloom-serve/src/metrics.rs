@@ -100,6 +100,8 @@ pub struct Gauges {
     pub store: heloom_store::StoreStats,
     /// Result reads answered from the results kept in memory after their write.
     pub result_memory_reads: u64,
+    /// Writes of result records (results that end together share one).
+    pub result_writes: u64,
     /// Further exposition text, appended as it is (the Ray backend's per-node series).
     pub extra: String,
 }
@@ -320,6 +322,11 @@ impl Metrics {
                 "heloom_result_memory_reads_total",
                 "Results read from memory, kept there after their write (not from the disk).",
                 g.result_memory_reads,
+            ),
+            (
+                "heloom_result_writes_total",
+                "Writes of result records to disk; results that end together share one write and one commit.",
+                g.result_writes,
             ),
         ] {
             let _ = writeln!(

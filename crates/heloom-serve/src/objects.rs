@@ -254,6 +254,12 @@ impl State {
         self.segments.fresh_hits()
     }
 
+    /// Writes of result records so far: results stored together ([`Self::store_results`])
+    /// share one.
+    pub fn result_writes(&self) -> u64 {
+        self.segments.writes()
+    }
+
     /// Checks the results a crashed server may not have flushed (the segments with a marker:
     /// see `segments.rs`): every record a row names in them is read and checked; a torn one's
     /// row is deleted and the jobs it ended are queued again (they compute the same bytes
@@ -563,8 +569,18 @@ impl State {
     /// to the current segment file, then its row. Bytes already stored (the same content
     /// address, [`result_id`]) are not written again.
     pub fn store_result(&self, tenant: &str, data: &[u8], parameters: u64) -> Result<ObjectInfo> {
-        self.store_result_and(tenant, data.to_vec(), parameters, None, |_, _| Ok(()))
-            .map(|(info, ())| info)
+        let one = NewResult {
+            job: None,
+            tenant: tenant.to_string(),
+            data: data.to_vec(),
+            parameters,
+            known: None,
+        };
+        let (info, _) = self
+            .store_results(vec![one])?
+            .pop()
+            .ok_or_else(nothing_stored)?;
+        Ok(info)
     }
 
     /// Stores the result of running job `job` ([`Self::store_result`]) and records the job's
@@ -577,85 +593,107 @@ impl State {
         data: &[u8],
         parameters: u64,
     ) -> Result<(ObjectInfo, bool)> {
-        self.finish_job_with_result_as(job, tenant, data.to_vec(), parameters, None)
+        let one = NewResult {
+            job: Some(job),
+            tenant: tenant.to_string(),
+            data: data.to_vec(),
+            parameters,
+            known: None,
+        };
+        self.store_results(vec![one])?
+            .pop()
+            .ok_or_else(nothing_stored)
     }
 
-    /// [`Self::finish_job_with_result`] with the result's id given when it is known (`known`:
-    /// the SHA-256 a node server computed of the same bytes) instead of hashed again.
-    pub(crate) fn finish_job_with_result_as(
-        &self,
-        job: i64,
-        tenant: &str,
-        data: Vec<u8>,
-        parameters: u64,
-        known: Option<&str>,
-    ) -> Result<(ObjectInfo, bool)> {
-        self.store_result_and(tenant, data, parameters, known, |c, id| {
-            Ok(c.prepare_cached(
-                "UPDATE jobs SET state = 'done', result_ref = ?2, finished_ms = ?3
-                 WHERE id = ?1 AND state = 'running'",
-            )?
-            .execute(params![job, id, crate::unix_now_ms()])?
-                > 0)
-        })
-    }
-
-    /// [`Self::store_result`], with `then` (given the result's id) run in the same transaction
-    /// as the row.
-    fn store_result_and<T>(
-        &self,
-        tenant: &str,
-        data: Vec<u8>,
-        parameters: u64,
-        known: Option<&str>,
-        then: impl FnOnce(&rusqlite::Connection, &str) -> rusqlite::Result<T>,
-    ) -> Result<(ObjectInfo, T)> {
-        let id = match known {
-            Some(id) if is_object_id(id) => id.to_string(),
-            _ => result_id(&data),
+    /// Stores results ([`Self::store_result`]) and records the end of the jobs that made them,
+    /// all in one write of the records that are new and one commit: a group of jobs that end
+    /// together shares the system call, the block layer's trip and the commit's log frames.
+    /// Returns, in order, each result's object and whether this call ended its job (`true`
+    /// for a result of no job).
+    pub fn store_results(&self, items: Vec<NewResult>) -> Result<Vec<(ObjectInfo, bool)>> {
+        let mut infos: Vec<ObjectInfo> = Vec::with_capacity(items.len());
+        // For each item, the index into `new` of the record it writes, if any.
+        let mut writes: Vec<Option<usize>> = Vec::with_capacity(items.len());
+        let mut new: Vec<Arc<Vec<u8>>> = Vec::new();
+        let mut jobs = Vec::with_capacity(items.len());
+        for it in items {
+            let id = match it.known.as_deref() {
+                Some(id) if is_object_id(id) => id.to_string(),
+                _ => result_id(&it.data),
+            };
+            // Stored already, or earlier in this group: not written again.
+            let earlier = infos
+                .iter()
+                .zip(&jobs)
+                .position(|(i, (_, t))| i.id == id && *t == it.tenant);
+            let existing = match earlier {
+                Some(k) => Some(infos[k].clone()),
+                None => self.object(&it.tenant, &id)?,
+            };
+            let bytes = it.data.len() as u64;
+            writes.push(match existing {
+                Some(_) => None,
+                None => {
+                    new.push(Arc::new(it.data));
+                    Some(new.len() - 1)
+                }
+            });
+            infos.push(existing.unwrap_or_else(|| ObjectInfo {
+                id,
+                kind: ObjectKind::Result,
+                bytes,
+                parameters: format!("{:016x}", it.parameters),
+                info: serde_json::json!({}),
+                created_unix: unix_now(),
+            }));
+            jobs.push((it.job, it.tenant));
+        }
+        let locs = if new.is_empty() {
+            Vec::new()
+        } else {
+            self.segments.append_fresh(&new)?
         };
-        let bytes = data.len() as u64;
-        let existing = self.object(tenant, &id)?;
-        let loc = match existing {
-            Some(_) => None,
-            None => Some(self.segments.append_fresh(std::sync::Arc::new(data))?),
-        };
-        let info = existing.unwrap_or_else(|| ObjectInfo {
-            id,
-            kind: ObjectKind::Result,
-            bytes,
-            parameters: format!("{parameters:016x}"),
-            info: serde_json::json!({}),
-            created_unix: unix_now(),
-        });
-        // The commit skips the disk flush, like the job's end it comes with: a power cut that
-        // undoes it also undoes the job's end, so the job runs again and stores the same bytes
-        // under the same id. The record itself is on disk before the row names it.
-        let out = self.with_conn_unsynced(|c| {
+        // The commit skips the disk flush, like the jobs' ends it comes with: a power cut that
+        // undoes it also undoes the jobs' ends, so they run again and store the same bytes
+        // under the same ids. The records themselves are on disk before the rows name them.
+        let ended = self.with_conn_unsynced(|c| {
             let tx = crate::Tx::begin(c)?;
-            if let Some(loc) = loc {
-                tx.prepare_cached(
-                    "INSERT OR IGNORE INTO objects
-                     (tenant, id, kind, bytes, param_fp, info, created_unix, segment, seg_offset)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                )?
-                .execute(params![
-                    tenant,
-                    info.id,
-                    info.kind.name(),
-                    info.bytes as i64,
-                    info.parameters,
-                    "{}",
-                    info.created_unix,
-                    loc.segment,
-                    loc.offset
-                ])?;
+            let mut ended = Vec::with_capacity(infos.len());
+            for ((info, w), (job, tenant)) in infos.iter().zip(&writes).zip(&jobs) {
+                if let Some(loc) = w.map(|k| locs[k]) {
+                    tx.prepare_cached(
+                        "INSERT OR IGNORE INTO objects
+                         (tenant, id, kind, bytes, param_fp, info, created_unix, segment, seg_offset)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    )?
+                    .execute(params![
+                        tenant,
+                        info.id,
+                        info.kind.name(),
+                        info.bytes as i64,
+                        info.parameters,
+                        "{}",
+                        info.created_unix,
+                        loc.segment,
+                        loc.offset
+                    ])?;
+                }
+                ended.push(match job {
+                    Some(job) => {
+                        tx.prepare_cached(
+                            "UPDATE jobs SET state = 'done', result_ref = ?2, finished_ms = ?3
+                             WHERE id = ?1 AND state = 'running'",
+                        )?
+                        .execute(params![job, info.id, crate::unix_now_ms()])?
+                            > 0
+                    }
+                    None => true,
+                });
             }
-            let out = then(&tx, &info.id)?;
             tx.commit()?;
-            Ok(out)
+            Ok(ended)
         })?;
-        Ok((info, out))
+        Ok(infos.into_iter().zip(ended).collect())
     }
 
     /// The size of the tenant's object `id` and where it is: its record in a segment, or
@@ -872,6 +910,24 @@ impl State {
             "the segment holding this result is gone",
         ))
     }
+}
+
+/// A result to store with [`State::store_results`].
+pub struct NewResult {
+    /// The job that made it, ended by the same commit (`None`: a result of no job).
+    pub job: Option<i64>,
+    /// Its tenant.
+    pub tenant: String,
+    /// Its bytes (serialized ciphertexts).
+    pub data: Vec<u8>,
+    /// Its parameters' fingerprint.
+    pub parameters: u64,
+    /// Its id when known already (a node server hashed the same bytes), else hashed here.
+    pub known: Option<String>,
+}
+
+fn nothing_stored() -> ServeError {
+    ServeError::InvalidRequest("no result was stored".into())
 }
 
 /// The content address of a job's result: BLAKE3-256 of its bytes, 64 lowercase hex digits.

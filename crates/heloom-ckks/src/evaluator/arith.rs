@@ -83,7 +83,7 @@ impl<W: Word> Evaluator<W> {
                 ),
             });
         }
-        Ok(self.ctx.q_basis(level)?.truncate(pt.poly.clone())?)
+        Ok(self.ctx.q_basis(level)?.truncated(&pt.poly)?)
     }
 
     /// `ct + pt` (scales must match; the plaintext is dropped to the ciphertext's level).

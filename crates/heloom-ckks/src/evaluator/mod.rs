@@ -218,7 +218,7 @@ impl<W: Word> Evaluator<W> {
         let polys = ct
             .polys
             .iter()
-            .map(|p| basis.truncate(p.clone()))
+            .map(|p| basis.truncated(p))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(Ciphertext {
             polys,
