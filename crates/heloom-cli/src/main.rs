@@ -288,7 +288,28 @@ fn gpu_report() -> String {
     }
 }
 
+/// A reader that closed our output early (`heloom info | head -1`) ends the process quietly,
+/// as SIGPIPE ends other tools, instead of a panic with a backtrace: Rust ignores SIGPIPE, so
+/// `println!` panics on the closed pipe.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            // 128 + SIGPIPE, what a shell reports for a process a closed pipe ended.
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> Result<()> {
+    quiet_on_closed_stdout();
     heloom_pool::retain_freed_memory();
     let cli = Cli::parse();
     match cli.command {
