@@ -269,6 +269,11 @@ pub struct State {
     commits: std::sync::atomic::AtomicU64,
     /// The write-ahead log's group flush.
     wal_flush: GroupFlush,
+    /// Bytes each tenant stores, for the tenants asked about since the start: summed from the
+    /// objects once, then moved by every insert and delete of an object row (under the
+    /// connection's lock, so the sum and the moves keep their order). The upload quota asks
+    /// on every upload, and a sum over all of a tenant's objects grew with every job's result.
+    usage: Mutex<std::collections::HashMap<String, i64>>,
 }
 
 /// The default data directory: `heloom` under the user's data directory (for example
@@ -352,6 +357,7 @@ impl State {
             segments,
             commits: std::sync::atomic::AtomicU64::new(0),
             wal_flush: GroupFlush::default(),
+            usage: Mutex::new(std::collections::HashMap::new()),
         })
     }
 

@@ -290,6 +290,8 @@ impl State {
                             .execute(params![tenant, oid])?;
                     }
                     tx.commit()?;
+                    // Summed again when next asked.
+                    self.usage().clear();
                     Ok(n)
                 })?;
                 eprintln!(
@@ -561,7 +563,12 @@ impl State {
                 info.created_unix
             ])
         };
-        self.with_conn(insert)?;
+        self.with_conn(|c| {
+            if insert(c)? > 0 {
+                self.used(tenant, bytes as i64);
+            }
+            Ok(())
+        })?;
         Ok((info, true))
     }
 
@@ -659,9 +666,10 @@ impl State {
         let ended = self.with_conn_unsynced(|c| {
             let tx = crate::Tx::begin(c)?;
             let mut ended = Vec::with_capacity(infos.len());
+            let mut added: Vec<(&str, i64)> = Vec::new();
             for ((info, w), (job, tenant)) in infos.iter().zip(&writes).zip(&jobs) {
                 if let Some(loc) = w.map(|k| locs[k]) {
-                    tx.prepare_cached(
+                    let n = tx.prepare_cached(
                         "INSERT OR IGNORE INTO objects
                          (tenant, id, kind, bytes, param_fp, info, created_unix, segment, seg_offset)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -677,6 +685,9 @@ impl State {
                         loc.segment,
                         loc.offset
                     ])?;
+                    if n > 0 {
+                        added.push((tenant, info.bytes as i64));
+                    }
                 }
                 ended.push(match job {
                     Some(job) => {
@@ -691,6 +702,9 @@ impl State {
                 });
             }
             tx.commit()?;
+            for (tenant, b) in added {
+                self.used(tenant, b);
+            }
             Ok(ended)
         })?;
         Ok(infos.into_iter().zip(ended).collect())
@@ -841,27 +855,47 @@ impl State {
         })
     }
 
-    /// Bytes the tenant stores, over all objects.
+    /// Bytes the tenant stores, over all objects: summed once, then kept up to date.
     pub fn stored_bytes(&self, tenant: &str) -> Result<u64> {
         self.with_conn(|c| {
-            c.query_row(
-                "SELECT COALESCE(SUM(bytes), 0) FROM objects WHERE tenant = ?1",
-                params![tenant],
-                |r| r.get::<_, i64>(0),
-            )
+            if let Some(&b) = self.usage().get(tenant) {
+                return Ok(b);
+            }
+            let b = c
+                .prepare_cached("SELECT COALESCE(SUM(bytes), 0) FROM objects WHERE tenant = ?1")?
+                .query_row(params![tenant], |r| r.get::<_, i64>(0))?;
+            self.usage().insert(tenant.to_string(), b);
+            Ok(b)
         })
         .map(|b| b.max(0) as u64)
+    }
+
+    fn usage(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
+        self.usage.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Moves the tenant's stored bytes by `delta` (an object row inserted or deleted and
+    /// committed); called with the connection held.
+    fn used(&self, tenant: &str, delta: i64) {
+        if let Some(b) = self.usage().get_mut(tenant) {
+            *b += delta;
+        }
     }
 
     /// Deletes the tenant's object; returns whether it existed. A result's segment is removed
     /// or compacted once little of it is still named.
     pub fn delete_object(&self, tenant: &str, id: &str) -> Result<bool> {
-        let Some((_, loc)) = self.object_location(tenant, id)? else {
+        let Some((bytes, loc)) = self.object_location(tenant, id)? else {
             return Ok(false);
         };
         let n = self.with_conn(|c| {
-            c.prepare_cached("DELETE FROM objects WHERE tenant = ?1 AND id = ?2")?
-                .execute(params![tenant, id])
+            let n = c
+                .prepare_cached("DELETE FROM objects WHERE tenant = ?1 AND id = ?2")?
+                .execute(params![tenant, id])?;
+            if n > 0 {
+                self.used(tenant, -(bytes as i64));
+            }
+            Ok(n)
         })?;
         if n > 0 {
             match loc {

@@ -370,6 +370,8 @@ fn results_stored_together_are_one_write_and_each_job_ends_once() {
         parameters: 1,
         known: None,
     };
+    // Asked before: the tenant's stored bytes are summed now, then kept up to date.
+    assert_eq!(state.stored_bytes("alice").unwrap(), 0);
     let writes = state.result_writes();
     let stored = state
         .store_results(vec![
@@ -415,14 +417,16 @@ fn results_stored_together_are_one_write_and_each_job_ends_once() {
         .unwrap()
         .len();
     assert!(seg == 3 * 5024 || seg == 3 * 8192, "{seg}");
-    // After a reopen, every stored result reads back the same.
+    // Three results of 5000 bytes are stored (the cancelled job's too); a deleted one leaves
+    // the count, and a repeated delete changes nothing.
+    assert_eq!(state.stored_bytes("alice").unwrap(), 15_000);
+    assert!(state.delete_object("alice", &stored[2].0.id).unwrap());
+    assert!(!state.delete_object("alice", &stored[2].0.id).unwrap());
+    assert_eq!(state.stored_bytes("alice").unwrap(), 10_000);
+    // After a reopen (summed from the rows again), the same; every stored result reads back.
     drop(state);
     let state = State::open(dir.path()).unwrap();
-    assert_eq!(
-        state
-            .read_object("alice", &stored[1].0.id)
-            .unwrap()
-            .unwrap(),
-        data(2)
-    );
+    assert_eq!(state.stored_bytes("alice").unwrap(), 10_000);
+    let again = state.read_object("alice", &stored[1].0.id).unwrap();
+    assert_eq!(again.unwrap(), data(2));
 }
