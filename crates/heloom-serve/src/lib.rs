@@ -405,6 +405,16 @@ impl State {
         .and_then(|()| conn.busy_timeout(std::time::Duration::from_secs(5)))
         .map_err(|e| self.db_error(e))?;
         let wal = self.wal_path();
+        // SQLite reuses the log file from its start once a checkpoint has copied all of it,
+        // keeping the file's size: without a limit the size check below stayed true after
+        // the first checkpoint, and the log was checkpointed every period. Cut back to half
+        // the threshold at each reuse, the file passes the threshold again only after that
+        // many new bytes.
+        self.with_conn_unsynced(|c| {
+            c.pragma_update_and_check(None, "journal_size_limit", (bytes / 2) as i64, |_| Ok(()))
+        })?;
+        let runs = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = std::sync::Arc::clone(&runs);
         let stop = std::sync::Arc::new((Mutex::new(false), Condvar::new()));
         let flag = std::sync::Arc::clone(&stop);
         let db_path = self.db_path.clone();
@@ -412,6 +422,9 @@ impl State {
             .name("heloom-serve-checkpoint".into())
             .spawn(move || {
                 let mut failing = false;
+                // The log's modification time at the last checkpoint: an idle log that the
+                // last checkpoint copied is not checkpointed again.
+                let mut checked = None;
                 loop {
                     {
                         let (lock, cv) = &*flag;
@@ -423,12 +436,18 @@ impl State {
                             return;
                         }
                     }
-                    if std::fs::metadata(&wal).map_or(0, |m| m.len()) < bytes {
+                    let (len, modified) =
+                        std::fs::metadata(&wal).map_or((0, None), |m| (m.len(), m.modified().ok()));
+                    if len < bytes || (modified.is_some() && modified == checked) {
                         continue;
                     }
                     let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
                     match done {
-                        Ok(()) => failing = false,
+                        Ok(()) => {
+                            failing = false;
+                            checked = modified;
+                            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
                         Err(e) if !failing => {
                             failing = true;
                             eprintln!(
@@ -450,6 +469,7 @@ impl State {
         Ok(Checkpointer {
             stop,
             thread: Some(thread),
+            runs,
         })
     }
 
@@ -697,6 +717,14 @@ const CHECKPOINT_LOG_BYTES: u64 = 4 << 20;
 pub struct Checkpointer {
     stop: std::sync::Arc<(Mutex<bool>, Condvar)>,
     thread: Option<std::thread::JoinHandle<()>>,
+    runs: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Checkpointer {
+    /// Checkpoints run so far.
+    pub fn runs(&self) -> u64 {
+        self.runs.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl Drop for Checkpointer {
@@ -850,6 +878,13 @@ mod tests {
         }
         assert!(largest > 0);
         assert!(largest < 2 << 20, "the log grew to {largest} bytes");
+        // Each checkpoint follows at least 32 KiB of new log (the file is cut back to half
+        // the threshold when reused): 8 MiB of rows (and their pages) allow a few hundred.
+        let runs = ckpt.runs();
+        assert!((1..=400).contains(&runs), "{runs} checkpoints");
+        // An idle log is not checkpointed again and again (before, every 5 ms).
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(ckpt.runs() <= runs + 1, "{} after {runs}", ckpt.runs());
         drop(ckpt);
         let rows: i64 = state
             .with_conn_unsynced(|c| c.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0)))
