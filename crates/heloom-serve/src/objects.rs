@@ -576,17 +576,7 @@ impl State {
     /// to the current segment file, then its row. Bytes already stored (the same content
     /// address, [`result_id`]) are not written again.
     pub fn store_result(&self, tenant: &str, data: &[u8], parameters: u64) -> Result<ObjectInfo> {
-        let one = NewResult {
-            job: None,
-            tenant: tenant.to_string(),
-            data: data.to_vec(),
-            parameters,
-            known: None,
-        };
-        let (info, _) = self
-            .store_results(vec![one])?
-            .pop()
-            .ok_or_else(nothing_stored)?;
+        let (info, _) = self.store_one(None, tenant, data, parameters)?;
         Ok(info)
     }
 
@@ -600,8 +590,19 @@ impl State {
         data: &[u8],
         parameters: u64,
     ) -> Result<(ObjectInfo, bool)> {
+        self.store_one(Some(job), tenant, data, parameters)
+    }
+
+    /// [`Self::store_results`] of one result.
+    fn store_one(
+        &self,
+        job: Option<i64>,
+        tenant: &str,
+        data: &[u8],
+        parameters: u64,
+    ) -> Result<(ObjectInfo, bool)> {
         let one = NewResult {
-            job: Some(job),
+            job,
             tenant: tenant.to_string(),
             data: data.to_vec(),
             parameters,
@@ -609,7 +610,7 @@ impl State {
         };
         self.store_results(vec![one])?
             .pop()
-            .ok_or_else(nothing_stored)
+            .ok_or_else(|| ServeError::InvalidRequest("no result was stored".into()))
     }
 
     /// Stores results ([`Self::store_result`]) and records the end of the jobs that made them,
@@ -958,10 +959,6 @@ pub struct NewResult {
     pub parameters: u64,
     /// Its id when known already (a node server hashed the same bytes), else hashed here.
     pub known: Option<String>,
-}
-
-fn nothing_stored() -> ServeError {
-    ServeError::InvalidRequest("no result was stored".into())
 }
 
 /// The content address of a job's result: BLAKE3-256 of its bytes, 64 lowercase hex digits.

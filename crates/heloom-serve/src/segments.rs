@@ -183,6 +183,21 @@ fn write_direct(file: &File, off: u64, records: &[(&[u8], &[u8])]) -> std::io::R
     })
 }
 
+/// Writes `records` (header and data each) from `off` through the page cache, packed;
+/// returns each record's length.
+fn write_buffered(file: &File, off: u64, records: &[(&[u8], &[u8])]) -> std::io::Result<Vec<u64>> {
+    let mut at = off;
+    let mut sizes = Vec::with_capacity(records.len());
+    for (header, data) in records {
+        file.write_all_at(header, at)?;
+        file.write_all_at(data, at + header.len() as u64)?;
+        let n = (header.len() + data.len()) as u64;
+        sizes.push(n);
+        at += n;
+    }
+    Ok(sizes)
+}
+
 /// The segment files of one data directory.
 pub(crate) struct Segments {
     dir: PathBuf,
@@ -394,20 +409,7 @@ impl Segments {
             };
             let sizes = match direct {
                 Some(sizes) => sizes,
-                None => {
-                    let mut sizes = Vec::with_capacity(records.len());
-                    let mut off = a.len;
-                    for (h, d) in &records {
-                        a.file
-                            .write_all_at(h, off)
-                            .and_then(|()| a.file.write_all_at(d, off + RECORD_HEADER))
-                            .map_err(io_err(&path))?;
-                        let n = RECORD_HEADER + d.len() as u64;
-                        sizes.push(n);
-                        off += n;
-                    }
-                    sizes
-                }
+                None => write_buffered(&a.file, a.len, &records).map_err(io_err(&path))?,
             };
             self.writes
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

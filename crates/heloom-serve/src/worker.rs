@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::Duration;
 
 /// Threads storing results (each waits on disk syncs; more overlap those waits).
 const FINISHERS: usize = 3;
@@ -42,7 +43,6 @@ const GROUP_BYTES: usize = 16 << 20;
 
 /// How long a finished job's result may wait for others to be stored with it, at most.
 const LINGER: Duration = Duration::from_millis(10);
-use std::time::Duration;
 
 /// What a job computes, as clients submit it (`POST /v1/jobs`).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -1125,10 +1125,11 @@ impl Shared {
 
     /// Stores a group's results (one write, one commit) and records every job's end.
     fn finish_group(&self, group: Vec<Finished>) {
-        let mut results = Vec::with_capacity(group.len());
+        let mut recs = Vec::with_capacity(group.len());
+        let mut items = Vec::with_capacity(group.len());
         let mut others = Vec::new();
         for (rec, fp, out) in group {
-            let data = match out {
+            let (data, known) = match out {
                 Outcome::Computed(cts) => {
                     // One output (the usual case) is its own serialization: no second copy.
                     let mut bytes = cts.first().map(|c| c.to_bytes()).unwrap_or_default();
@@ -1143,19 +1144,15 @@ impl Shared {
                     continue;
                 }
             };
-            results.push((rec, fp, data));
-        }
-        let recs: Vec<JobRecord> = results.iter().map(|(r, ..)| r.clone()).collect();
-        let items = results
-            .into_iter()
-            .map(|(rec, fp, (data, known))| crate::objects::NewResult {
+            items.push(crate::objects::NewResult {
                 job: Some(rec.id),
-                tenant: rec.tenant,
+                tenant: rec.tenant.clone(),
                 data,
                 parameters: fp,
                 known,
-            })
-            .collect();
+            });
+            recs.push(rec);
+        }
         match self.state.store_results(items) {
             Ok(stored) => {
                 for (rec, (info, now)) in recs.into_iter().zip(stored) {
@@ -1205,13 +1202,7 @@ impl Shared {
         let latency = (now - rec.created_ms).max(0) as f64 / 1e3;
         if state == "done" {
             let run = (now - rec.started_ms.unwrap_or(now)).max(0) as f64;
-            let old = f64::from_bits(self.service_ms.load(Ordering::Relaxed));
-            let new = if old <= 0.0 {
-                run
-            } else {
-                0.8 * old + 0.2 * run
-            };
-            self.service_ms.store(new.to_bits(), Ordering::Relaxed);
+            crate::gpu::update_mean(&self.service_ms, run);
         }
         self.metrics.finished(&rec.tenant, state, latency);
         self.forget(rec.id);
