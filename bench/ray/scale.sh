@@ -121,7 +121,9 @@ run() {
   "${FRONT_PIN[@]}" "$BIN" loadtest --url "$url" --data "$dir/data" --tenants "$TENANTS" --rate "$RATE" \
     --duration "$DURATION" --log-n "$LOG_N" --clients "$CLIENTS" --warmup 5 --closed-loop --check-after \
     --out "$OUT/$name" --json >"$OUT/$name/loadtest-stdout.json" 2>"$dir/loadtest.log" || {
-      tail -20 "$dir/loadtest.log" >&2; echo "scale.sh: the load test failed ($name)" >&2; exit 1; }
+      tail -20 "$dir/loadtest.log" >&2; cp "$dir/front.log" "$OUT/$name/front.log"
+      grep -m 20 'lost' "$dir/front.log" >&2
+      echo "scale.sh: the load test failed ($name)" >&2; exit 1; }
   curl -s "$url/metrics" | grep '^heloom_ray_' >"$OUT/$name/ray-metrics.txt" || true
   # CPU seconds of the front and of everything it started (the bridge, the node servers), so
   # a run shows whether the front or the nodes were the limit.

@@ -847,6 +847,63 @@ mod tests {
     }
 
     #[test]
+    fn a_segment_holding_records_not_yet_named_is_not_reclaimed() {
+        use segments::{Segments, RECORD_HEADER};
+        let dir = tempfile::tempdir().expect("test step");
+        let mut state = State::open_scratch(dir.path()).expect("test step");
+        // Two 1,000-byte records fill a segment.
+        let rec = RECORD_HEADER + 1000;
+        state.segments =
+            Segments::open_limited(dir.path().join("segments"), false, 2 * rec + 10).buffered();
+        state.create_token("t").expect("test step");
+        let a = state.store_result("t", &[1u8; 1000], 7).expect("test step");
+        let (_, at) = state
+            .object_location("t", &a.id)
+            .expect("test step")
+            .expect("test step");
+        let seg = at.expect("test step").segment;
+        // B is written to A's segment but its row is not committed yet (a store in progress);
+        // C seals that segment.
+        let b = vec![2u8; 1000];
+        let wb = state
+            .segments
+            .append_fresh(&[std::sync::Arc::new(b.clone())])
+            .expect("test step");
+        assert_eq!(wb[0].segment, seg);
+        let wc = state
+            .segments
+            .append_fresh(&[std::sync::Arc::new(vec![3u8; 1000])])
+            .expect("test step");
+        assert_ne!(wc[0].segment, seg);
+        drop(wc);
+        // Deleting A leaves no committed row in the segment: its reclaim waits for B's.
+        assert!(state.delete_object("t", &a.id).expect("test step"));
+        assert!(
+            state.segments.size(seg) > 0,
+            "the segment holding B was removed"
+        );
+        let b_id = objects::result_id(&b);
+        state
+            .with_conn_unsynced(|c| {
+                c.execute(
+                    "INSERT INTO objects (tenant, id, kind, bytes, param_fp, info, created_unix,
+                     segment, seg_offset) VALUES ('t', ?1, 'result', 1000, '7', '{}', 0, ?2, ?3)",
+                    params![b_id, wb[0].segment, wb[0].offset],
+                )
+            })
+            .expect("test step");
+        drop(wb);
+        assert_eq!(state.segments.take_ready(), vec![seg]);
+        state.reclaim_segment(seg).expect("test step");
+        assert_eq!(
+            state.read_object("t", &b_id).expect("test step"),
+            Some(b),
+            "B is read back from its segment"
+        );
+        assert!(state.segments.take_ready().is_empty());
+    }
+
+    #[test]
     fn the_checkpointer_keeps_the_log_small() {
         let dir = tempfile::tempdir().expect("test step");
         let state = State::open_scratch(dir.path()).expect("test step");

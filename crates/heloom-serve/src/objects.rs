@@ -624,6 +624,9 @@ impl State {
         let mut writes: Vec<Option<usize>> = Vec::with_capacity(items.len());
         let mut new: Vec<Arc<Vec<u8>>> = Vec::new();
         let mut jobs = Vec::with_capacity(items.len());
+        // The bytes of results found stored already: written after all if a deletion takes
+        // their row before the commit.
+        let mut kept: Vec<Option<Vec<u8>>> = Vec::with_capacity(items.len());
         for it in items {
             let id = match it.known.as_deref() {
                 Some(id) if is_object_id(id) => id.to_string(),
@@ -639,13 +642,17 @@ impl State {
                 None => self.object(&it.tenant, &id)?,
             };
             let bytes = it.data.len() as u64;
-            writes.push(match existing {
-                Some(_) => None,
+            match existing {
+                Some(_) => {
+                    writes.push(None);
+                    kept.push(earlier.is_none().then_some(it.data));
+                }
                 None => {
                     new.push(Arc::new(it.data));
-                    Some(new.len() - 1)
+                    writes.push(Some(new.len() - 1));
+                    kept.push(None);
                 }
-            });
+            }
             infos.push(existing.unwrap_or_else(|| ObjectInfo {
                 id,
                 kind: ObjectKind::Result,
@@ -656,11 +663,15 @@ impl State {
             }));
             jobs.push((it.job, it.tenant));
         }
+        // Held until the rows naming the records are committed: no reclaim removes their
+        // segment meanwhile (it counts live records by rows).
         let locs = if new.is_empty() {
-            Vec::new()
+            None
         } else {
-            self.segments.append_fresh(&new)?
+            Some(self.segments.append_fresh(&new)?)
         };
+        let mut late = Vec::new();
+        let mut write_err = None;
         // The commit skips the disk flush, like the jobs' ends it comes with: a power cut that
         // undoes it also undoes the jobs' ends, so they run again and store the same bytes
         // under the same ids. The records themselves are on disk before the rows name them.
@@ -668,9 +679,9 @@ impl State {
             let tx = crate::Tx::begin(c)?;
             let mut ended = Vec::with_capacity(infos.len());
             let mut added: Vec<(&str, i64)> = Vec::new();
-            for ((info, w), (job, tenant)) in infos.iter().zip(&writes).zip(&jobs) {
-                if let Some(loc) = w.map(|k| locs[k]) {
-                    let n = tx.prepare_cached(
+            let insert = |tenant: &str, info: &ObjectInfo, loc: Location| -> rusqlite::Result<bool> {
+                let n = tx
+                    .prepare_cached(
                         "INSERT OR IGNORE INTO objects
                          (tenant, id, kind, bytes, param_fp, info, created_unix, segment, seg_offset)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -686,8 +697,36 @@ impl State {
                         loc.segment,
                         loc.offset
                     ])?;
-                    if n > 0 {
+                Ok(n > 0)
+            };
+            for (((info, w), (job, tenant)), keep) in
+                infos.iter().zip(&writes).zip(&jobs).zip(&mut kept)
+            {
+                if let Some(loc) = w.zip(locs.as_ref()).map(|(k, l)| l[k]) {
+                    if insert(tenant, info, loc)? {
                         added.push((tenant, info.bytes as i64));
+                    }
+                } else if let Some(data) = keep.take() {
+                    // Found stored before this transaction: a deletion may have taken it since
+                    // (its job would end naming nothing). Then it is written now.
+                    let there = tx
+                        .prepare_cached("SELECT 1 FROM objects WHERE tenant = ?1 AND id = ?2")?
+                        .query_row(params![tenant, info.id], |_| Ok(()))
+                        .optional()?
+                        .is_some();
+                    if !there {
+                        let w = match self.segments.append_fresh(&[Arc::new(data)]) {
+                            Ok(w) => w,
+                            Err(e) => {
+                                // Rolled back; the write's error is the answer.
+                                write_err = Some(e);
+                                return Err(rusqlite::Error::InvalidQuery);
+                            }
+                        };
+                        if insert(tenant, info, w[0])? {
+                            added.push((tenant, info.bytes as i64));
+                        }
+                        late.push(w);
                     }
                 }
                 ended.push(match job {
@@ -707,8 +746,19 @@ impl State {
                 self.used(tenant, b);
             }
             Ok(ended)
-        })?;
-        Ok(infos.into_iter().zip(ended).collect())
+        });
+        drop(late);
+        drop(locs);
+        // Reclaims put off while these records were unnamed.
+        for id in self.segments.take_ready() {
+            if let Err(e) = self.reclaim_segment(id) {
+                eprintln!("heloom serve: reclaiming segment {id}: {e}; retried at the next start");
+            }
+        }
+        if let Some(e) = write_err {
+            return Err(e);
+        }
+        Ok(infos.into_iter().zip(ended?).collect())
     }
 
     /// The size of the tenant's object `id` and where it is: its record in a segment, or
@@ -767,6 +817,11 @@ impl State {
             .compacting
             .lock()
             .unwrap_or_else(|p| p.into_inner());
+        // Records written there whose rows are not committed yet would not be counted: the
+        // segment waits until they are (the store that names them reclaims it then).
+        if self.segments.put_off_if_unnamed(id) {
+            return Ok(());
+        }
         // Each live record counted as the whole pages a direct write gives it (a buffered
         // segment's records take less: it is compacted a little later).
         let (live, rows) = self.with_conn(|c| {
@@ -793,13 +848,14 @@ impl State {
             let Ok(Some(data)) = self.segments.read(from) else {
                 return Ok(());
             };
-            moved.push((tenant, oid, self.segments.append(&data)?));
+            let to = self.segments.append(&data)?;
+            moved.push((tenant, oid, to[0], to));
         }
         // The copies on disk before the rows name them and the old file goes.
         self.segments.flush_active()?;
         self.with_conn(|c| {
             let tx = crate::Tx::begin(c)?;
-            for (tenant, oid, to) in &moved {
+            for (tenant, oid, to, _) in &moved {
                 tx.prepare_cached(
                     "UPDATE objects SET segment = ?3, seg_offset = ?4
                      WHERE tenant = ?1 AND id = ?2 AND segment = ?5",

@@ -376,6 +376,17 @@ impl Node {
         deleted
     }
 
+    /// Deletes a done job's record there and its result (best effort), after the node
+    /// answered but could not give the result (gone or damaged there). Otherwise the next try,
+    /// resubmitted under the same idempotency key, would find the same job done with the same
+    /// unreadable result, and a later job computing the same bytes would be answered with it.
+    fn drop_job_and_result(&self, job: i64, result: Option<&str>) {
+        let _ = self.control.delete_job(job);
+        if let Some(r) = result {
+            let _ = self.control.delete_object(r);
+        }
+    }
+
     /// Forgets what the node stores (after it lost a job: it may have lost its store).
     fn forget(&self) {
         let mut h = lock(&self.held);
@@ -1260,9 +1271,17 @@ impl RemoteBackend {
                                     let _ = node.control.delete_job(v.id);
                                     Try::Done(b, v.result_id.clone())
                                 }
-                                Err(e) => Try::NodeLost(format!("fetching the result: {e}")),
+                                Err(e) => {
+                                    node.drop_job_and_result(v.id, v.result_id.as_deref());
+                                    Try::NodeLost(format!("fetching the result: {e}"))
+                                }
                             },
-                            Err(e) => lost("fetching the result", e),
+                            Err(e) => {
+                                if matches!(e, ClientError::Api { .. }) {
+                                    node.drop_job_and_result(v.id, v.result_id.as_deref());
+                                }
+                                lost("fetching the result", e)
+                            }
                         };
                     }
                     "failed" => {

@@ -45,7 +45,7 @@
 //! server removes the segments a crash left with no row.
 
 use crate::{Result, ServeError};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -220,6 +220,51 @@ pub(crate) struct Segments {
     fresh_hits: std::sync::atomic::AtomicU64,
     /// Writes of records (a group of records in one segment is one).
     writes: std::sync::atomic::AtomicU64,
+    /// Records written whose rows are not committed yet ([`Written`]).
+    unnamed: Mutex<Unnamed>,
+}
+
+/// Per segment, the records written whose rows are not committed yet: a reclaim counts a
+/// segment's live records by its rows, so it must not remove (or compact) a segment that holds
+/// such records. Its reclaim is put off until the last of them is named.
+#[derive(Default)]
+struct Unnamed {
+    counts: HashMap<i64, usize>,
+    put_off: HashSet<i64>,
+    /// Segments whose put-off reclaim may run now ([`Segments::take_ready`]).
+    ready: Vec<i64>,
+}
+
+/// Records just written ([`Segments::append`], [`Segments::append_fresh`]) and where they
+/// are. Until it is dropped (after the rows naming them are committed, or the write is
+/// abandoned), their segments are not reclaimed.
+pub(crate) struct Written<'a> {
+    segments: &'a Segments,
+    locs: Vec<Location>,
+}
+
+impl std::ops::Deref for Written<'_> {
+    type Target = [Location];
+    fn deref(&self) -> &[Location] {
+        &self.locs
+    }
+}
+
+impl Drop for Written<'_> {
+    fn drop(&mut self) {
+        let mut u = self.segments.unnamed();
+        for loc in &self.locs {
+            if let Some(n) = u.counts.get_mut(&loc.segment) {
+                *n -= 1;
+                if *n == 0 {
+                    u.counts.remove(&loc.segment);
+                    if u.put_off.remove(&loc.segment) {
+                        u.ready.push(loc.segment);
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Segments {
@@ -259,12 +304,13 @@ impl Segments {
             fresh_cap: FRESH_BYTES,
             fresh_hits: std::sync::atomic::AtomicU64::new(0),
             writes: std::sync::atomic::AtomicU64::new(0),
+            unnamed: Mutex::new(Unnamed::default()),
         }
     }
 
     /// The same segments written through the page cache only (tests of that path).
     #[cfg(test)]
-    fn buffered(mut self) -> Self {
+    pub(crate) fn buffered(mut self) -> Self {
         self.try_direct = false;
         self
     }
@@ -321,17 +367,15 @@ impl Segments {
     }
 
     /// Appends `data` as a record (to the page cache: see the module docs) and returns where
-    /// it is.
-    pub(crate) fn append(&self, data: &[u8]) -> Result<Location> {
-        let mut locs = self.write_records(&[data])?;
-        locs.pop()
-            .ok_or_else(|| ServeError::InvalidRequest("no record was written".into()))
+    /// it is, held unnamed until the [`Written`] is dropped.
+    pub(crate) fn append(&self, data: &[u8]) -> Result<Written<'_>> {
+        self.write_records(&[data])
     }
 
     /// Appends each of `data` as a record, in one write where they fit in the active segment,
     /// keeping them in memory for the reads that usually follow (without a copy). Returns
-    /// where each is.
-    pub(crate) fn append_fresh(&self, data: &[Arc<Vec<u8>>]) -> Result<Vec<Location>> {
+    /// where each is, held unnamed until the [`Written`] is dropped.
+    pub(crate) fn append_fresh(&self, data: &[Arc<Vec<u8>>]) -> Result<Written<'_>> {
         let slices: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
         let locs = self.write_records(&slices)?;
         let mut fresh = self.fresh.lock().unwrap_or_else(|p| p.into_inner());
@@ -339,6 +383,27 @@ impl Segments {
             fresh.insert((loc.segment, loc.offset), Arc::clone(d), self.fresh_cap);
         }
         Ok(locs)
+    }
+
+    fn unnamed(&self) -> std::sync::MutexGuard<'_, Unnamed> {
+        self.unnamed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether segment `id` holds records whose rows are not committed yet; if so, its
+    /// reclaim is put off until they are ([`Self::take_ready`] then lists it).
+    pub(crate) fn put_off_if_unnamed(&self, id: i64) -> bool {
+        let mut u = self.unnamed();
+        if u.counts.contains_key(&id) {
+            u.put_off.insert(id);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The segments whose put-off reclaim may run now (each listed once).
+    pub(crate) fn take_ready(&self) -> Vec<i64> {
+        std::mem::take(&mut self.unnamed().ready)
     }
 
     /// Drops the in-memory copy of the record at `loc` (its object was deleted).
@@ -361,10 +426,13 @@ impl Segments {
 
     /// Appends `data` as records: the records that fit in the active segment go in one write
     /// (one system call and one trip through the block layer for a group of results).
-    fn write_records(&self, data: &[&[u8]]) -> Result<Vec<Location>> {
+    fn write_records(&self, data: &[&[u8]]) -> Result<Written<'_>> {
         // Checksums outside the lock.
         let headers: Vec<[u8; RECORD_HEADER as usize]> = data.iter().map(|d| header(d)).collect();
-        let mut locs = Vec::with_capacity(data.len());
+        let mut written = Written {
+            segments: self,
+            locs: Vec::with_capacity(data.len()),
+        };
         let mut sealed = Vec::new();
         let mut guard = self.active.lock().unwrap_or_else(|p| p.into_inner());
         let mut i = 0;
@@ -413,8 +481,11 @@ impl Segments {
             };
             self.writes
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // Counted before the active lock is let go, so the segment is never sealed with
+            // records no reclaim knows of.
+            *self.unnamed().counts.entry(a.id).or_default() += end - i;
             for (k, size) in (i..end).zip(sizes) {
-                locs.push(Location {
+                written.locs.push(Location {
                     segment: a.id,
                     offset: a.len as i64,
                     len: data[k].len() as u64,
@@ -427,7 +498,7 @@ impl Segments {
         for old in &sealed {
             self.seal(old);
         }
-        Ok(locs)
+        Ok(written)
     }
 
     /// The new active segment `id`, with a direct-I/O handle where the file system takes one.
@@ -707,8 +778,8 @@ mod tests {
         }
         assert!(s.list().expect("test step").is_empty());
         assert_eq!(s.active_id(), None);
-        let a = s.append(b"first record").expect("test step");
-        let b = s.append(&[7u8; 1000]).expect("test step");
+        let a = s.append(b"first record").expect("test step")[0];
+        let b = s.append(&[7u8; 1000]).expect("test step")[0];
         assert_eq!(a.offset, 0);
         // Direct writes are whole pages: the next record starts on the next one.
         let second = if s.active_direct() {
@@ -748,7 +819,7 @@ mod tests {
         }
         assert_eq!(s2.list().expect("test step"), vec![a.segment]);
         assert_eq!(s2.active_id(), None);
-        let c = s2.append(b"after restart").expect("test step");
+        let c = s2.append(b"after restart").expect("test step")[0];
         assert_eq!((c.segment, c.offset), (a.segment + 1, 0));
         assert_eq!(
             s2.read(c).expect("test step").expect("test step"),
@@ -776,7 +847,7 @@ mod tests {
                         (0..6u8)
                             .map(|i| {
                                 let v = t * 16 + i;
-                                (v, s.append(&vec![v; 9 << 10]).expect("test step"))
+                                (v, s.append(&vec![v; 9 << 10]).expect("test step")[0])
                             })
                             .collect::<Vec<_>>()
                     })
@@ -814,7 +885,7 @@ mod tests {
         assert!(markers(dir.path()).is_empty());
         // A crashed writer (no drop) leaves its marker: the next process sees it unsettled.
         let crashed = Segments::open_limited(dir.path().to_path_buf(), true, limit);
-        crashed.append(b"unflushed").expect("test step");
+        drop(crashed.append(b"unflushed").expect("test step"));
         let id = crashed.active_id().expect("active");
         std::mem::forget(crashed);
         let next = Segments::open_limited(dir.path().to_path_buf(), true, limit);
@@ -889,11 +960,11 @@ mod tests {
             let data: Vec<Arc<Vec<u8>>> = (0..7u8)
                 .map(|b| Arc::new((0..15_000).map(|i| b ^ (i % 251) as u8).collect()))
                 .collect();
-            let locs = s.append_fresh(&data).expect("test step");
+            let locs = s.append_fresh(&data).expect("test step").to_vec();
             assert_eq!(locs.len(), 7);
             let segments: std::collections::BTreeSet<i64> =
                 locs.iter().map(|l| l.segment).collect();
-            assert_eq!(segments.len(), 2, "direct {direct}: {locs:?}");
+            assert_eq!(segments.len(), 2, "direct {direct}: {:?}", &locs[..]);
             for w in locs.windows(2) {
                 if w[0].segment == w[1].segment {
                     assert!(w[1].offset >= w[0].offset + RECORD_HEADER as i64 + 15_000);
@@ -907,7 +978,7 @@ mod tests {
             }
             // After a restart, a new segment follows, and reads still find every record.
             let again = Segments::open_limited(dir.path().to_path_buf(), true, 64 << 10);
-            let next = again.append(b"later").expect("test step");
+            let next = again.append(b"later").expect("test step")[0];
             assert!(next.segment > *segments.last().expect("test step"));
             for (l, d) in locs.iter().zip(&data) {
                 assert_eq!(again.read(*l).expect("test step").as_ref(), Some(&**d));
