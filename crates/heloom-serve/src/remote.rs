@@ -260,13 +260,16 @@ struct Held {
     sigs: HashMap<u64, usize>,
 }
 
-/// A job's signature: jobs with equal ones (key set, so parameters; inputs; task) compute
-/// equal result bytes (one object on a node) and have equal predicted work.
+/// A job's signature: jobs with equal ones (key set, so parameters; inputs; task; result
+/// level) compute equal result bytes (one object on a node) and have equal predicted work.
 fn signature(spec: &JobSpec) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     spec.key_id.hash(&mut h);
     spec.inputs.hash(&mut h);
+    // Another level is another result: counted apart, or the first one's object would stay
+    // on the node when the two jobs' claims end.
+    spec.result_level.hash(&mut h);
     serde_json::to_string(&spec.task)
         .unwrap_or_default()
         .hash(&mut h);
@@ -1450,6 +1453,19 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jobs_differing_only_in_result_level_have_different_signatures() {
+        let spec = |level: Option<usize>| JobSpec {
+            key_id: "k".into(),
+            inputs: vec!["a".into()],
+            task: Task::Exp { variant: None },
+            result_level: level,
+        };
+        assert_eq!(signature(&spec(Some(1))), signature(&spec(Some(1))));
+        assert_ne!(signature(&spec(None)), signature(&spec(Some(0))));
+        assert_ne!(signature(&spec(Some(0))), signature(&spec(Some(1))));
+    }
 
     fn n(outstanding_ms: f64, threads: usize, has_key: bool) -> NodeLoad {
         NodeLoad {
