@@ -2340,26 +2340,78 @@ fn draw_kills<DB: DrawingBackend>(
     Ok(())
 }
 
-/// Latency (s) of every done job against its submission time, one colour per tenant.
+/// Most jobs drawn one point each in `latency.svg`; beyond it each tenant's p50 and p99 per
+/// time bucket are drawn instead (a point per job made the file megabytes and the picture a
+/// smear).
+const LATENCY_POINTS_MAX: usize = 2000;
+
+/// Time buckets of the p50 / p99 lines of a large run's `latency.svg`.
+const LATENCY_BUCKETS: usize = 120;
+
+/// Per-bucket p50 and p99 (s) of `points` (submitted s, latency s) over `0..xmax`: (bucket
+/// middle, p50, p99) for each bucket with jobs.
+fn latency_quantiles(points: &[(f64, f64)], xmax: f64) -> Vec<(f64, f64, f64)> {
+    let width = xmax / LATENCY_BUCKETS as f64;
+    let mut buckets: Vec<Vec<f64>> = vec![Vec::new(); LATENCY_BUCKETS];
+    for &(t, l) in points {
+        let b = ((t / width) as usize).min(LATENCY_BUCKETS - 1);
+        buckets[b].push(l);
+    }
+    buckets
+        .into_iter()
+        .enumerate()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(b, mut v)| {
+            v.sort_by(f64::total_cmp);
+            let q = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+            ((b as f64 + 0.5) * width, q(0.5), q(0.99))
+        })
+        .collect()
+}
+
+/// Latency (s) of done jobs against their submission time, one colour per tenant: a point per
+/// job, or for runs of more than [`LATENCY_POINTS_MAX`] jobs each tenant's p99 (solid) and p50
+/// (thin) per time bucket.
 pub fn latency_plot(r: &LoadtestReport, path: &Path) -> Result<()> {
     let xmax = r.makespan_s.max(1.0);
-    let ymax = r
-        .jobs
-        .iter()
-        .filter_map(|j| j.latency_ms)
-        .fold(0.0, f64::max)
-        / 1e3;
+    let done = r.jobs.iter().filter(|j| j.latency_ms.is_some()).count();
+    let points_per_job = done <= LATENCY_POINTS_MAX;
+    let per_tenant: Vec<Vec<(f64, f64)>> = (0..r.per_tenant.len())
+        .map(|i| {
+            r.jobs
+                .iter()
+                .filter(|j| j.tenant == i)
+                .filter_map(|j| j.latency_ms.map(|l| (j.submitted_s, l / 1e3)))
+                .collect()
+        })
+        .collect();
+    let lines: Vec<Vec<(f64, f64, f64)>> = if points_per_job {
+        Vec::new()
+    } else {
+        per_tenant
+            .iter()
+            .map(|p| latency_quantiles(p, xmax))
+            .collect()
+    };
+    let ymax = if points_per_job {
+        per_tenant.iter().flatten().map(|p| p.1).fold(0.0, f64::max)
+    } else {
+        lines.iter().flatten().map(|q| q.2).fold(0.0, f64::max)
+    };
     let ymax = if ymax > 0.0 { ymax * 1.3 } else { 1.0 };
     let root = svg_canvas(path, (1100, 650))?;
-    let mut chart = chart_builder(
-        &root,
-        format!("Latency per job, {}", plot_subtitle(r)),
-        20,
-        15,
-        (45, 60),
-    )
-    .build_cartesian_2d(0.0..xmax, 0.0..ymax)
-    .map_err(pe)?;
+    let title = if points_per_job {
+        format!("Latency per job, {}", plot_subtitle(r))
+    } else {
+        format!(
+            "Latency p99 (thick) and p50 (thin) per {:.2} s, {}",
+            xmax / LATENCY_BUCKETS as f64,
+            plot_subtitle(r)
+        )
+    };
+    let mut chart = chart_builder(&root, title, 20, 15, (45, 60))
+        .build_cartesian_2d(0.0..xmax, 0.0..ymax)
+        .map_err(pe)?;
     chart
         .configure_mesh()
         .x_desc("submitted at (s since the start)")
@@ -2369,17 +2421,34 @@ pub fn latency_plot(r: &LoadtestReport, path: &Path) -> Result<()> {
     draw_kills(&mut chart, r, ymax)?;
     for (i, t) in r.per_tenant.iter().enumerate() {
         let colour = tenant_colour(i);
-        chart
-            .draw_series(
-                r.jobs
-                    .iter()
-                    .filter(|j| j.tenant == i)
-                    .filter_map(|j| j.latency_ms.map(|l| (j.submitted_s, l / 1e3)))
-                    .map(|p| Circle::new(p, 3, colour.mix(0.8).filled())),
-            )
-            .map_err(pe)?
-            .label(t.name.clone())
-            .legend(move |(x, y)| Circle::new((x + 9, y), 4, colour.filled()));
+        if points_per_job {
+            chart
+                .draw_series(
+                    per_tenant[i]
+                        .iter()
+                        .map(|&p| Circle::new(p, 3, colour.mix(0.8).filled())),
+                )
+                .map_err(pe)?
+                .label(t.name.clone())
+                .legend(move |(x, y)| Circle::new((x + 9, y), 4, colour.filled()));
+        } else {
+            chart
+                .draw_series(LineSeries::new(
+                    lines[i].iter().map(|q| (q.0, q.2)),
+                    colour.stroke_width(2),
+                ))
+                .map_err(pe)?
+                .label(t.name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+                });
+            chart
+                .draw_series(LineSeries::new(
+                    lines[i].iter().map(|q| (q.0, q.1)),
+                    colour.mix(0.7).stroke_width(1),
+                ))
+                .map_err(pe)?;
+        }
     }
     draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     root.present().map_err(pe)?;
@@ -2518,4 +2587,20 @@ pub fn busy_plot(r: &LoadtestReport, path: &Path) -> Result<()> {
     draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     root.present().map_err(pe)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_quantiles_per_bucket() {
+        // Bucket 0 (t < 1 s with 120 s over 120 buckets): 1..=100 ms; bucket 60: one job.
+        let mut pts: Vec<(f64, f64)> = (1..=100).map(|k| (0.5, k as f64 / 1e3)).collect();
+        pts.push((60.2, 0.25));
+        let q = latency_quantiles(&pts, 120.0);
+        assert_eq!(q.len(), 2);
+        assert_eq!(q[0], (0.5, 0.05, 0.099));
+        assert_eq!(q[1], (60.5, 0.25, 0.25));
+    }
 }
