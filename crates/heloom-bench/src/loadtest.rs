@@ -2343,7 +2343,7 @@ fn draw_kills<DB: DrawingBackend>(
 /// Most jobs drawn one point each in `latency.svg`; beyond it each tenant's p50 and p99 per
 /// time bucket are drawn instead (a point per job made the file megabytes and the picture a
 /// smear).
-const LATENCY_POINTS_MAX: usize = 2000;
+pub const LATENCY_POINTS_MAX: usize = 2000;
 
 /// Time buckets of the p50 / p99 lines of a large run's `latency.svg`.
 const LATENCY_BUCKETS: usize = 120;
