@@ -826,11 +826,13 @@ class Client:
         except (KeyError, TypeError, ValueError) as e:
             raise ClientError(f"unexpected answer from the server: {e!r} in {d!r}") from e
 
-    def delete_job(self, job_id: int | Job) -> None:
+    def delete_job(self, job_id: int | Job, result: bool = False) -> None:
         """Deletes the record of one of this tenant's ended jobs (``ApiError`` 409 while it
-        has not ended: cancel it first). Its result object stays; its idempotency key is free
-        again."""
-        self._request("DELETE", f"/v1/jobs/{_job_id(job_id)}")
+        has not ended: cancel it first); its idempotency key is free again. Its result object
+        stays unless ``result`` is true (both go in one request, even if another job names
+        the same result object)."""
+        query = {"result": "true"} if result else None
+        self._request("DELETE", f"/v1/jobs/{_job_id(job_id)}", query=query)
 
     def job(self, job_id: int | Job) -> Job:
         """One of this tenant's jobs, as it is now."""
@@ -1042,9 +1044,9 @@ class AsyncClient:
         """``Client.submit_many`` in a worker thread."""
         return await asyncio.to_thread(self.sync.submit_many, list(jobs))
 
-    async def delete_job(self, job_id: int | Job) -> None:
+    async def delete_job(self, job_id: int | Job, result: bool = False) -> None:
         """``Client.delete_job`` in a worker thread."""
-        await asyncio.to_thread(self.sync.delete_job, job_id)
+        await asyncio.to_thread(self.sync.delete_job, job_id, result)
 
     async def job(self, job_id: int | Job) -> Job:
         """``Client.job`` in a worker thread."""

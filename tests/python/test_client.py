@@ -202,6 +202,11 @@ def test_jobs_end_to_end(
     with pytest.raises(ApiError, match="does not exist"):
         c.job(done_poly.id)
     assert done_poly.result_id in {o.id for o in c.iter_objects()}
+    # With result=True its result object goes in the same request.
+    c.delete_job(done, result=True)
+    with pytest.raises(ApiError, match="does not exist"):
+        c.job(done.id)
+    assert done.result_id not in {o.id for o in c.iter_objects()}
 
 
 def test_idempotency(server: Server, keys: Keys, x: np.ndarray) -> None:

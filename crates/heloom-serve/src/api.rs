@@ -1025,12 +1025,33 @@ async fn wait_job(
     Query(q): Query<WaitQuery>,
 ) -> ApiResult<Json<JobView>> {
     let tenant = tenant(&app, &headers).await?;
-    let timeout = Duration::from_secs_f64(
-        q.timeout_s
+    let timeout = wait_timeout(&app, q.timeout_s.or(Some(30.0)));
+    let rec = wait_end(&app, &tenant, id, timeout).await?;
+    Ok(Json(view(&app, rec)))
+}
+
+/// A request's wait (`timeout_s`: a finite, non-negative number of seconds; else none), at
+/// most the server's limit.
+fn wait_timeout(app: &AppState, timeout_s: Option<f64>) -> Duration {
+    Duration::from_secs_f64(
+        timeout_s
             .filter(|t| t.is_finite() && *t >= 0.0)
-            .unwrap_or(30.0)
+            .unwrap_or(0.0)
             .min(app.limits.max_wait.as_secs_f64()),
-    );
+    )
+}
+
+/// The job's record once it has ended, or when `timeout` has passed, whichever first (woken
+/// by its end, not polling).
+async fn wait_end(
+    app: &AppState,
+    tenant: &str,
+    id: i64,
+    timeout: Duration,
+) -> ApiResult<JobRecord> {
+    if timeout.is_zero() {
+        return find_job(app, tenant, id).await;
+    }
     // Registered before reading the state, so an end between the two is not missed.
     let watch = app.worker.ended.watch(id);
     let deadline = tokio::time::Instant::now() + timeout;
@@ -1038,17 +1059,16 @@ async fn wait_job(
         let ended = watch.notify.notified();
         tokio::pin!(ended);
         ended.as_mut().enable();
-        let rec = find_job(&app, &tenant, id).await?;
-        if rec.state.is_final() {
-            return Ok(Json(view(&app, rec)));
+        let rec = find_job(app, tenant, id).await?;
+        if rec.state.is_final() || tokio::time::Instant::now() >= deadline {
+            return Ok(rec);
         }
         // Woken by this job's end (or cancel); the state is read again every 15 s regardless,
         // a safety net that costs thousands of long-polling clients little.
         let tick = (tokio::time::Instant::now() + Duration::from_secs(15)).min(deadline);
         let _ = tokio::time::timeout_at(tick, ended).await;
         if tokio::time::Instant::now() >= deadline {
-            let rec = find_job(&app, &tenant, id).await?;
-            return Ok(Json(view(&app, rec)));
+            return find_job(app, tenant, id).await;
         }
     }
 }
@@ -1070,14 +1090,30 @@ async fn cancel_job(
     Ok(Json(view(&app, rec)))
 }
 
+/// `DELETE /v1/jobs/{id}` query.
+#[derive(Debug, serde::Deserialize)]
+struct DeleteJobQuery {
+    /// Delete the job's result object too.
+    #[serde(default)]
+    result: bool,
+}
+
 async fn delete_job(
     axum::extract::State(app): axum::extract::State<AppState>,
     headers: HeaderMap,
     Path(id): Path<i64>,
+    Query(q): Query<DeleteJobQuery>,
 ) -> ApiResult<StatusCode> {
     let tenant = tenant(&app, &headers).await?;
     let state = Arc::clone(&app.state);
-    match blocking(move || state.delete_job(&tenant, id)).await? {
+    let deleted = blocking(move || {
+        if q.result {
+            state.delete_job_and_result(&tenant, id)
+        } else {
+            state.delete_job(&tenant, id)
+        }
+    });
+    match deleted.await? {
         Some(true) => Ok(StatusCode::NO_CONTENT),
         Some(false) => Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -1095,9 +1131,22 @@ async fn job_result(
     axum::extract::State(app): axum::extract::State<AppState>,
     headers: HeaderMap,
     Path(id): Path<i64>,
+    Query(q): Query<WaitQuery>,
 ) -> ApiResult<Response> {
     let tenant = tenant(&app, &headers).await?;
-    let rec = find_job(&app, &tenant, id).await?;
+    let waiting = q.timeout_s.is_some();
+    let rec = wait_end(&app, &tenant, id, wait_timeout(&app, q.timeout_s)).await?;
+    if waiting && !rec.state.is_final() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_ended",
+            format!(
+                "job {id} is still {} after the wait: ask again (or wait with GET \
+                 /v1/jobs/{id}/wait)",
+                rec.state.name()
+            ),
+        ));
+    }
     let Some(result) = rec
         .result_ref
         .clone()
@@ -1117,6 +1166,7 @@ async fn job_result(
         return Err(ApiError::new(StatusCode::CONFLICT, "no_result", hint));
     };
     let state = Arc::clone(&app.state);
+    let result_id = result.clone();
     let data = blocking(move || state.read_object(&tenant, &result))
         .await?
         .ok_or_else(|| {
@@ -1126,5 +1176,12 @@ async fn job_result(
                 format!("job {id}'s result object is missing; submit the job again with a new key"),
             )
         })?;
-    Ok(binary(&app, data))
+    let mut response = binary(&app, data);
+    if let Ok(v) = header::HeaderValue::from_str(&result_id) {
+        response.headers_mut().insert(RESULT_ID_HEADER, v);
+    }
+    Ok(response)
 }
+
+/// The header naming a job result's object (`GET /v1/jobs/{id}/result`).
+pub const RESULT_ID_HEADER: &str = "x-heloom-result-id";

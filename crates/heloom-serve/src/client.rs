@@ -426,6 +426,46 @@ impl Client {
         Ok(())
     }
 
+    /// Deletes an ended job's record and its result object in one request (`DELETE
+    /// /v1/jobs/{id}?result=true`), for a client that has the result.
+    pub fn delete_job_with_result(&self, id: i64) -> Result<()> {
+        self.send(
+            self.http
+                .delete(self.url(&format!("/v1/jobs/{id}")))
+                .query(&[("result", "true")]),
+        )?;
+        Ok(())
+    }
+
+    /// A job's result once it is done, waiting up to `timeout` for it to end (`GET
+    /// /v1/jobs/{id}/result?timeout_s=...`: one request where a wait and a fetch would be
+    /// two): the bytes and the result object's id, or `None` when the job had not ended by
+    /// then. A failed or cancelled job is an [`ClientError::Api`] error `no_result`.
+    pub fn result_wait(&self, id: i64, timeout: Duration) -> Result<Option<(Vec<u8>, String)>> {
+        let r = self.send(
+            self.http
+                .get(self.url(&format!("/v1/jobs/{id}/result")))
+                .query(&[("timeout_s", format!("{:.3}", timeout.as_secs_f64()))]),
+        );
+        let r = match r {
+            Ok(r) => r,
+            Err(ClientError::Api {
+                status: 409, code, ..
+            }) if code == "not_ended" => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let id_there = r
+            .headers()
+            .get(crate::api::RESULT_ID_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                ClientError::Decode(format!("job {id}'s result came without its object id"))
+            })?;
+        let bytes = r.bytes().map_err(|e| self.transport(e))?;
+        Ok(Some((bytes.to_vec(), id_there)))
+    }
+
     /// Waits until the job ends (the server holds each request up to 30 s; no busy polling),
     /// at most `timeout`.
     pub fn wait(&self, id: i64, timeout: Duration) -> Result<JobView> {

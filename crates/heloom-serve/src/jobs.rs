@@ -457,6 +457,41 @@ impl State {
         })
     }
 
+    /// [`Self::delete_job`] and the job's result object with it, for a client that has the
+    /// result and keeps neither (one request instead of two). The object goes even if another
+    /// job names it, as with [`Self::delete_object`]; not flushed first, since it is deleted.
+    /// Returns `None` for no such job, `Some(false)` for a job not ended (nothing deleted).
+    pub fn delete_job_and_result(&self, tenant: &str, id: i64) -> Result<Option<bool>> {
+        let ended = self.with_conn(|c| {
+            let tx = crate::Tx::begin(c)?;
+            let row: Option<(String, Option<String>)> = tx
+                .prepare_cached("SELECT state, result_ref FROM jobs WHERE id = ?1 AND tenant = ?2")?
+                .query_row(params![id, tenant], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            let out = match row {
+                None => None,
+                Some((state, _)) if state == "accepted" || state == "running" => Some(None),
+                Some((_, result)) => {
+                    tx.prepare_cached("DELETE FROM jobs WHERE id = ?1 AND tenant = ?2")?
+                        .execute(params![id, tenant])?;
+                    Some(Some(result))
+                }
+            };
+            tx.commit()?;
+            Ok(out)
+        })?;
+        match ended {
+            None => Ok(None),
+            Some(None) => Ok(Some(false)),
+            Some(Some(result)) => {
+                if let Some(r) = result {
+                    self.delete_object(tenant, &r)?;
+                }
+                Ok(Some(true))
+            }
+        }
+    }
+
     /// After a restart: jobs left `running` by the previous process go back to the queue (they
     /// run again; their results were never recorded). Returns how many.
     pub fn recover(&self) -> Result<usize> {

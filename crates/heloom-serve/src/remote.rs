@@ -335,11 +335,12 @@ impl Node {
         Ok((info.id, true))
     }
 
-    /// Ends a job's claim; deletes its result there (`result`, once the front has it) unless
-    /// another job in flight computes the same bytes, and the oldest unused inputs beyond
-    /// [`NODE_OBJECT_CACHE`]. Deletions happen under the lock, so no job claims an object
-    /// while it goes. Objects deleted.
-    fn release(&self, ids: &[&String], sig: u64, result: Option<&str>) -> u64 {
+    /// Ends a job's claim; once the front has its result (`got`: the job there and its result
+    /// object), deletes the job's record there and the result too unless another job in
+    /// flight computes the same bytes (one request for both), and the oldest unused inputs
+    /// beyond [`NODE_OBJECT_CACHE`]. Deletions of objects happen under the lock, so no job
+    /// claims an object while it goes. Objects deleted.
+    fn release(&self, ids: &[&String], sig: u64, got: Option<&(i64, String)>) -> u64 {
         let mut h = lock(&self.held);
         for id in ids {
             Held::take(&mut h.in_use, id);
@@ -352,13 +353,19 @@ impl Node {
             }
             None => true,
         };
+        let mut job_left = None;
         if last {
             h.sigs.remove(&sig);
-            if let Some(r) = result {
-                // Best effort: a node that does not answer is handled by the next job's try.
-                if self.control.delete_object(r).is_ok() {
+        }
+        if let Some((job, _)) = got {
+            // Best effort: a node that does not answer is handled by the next job's try (and
+            // its records are scratch).
+            if last {
+                if self.control.delete_job_with_result(*job).is_ok() {
                     deleted += 1;
                 }
+            } else {
+                job_left = Some(*job);
             }
         }
         let mut kept = VecDeque::new();
@@ -375,6 +382,11 @@ impl Node {
         }
         while let Some(id) = kept.pop_back() {
             h.order.push_front(id);
+        }
+        drop(h);
+        // Only its record: outside the lock.
+        if let Some(job) = job_left {
+            let _ = self.control.delete_job(job);
         }
         deleted
     }
@@ -1167,10 +1179,10 @@ impl RemoteBackend {
         let ids: Vec<&String> = object_ids(&p.spec).map(|(id, _)| id).collect();
         let sig = p.sig;
         node.claim(&ids, sig);
-        let mut result_id = None;
-        let attempt = self.run_claimed(node, rec, p, &lost, &mut result_id);
+        let mut got = None;
+        let attempt = self.run_claimed(node, rec, p, &lost, &mut got);
         let done = matches!(attempt, Try::Done(..));
-        let deleted = node.release(&ids, sig, result_id.as_deref().filter(|_| done));
+        let deleted = node.release(&ids, sig, got.as_ref().filter(|_| done));
         if let Some(st) = lock(&self.inner).stats.get_mut(&node.id) {
             st.objects_deleted += deleted;
         }
@@ -1178,14 +1190,14 @@ impl RemoteBackend {
     }
 
     /// [`Self::run_on`] past the key set: inputs, submission, the wait, the result (its id
-    /// on the node into `result_id`).
+    /// on the node and its job there into `got`, once the result is here).
     fn run_claimed(
         &self,
         node: &Arc<Node>,
         rec: &JobRecord,
         p: &Prepared,
         lost: &dyn Fn(&str, ClientError) -> Try,
-        result_id: &mut Option<String>,
+        got: &mut Option<(i64, String)>,
     ) -> Try {
         let key_id = &p.spec.key_id;
         // The inputs' ids there (the graph goes too; the task names it).
@@ -1249,57 +1261,58 @@ impl RemoteBackend {
                 return Try::NodeLost("the node left".into());
             }
             let id = rec.id;
-            let mut on_update = |v: &crate::api::JobView| {
+            let on_update = |v: &crate::api::JobView| {
                 if let Some(pr) = &v.progress {
                     if let Some(l) = lock(&self.live).get_mut(&id) {
                         l.progress = Some((pr.tasks_done, pr.tasks_total));
                     }
                 }
             };
-            match node
-                .control
-                .wait_with(view.id, Duration::from_secs(2), &mut on_update)
-            {
-                Ok(v) => match v.state.as_str() {
-                    "done" => {
-                        *result_id = v.result_id.clone();
-                        return match node.control.result_bytes(v.id) {
-                            // The node hashed these bytes for their id; their own checksums
-                            // catch damage on the way, so the front need not hash them again
-                            // (SHA-256 was about an eighth of the front's CPU).
-                            Ok(b) => match crate::objects::check_result_checksums(&b) {
-                                Ok(()) => {
-                                    // Its record there is of no more use (best effort: the
-                                    // node's records are scratch).
-                                    let _ = node.control.delete_job(v.id);
-                                    Try::Done(b, v.result_id.clone())
-                                }
-                                Err(e) => {
-                                    node.drop_job_and_result(v.id, v.result_id.as_deref());
-                                    Try::NodeLost(format!("fetching the result: {e}"))
-                                }
-                            },
-                            Err(e) => {
-                                if matches!(e, ClientError::Api { .. }) {
-                                    node.drop_job_and_result(v.id, v.result_id.as_deref());
-                                }
-                                lost("fetching the result", e)
-                            }
-                        };
-                    }
-                    "failed" => {
-                        let _ = node.control.delete_job(v.id);
-                        return Try::Failed(v.error.unwrap_or_else(|| "failed".into()));
-                    }
-                    _ => {
-                        return if lock(&self.live).get(&id).is_some_and(|l| l.cancelled) {
-                            Try::Failed("cancelled".into())
-                        } else {
-                            Try::NodeLost("the node cancelled it".into())
+            // The result itself, waited for (one request where a wait and a fetch were two).
+            match node.control.result_wait(view.id, Duration::from_secs(2)) {
+                Ok(Some((b, there))) => {
+                    // The node hashed these bytes for their id; their own checksums catch
+                    // damage on the way, so the front need not hash them again (SHA-256 was
+                    // about an eighth of the front's CPU).
+                    return match crate::objects::check_result_checksums(&b) {
+                        Ok(()) => {
+                            // Its record there goes when the claim ends (`Node::release`).
+                            *got = Some((view.id, there.clone()));
+                            Try::Done(b, Some(there))
                         }
+                        Err(e) => {
+                            node.drop_job_and_result(view.id, Some(&there));
+                            Try::NodeLost(format!("fetching the result: {e}"))
+                        }
+                    };
+                }
+                Ok(None) => {
+                    errors = 0;
+                    // Still running: its progress, for a long job's waiters.
+                    if let Ok(v) = node.control.job(view.id) {
+                        on_update(&v);
                     }
-                },
-                Err(ClientError::Timeout { .. }) => errors = 0,
+                }
+                Err(ClientError::Api { status: 409, .. }) => {
+                    // Ended without a result: failed or cancelled there.
+                    return match node.control.job(view.id) {
+                        Ok(v) if v.state == "failed" => {
+                            let _ = node.control.delete_job(v.id);
+                            Try::Failed(v.error.unwrap_or_else(|| "failed".into()))
+                        }
+                        Ok(_) if lock(&self.live).get(&id).is_some_and(|l| l.cancelled) => {
+                            Try::Failed("cancelled".into())
+                        }
+                        Ok(_) => Try::NodeLost("the node cancelled it".into()),
+                        Err(e) => lost("waiting", e),
+                    };
+                }
+                Err(e @ ClientError::Api { .. }) => {
+                    // The node answered but could not give the result (gone or damaged).
+                    let there = node.control.job(view.id).ok().and_then(|v| v.result_id);
+                    node.drop_job_and_result(view.id, there.as_deref());
+                    return lost("fetching the result", e);
+                }
                 Err(e) => {
                     errors += 1;
                     if errors >= 3 {

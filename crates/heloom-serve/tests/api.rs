@@ -818,3 +818,78 @@ fn a_light_tenant_starts_while_a_busy_one_holds_every_slot() {
          slots; the busy tenant's jobs ran at least {shortest_run} ms each"
     );
 }
+
+#[test]
+fn a_result_is_waited_for_and_deleted_with_its_job() {
+    let dir = tempfile::tempdir().expect("dir");
+    // One thread, so jobs queue behind each other.
+    let server = Server::start(test_config(dir.path(), 1)).expect("server");
+    let url = format!("http://{}", server.addr());
+    let alice =
+        Client::new(&url, &server.state().create_token("alice").expect("token")).expect("client");
+    let a = Tenant::new();
+    let key = alice
+        .upload_keys(a.ctx.params(), &a.keys.evaluation_keys)
+        .expect("keys");
+    let slots = a.ctx.n() / 2;
+    let x = xs(slots, 5);
+    let input = alice.upload_ciphertext(&a.encrypt(&x)).expect("ciphertext");
+    // Degree-60 polynomials: tens of ms each on one thread, so the last of a batch is still
+    // queued when asked about right after the submission.
+    let coefficients: Vec<f64> = (0..=60).map(|k| 1.0 / (1 + k * k) as f64).collect();
+    let job = |name: &str| {
+        SubmitJob::new(
+            name,
+            &key.id,
+            vec![input.id.clone()],
+            Task::Polynomial {
+                coefficients: coefficients.clone(),
+            },
+        )
+    };
+    let batch: Vec<SubmitJob> = (0..4).map(|i| job(&format!("p{i}"))).collect();
+    let jobs = alice.submit_batch(&batch).expect("batch");
+    let last = jobs[3].id;
+    // Not ended: no result yet, and its record cannot be deleted.
+    assert!(alice
+        .result_wait(last, Duration::ZERO)
+        .expect("asked")
+        .is_none());
+    let (status, code, _) = api_code(alice.delete_job_with_result(last).expect_err("running"));
+    assert_eq!((status, code.as_str()), (409, "not_ended"));
+    // A cancelled job ends without a result.
+    let gone = alice.submit(&job("cancelled")).expect("submit");
+    alice.cancel(gone.id).expect("cancel");
+    let (status, code, _) = api_code(
+        alice
+            .result_wait(gone.id, Duration::from_secs(5))
+            .expect_err("no result"),
+    );
+    assert_eq!((status, code.as_str()), (409, "no_result"));
+    // Waited for: the same bytes as the plain fetch, named by the job's result object.
+    let (bytes, result_id) = alice
+        .result_wait(last, Duration::from_secs(120))
+        .expect("result")
+        .expect("ended within the wait");
+    assert_eq!(
+        alice.job(last).expect("job").result_id.as_deref(),
+        Some(result_id.as_str())
+    );
+    assert_eq!(bytes, alice.result_bytes(last).expect("bytes"));
+    let out = heloom_serve::objects::parse_ciphertexts(&bytes, &a.ctx).expect("parse");
+    let err = max_err(&a.decrypt(&out[0])[..slots], |i| poly(&coefficients, x[i]));
+    assert!(err < TOL, "polynomial error {err}");
+    // Deleted with its job in one request; its sibling jobs name the same object (the same
+    // input and task), which is gone for them too, as after DELETE /v1/objects/{id}.
+    alice.delete_job_with_result(last).expect("delete");
+    assert_eq!(api_code(alice.job(last).expect_err("gone")).0, 404);
+    assert!(!alice
+        .objects()
+        .expect("objects")
+        .iter()
+        .any(|o| o.id == result_id));
+    assert_eq!(
+        api_code(alice.result_bytes(jobs[0].id).expect_err("gone")).0,
+        500
+    );
+}
