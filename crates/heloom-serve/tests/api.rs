@@ -82,6 +82,21 @@ fn api_code(e: ClientError) -> (u16, String, String) {
     }
 }
 
+/// Tenant `alice` on `server` with her key set and one encrypted input of slot values
+/// `xs(slots, seed)` uploaded: her client, keys, key set id, input id and the values.
+fn alice_with_input(server: &Server, seed: u64) -> (Client, Tenant, String, String, Vec<f64>) {
+    let url = format!("http://{}", server.addr());
+    let alice =
+        Client::new(&url, &server.state().create_token("alice").expect("token")).expect("client");
+    let a = Tenant::new();
+    let key = alice
+        .upload_keys(a.ctx.params(), &a.keys.evaluation_keys)
+        .expect("keys");
+    let x = xs(a.ctx.n() / 2, seed);
+    let input = alice.upload_ciphertext(&a.encrypt(&x)).expect("ciphertext");
+    (alice, a, key.id, input.id, x)
+}
+
 #[test]
 fn jobs_run_and_tenants_are_isolated() {
     let dir = tempfile::tempdir().expect("dir");
@@ -304,22 +319,14 @@ fn jobs_run_and_tenants_are_isolated() {
 fn result_level_drops_the_result_exactly() {
     let dir = tempfile::tempdir().expect("dir");
     let server = start(dir.path());
-    let url = format!("http://{}", server.addr());
-    let alice =
-        Client::new(&url, &server.state().create_token("alice").expect("token")).expect("client");
-    let a = Tenant::new();
-    let key = alice
-        .upload_keys(a.ctx.params(), &a.keys.evaluation_keys)
-        .expect("keys");
+    let (alice, a, key_id, input_id, x) = alice_with_input(&server, 11);
     let slots = a.ctx.n() / 2;
-    let x = xs(slots, 11);
-    let input = alice.upload_ciphertext(&a.encrypt(&x)).expect("ciphertext");
     let c6 = exp_coefficients(6);
     let exp = alice
         .submit(&SubmitJob::new(
             "exp-1",
-            &key.id,
-            vec![input.id.clone()],
+            &key_id,
+            vec![input_id.clone()],
             Task::Exp { variant: None },
         ))
         .expect("submit");
@@ -335,8 +342,8 @@ fn result_level_drops_the_result_exactly() {
     // level is part of the job (another key: the same key with it is another job).
     let mut low = SubmitJob::new(
         "exp-low",
-        &key.id,
-        vec![input.id.clone()],
+        &key_id,
+        vec![input_id.clone()],
         Task::Exp { variant: None },
     );
     low.result_level = Some(0);
@@ -371,8 +378,8 @@ fn result_level_drops_the_result_exactly() {
     assert!(heloom_serve::objects::check_result_checksums(&bytes).is_err());
     let mut conflicting = SubmitJob::new(
         "exp-1",
-        &key.id,
-        vec![input.id.clone()],
+        &key_id,
+        vec![input_id.clone()],
         Task::Exp { variant: None },
     );
     conflicting.result_level = Some(0);
@@ -824,24 +831,16 @@ fn a_result_is_waited_for_and_deleted_with_its_job() {
     let dir = tempfile::tempdir().expect("dir");
     // One thread, so jobs queue behind each other.
     let server = Server::start(test_config(dir.path(), 1)).expect("server");
-    let url = format!("http://{}", server.addr());
-    let alice =
-        Client::new(&url, &server.state().create_token("alice").expect("token")).expect("client");
-    let a = Tenant::new();
-    let key = alice
-        .upload_keys(a.ctx.params(), &a.keys.evaluation_keys)
-        .expect("keys");
+    let (alice, a, key_id, input_id, x) = alice_with_input(&server, 5);
     let slots = a.ctx.n() / 2;
-    let x = xs(slots, 5);
-    let input = alice.upload_ciphertext(&a.encrypt(&x)).expect("ciphertext");
     // Degree-60 polynomials: tens of ms each on one thread, so the last of a batch is still
     // queued when asked about right after the submission.
     let coefficients: Vec<f64> = (0..=60).map(|k| 1.0 / (1 + k * k) as f64).collect();
     let job = |name: &str| {
         SubmitJob::new(
             name,
-            &key.id,
-            vec![input.id.clone()],
+            &key_id,
+            vec![input_id.clone()],
             Task::Polynomial {
                 coefficients: coefficients.clone(),
             },
