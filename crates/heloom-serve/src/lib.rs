@@ -904,6 +904,56 @@ mod tests {
     }
 
     #[test]
+    fn a_result_deleted_while_its_twin_is_stored_is_written_again() {
+        let dir = tempfile::tempdir().expect("test step");
+        let state = State::open_scratch(dir.path()).expect("test step");
+        state.create_token("t").expect("test step");
+        let data = vec![5u8; 3000];
+        let first = state.store_result("t", &data, 9).expect("test step");
+        let new = NewJob {
+            idempotency_key: "j",
+            kind: "exp",
+            input_digest: "d",
+            priority: 0,
+            deadline_unix: None,
+            spec: "{}",
+        };
+        let (job, _) = state.submit_job("t", &new).expect("test step");
+        assert_eq!(
+            state.start_next().expect("test step").map(|r| r.id),
+            Some(job.id)
+        );
+        // The same bytes again: found stored, then deleted before this store commits.
+        let id = first.id.clone();
+        objects::BEFORE_STORE_COMMIT.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |s: &State| {
+                assert!(s.delete_object("t", &id).expect("test step"));
+            }))
+        });
+        let stored = state
+            .store_results(vec![objects::NewResult {
+                job: Some(job.id),
+                tenant: "t".into(),
+                data: data.clone(),
+                parameters: 9,
+                known: None,
+            }])
+            .expect("test step");
+        assert_eq!(stored[0].0.id, first.id);
+        assert!(stored[0].1, "the job ended");
+        let rec = state
+            .job("t", job.id)
+            .expect("test step")
+            .expect("test step");
+        let result = rec.result_ref.expect("a result");
+        assert_eq!(
+            state.read_object("t", &result).expect("test step"),
+            Some(data),
+            "the done job's result is readable"
+        );
+    }
+
+    #[test]
     fn the_checkpointer_keeps_the_log_small() {
         let dir = tempfile::tempdir().expect("test step");
         let state = State::open_scratch(dir.path()).expect("test step");

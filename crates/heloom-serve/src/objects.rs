@@ -663,6 +663,10 @@ impl State {
             }));
             jobs.push((it.job, it.tenant));
         }
+        #[cfg(test)]
+        if let Some(hook) = BEFORE_STORE_COMMIT.with(|h| h.borrow_mut().take()) {
+            hook(self);
+        }
         // Held until the rows naming the records are committed: no reclaim removes their
         // segment meanwhile (it counts live records by rows).
         let locs = if new.is_empty() {
@@ -1001,6 +1005,14 @@ impl State {
             "the segment holding this result is gone",
         ))
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Run once by this thread's next [`State::store_results`] between its existence checks
+    /// and its commit (tests of what may happen there).
+    pub(crate) static BEFORE_STORE_COMMIT: std::cell::RefCell<Option<Box<dyn FnOnce(&State)>>> =
+        std::cell::RefCell::new(None);
 }
 
 /// A result to store with [`State::store_results`].
