@@ -1007,12 +1007,16 @@ impl State {
     }
 }
 
+/// A test's step run inside [`State::store_results`].
+#[cfg(test)]
+pub(crate) type StoreHook = Box<dyn FnOnce(&State)>;
+
 #[cfg(test)]
 thread_local! {
     /// Run once by this thread's next [`State::store_results`] between its existence checks
     /// and its commit (tests of what may happen there).
-    pub(crate) static BEFORE_STORE_COMMIT: std::cell::RefCell<Option<Box<dyn FnOnce(&State)>>> =
-        std::cell::RefCell::new(None);
+    pub(crate) static BEFORE_STORE_COMMIT: std::cell::RefCell<Option<StoreHook>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// A result to store with [`State::store_results`].
