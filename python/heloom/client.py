@@ -900,16 +900,42 @@ class Client:
             timeout=None if self.timeout is None else self.timeout + step,
         )
 
-    def result_bytes(self, job_id: int | Job) -> bytes:
+    def result_bytes(self, job_id: int | Job, wait: float | None = None) -> bytes:
         """A ``done`` job's result: its output ciphertexts' bytes, one after another (raises
-        ``ApiError`` 409 ``no_result`` for a job that is not done)."""
-        return self._request("GET", f"/v1/jobs/{_job_id(job_id)}/result")[1]
+        ``ApiError`` 409 ``no_result`` for a job that failed, was cancelled or, without
+        ``wait``, has not ended).
 
-    def result(self, job_id: int | Job, context: Context) -> list[Ciphertext]:
+        ``wait``: the most seconds to wait for the job to end first, in the same requests
+        (``GET /v1/jobs/{id}/result?timeout_s=``: the server holds each up to 30 s), so a
+        submit is followed by one request instead of a wait and a fetch; ``WaitTimeoutError``
+        when it has not ended by then."""
+        jid = _job_id(job_id)
+        if wait is None:
+            return self._request("GET", f"/v1/jobs/{jid}/result")[1]
+        start = time.monotonic()
+        while True:
+            step = _step(start, wait, _WAIT_STEP)
+            try:
+                return self._request(
+                    "GET",
+                    f"/v1/jobs/{jid}/result",
+                    query={"timeout_s": f"{step:.3f}"},
+                    timeout=None if self.timeout is None else self.timeout + step,
+                )[1]
+            except ApiError as e:
+                if e.code != "not_ended":
+                    raise
+            _check_timeout(self.job(jid), start, wait)
+
+    def result(
+        self, job_id: int | Job, context: Context, wait: float | None = None
+    ) -> list[Ciphertext]:
         """A ``done`` job's output ciphertexts, in the order of the task's outputs, loaded for
         ``context`` (a context of the key set's parameters); decrypt them with the secret
-        key. ``exp`` and ``polynomial`` jobs have one output."""
-        return [Ciphertext.from_bytes(context, b) for b in split_objects(self.result_bytes(job_id))]
+        key. ``exp`` and ``polynomial`` jobs have one output. ``wait`` as in
+        ``result_bytes``."""
+        data = self.result_bytes(job_id, wait)
+        return [Ciphertext.from_bytes(context, b) for b in split_objects(data)]
 
 
 def _step(start: float, timeout: float | None, most: float) -> float:
@@ -1084,10 +1110,12 @@ class AsyncClient:
             if bar is not None:
                 bar.close()
 
-    async def result_bytes(self, job_id: int | Job) -> bytes:
+    async def result_bytes(self, job_id: int | Job, wait: float | None = None) -> bytes:
         """``Client.result_bytes`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.result_bytes, job_id)
+        return await asyncio.to_thread(self.sync.result_bytes, job_id, wait)
 
-    async def result(self, job_id: int | Job, context: Context) -> list[Ciphertext]:
+    async def result(
+        self, job_id: int | Job, context: Context, wait: float | None = None
+    ) -> list[Ciphertext]:
         """``Client.result`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.result, job_id, context)
+        return await asyncio.to_thread(self.sync.result, job_id, context, wait)

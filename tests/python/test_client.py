@@ -207,6 +207,10 @@ def test_jobs_end_to_end(
     with pytest.raises(ApiError, match="does not exist"):
         c.job(done.id)
     assert done.result_id not in {o.id for o in c.iter_objects()}
+    # Waited for and fetched in one go, right after the submission.
+    again = c.submit(key.id, [ct.id], polynomial([0.5, 0.25]))
+    (q,) = c.result(again, keys.ctx, wait=60)
+    assert np.max(np.abs(keys.decrypt(q) - poly([0.5, 0.25], x))) < TOL
 
 
 def test_idempotency(server: Server, keys: Keys, x: np.ndarray) -> None:
