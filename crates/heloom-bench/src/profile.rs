@@ -102,6 +102,12 @@ fn config(args: &ProfileArgs) -> Result<MeasureConfig> {
     Ok(cfg)
 }
 
+/// Measures this machine's profile with the default settings (every core, N = 2^14), showing
+/// progress on stderr: what `heloom serve --profile measure` uses.
+pub fn measure_default() -> Result<Profile> {
+    measure(&MeasureConfig::default())
+}
+
 fn measure(cfg: &MeasureConfig) -> Result<Profile> {
     let bar = if std::io::stderr().is_terminal() {
         let pb = ProgressBar::new(1);

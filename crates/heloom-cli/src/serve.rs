@@ -51,8 +51,10 @@ struct RunArgs {
     /// Most bytes one tenant may store, e.g. 64G.
     #[arg(long, value_parser = parse_size, default_value = "64G")]
     max_stored: u64,
-    /// Cost profile for the scheduler: a built-in name or a JSON file from `heloom profile`
-    /// (default: DATA/profile.json when present, else the built-in xeon-phi-7230f shapes).
+    /// Cost profile for the scheduler: a built-in name, a JSON file from `heloom profile`, or
+    /// `measure` (measure this machine now, about 10 s on 2 cores to a minute on many, and keep
+    /// it as DATA/profile.json, the default of later starts). Default: DATA/profile.json when
+    /// present, else the built-in xeon-phi-7230f shapes.
     #[arg(long)]
     profile: Option<String>,
     /// Accept CKKS parameters below 128-bit security (tests and demos only).
@@ -224,6 +226,18 @@ fn serve(a: &RunArgs) -> Result<()> {
     let dir = a.data.clone().unwrap_or_else(default_data_dir);
     let own = dir.join("profile.json");
     let (name, profile) = match &a.profile {
+        Some(m) if m == "measure" => {
+            eprintln!(
+                "heloom serve: measuring this machine's cost profile (kept as {})",
+                own.display()
+            );
+            let p = heloom_bench::profile::measure_default()?;
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("creating the data directory {}", dir.display()))?;
+            p.save(&own)
+                .with_context(|| format!("saving the profile to {}", own.display()))?;
+            (format!("{} (measured now)", own.display()), p)
+        }
         Some(p) => (p.clone(), heloom_runtime::Profile::load(p)?),
         None if own.exists() => (
             own.display().to_string(),

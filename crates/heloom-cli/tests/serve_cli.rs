@@ -83,6 +83,7 @@ fn serve_and_client_processes() {
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     };
     let mut cmd = heloom();
+    // `--profile measure`: this machine's profile, measured before listening and kept.
     cmd.args([
         "serve",
         "--listen",
@@ -90,6 +91,8 @@ fn serve_and_client_processes() {
         "--threads",
         "2",
         "--allow-insecure",
+        "--profile",
+        "measure",
         "--data",
     ])
     .arg(&data);
@@ -99,6 +102,12 @@ fn serve_and_client_processes() {
         url,
     } = heloom_bench::spawn::spawn_listening(&mut cmd, |_| {})
         .expect("the server prints its address");
+    let measured = heloom_runtime::Profile::load(&data.join("profile.json").to_string_lossy())
+        .expect("the measured profile is kept in the data directory");
+    assert_eq!(
+        heloom_runtime::CostModel::capacity(&measured),
+        heloom_pool::cores()
+    );
 
     let ctx = Context::<u64>::new(heloom_runtime::workload::default_params(12).unwrap()).unwrap();
     let keys = keygen(&ctx, &[], false).unwrap();
