@@ -437,24 +437,7 @@ impl State {
                 self.segments.make_durable(loc.segment)?;
             }
         }
-        self.with_conn(|c| {
-            let tx = crate::Tx::begin(c)?;
-            let state: Option<String> = tx
-                .prepare_cached("SELECT state FROM jobs WHERE id = ?1 AND tenant = ?2")?
-                .query_row(params![id, tenant], |r| r.get(0))
-                .optional()?;
-            let out = match state.as_deref() {
-                None => None,
-                Some("accepted" | "running") => Some(false),
-                Some(_) => {
-                    tx.prepare_cached("DELETE FROM jobs WHERE id = ?1 AND tenant = ?2")?
-                        .execute(params![id, tenant])?;
-                    Some(true)
-                }
-            };
-            tx.commit()?;
-            Ok(out)
-        })
+        Ok(self.delete_ended_job(tenant, id)?.answer())
     }
 
     /// [`Self::delete_job`] and the job's result object with it, for a client that has the
@@ -462,34 +445,33 @@ impl State {
     /// job names it, as with [`Self::delete_object`]; not flushed first, since it is deleted.
     /// Returns `None` for no such job, `Some(false)` for a job not ended (nothing deleted).
     pub fn delete_job_and_result(&self, tenant: &str, id: i64) -> Result<Option<bool>> {
-        let ended = self.with_conn(|c| {
+        let gone = self.delete_ended_job(tenant, id)?;
+        if let Removal::Deleted(Some(r)) = &gone {
+            self.delete_object(tenant, r)?;
+        }
+        Ok(gone.answer())
+    }
+
+    /// Deletes the tenant's job record if it has ended.
+    fn delete_ended_job(&self, tenant: &str, id: i64) -> Result<Removal> {
+        self.with_conn(|c| {
             let tx = crate::Tx::begin(c)?;
             let row: Option<(String, Option<String>)> = tx
                 .prepare_cached("SELECT state, result_ref FROM jobs WHERE id = ?1 AND tenant = ?2")?
                 .query_row(params![id, tenant], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
             let out = match row {
-                None => None,
-                Some((state, _)) if state == "accepted" || state == "running" => Some(None),
+                None => Removal::Missing,
+                Some((state, _)) if state == "accepted" || state == "running" => Removal::NotEnded,
                 Some((_, result)) => {
                     tx.prepare_cached("DELETE FROM jobs WHERE id = ?1 AND tenant = ?2")?
                         .execute(params![id, tenant])?;
-                    Some(Some(result))
+                    Removal::Deleted(result)
                 }
             };
             tx.commit()?;
             Ok(out)
-        })?;
-        match ended {
-            None => Ok(None),
-            Some(None) => Ok(Some(false)),
-            Some(Some(result)) => {
-                if let Some(r) = result {
-                    self.delete_object(tenant, &r)?;
-                }
-                Ok(Some(true))
-            }
-        }
+        })
     }
 
     /// After a restart: jobs left `running` by the previous process go back to the queue (they
@@ -502,5 +484,26 @@ impl State {
                 [],
             )
         })
+    }
+}
+
+/// What deleting a job record found ([`State::delete_job`]).
+enum Removal {
+    /// No such job of the tenant.
+    Missing,
+    /// Accepted or running: left alone.
+    NotEnded,
+    /// Deleted; its result object's id, if it had one.
+    Deleted(Option<String>),
+}
+
+impl Removal {
+    /// The API's answer: `None` missing, `Some(false)` not ended, `Some(true)` deleted.
+    fn answer(&self) -> Option<bool> {
+        match self {
+            Removal::Missing => None,
+            Removal::NotEnded => Some(false),
+            Removal::Deleted(_) => Some(true),
+        }
     }
 }

@@ -391,15 +391,13 @@ impl Node {
         deleted
     }
 
-    /// Deletes a done job's record there and its result (best effort), after the node
-    /// answered but could not give the result (gone or damaged there). Otherwise the next try,
-    /// resubmitted under the same idempotency key, would find the same job done with the same
-    /// unreadable result, and a later job computing the same bytes would be answered with it.
-    fn drop_job_and_result(&self, job: i64, result: Option<&str>) {
-        let _ = self.control.delete_job(job);
-        if let Some(r) = result {
-            let _ = self.control.delete_object(r);
-        }
+    /// Deletes a done job's record there and its result (best effort, one request), after the
+    /// node answered but could not give the result (gone or damaged there). Otherwise the next
+    /// try, resubmitted under the same idempotency key, would find the same job done with the
+    /// same unreadable result, and a later job computing the same bytes would be answered
+    /// with it.
+    fn drop_job_and_result(&self, job: i64) {
+        let _ = self.control.delete_job_with_result(job);
     }
 
     /// Forgets what the node stores (after it lost a job: it may have lost its store).
@@ -1281,7 +1279,7 @@ impl RemoteBackend {
                             Try::Done(b, Some(there))
                         }
                         Err(e) => {
-                            node.drop_job_and_result(view.id, Some(&there));
+                            node.drop_job_and_result(view.id);
                             Try::NodeLost(format!("fetching the result: {e}"))
                         }
                     };
@@ -1309,8 +1307,7 @@ impl RemoteBackend {
                 }
                 Err(e @ ClientError::Api { .. }) => {
                     // The node answered but could not give the result (gone or damaged).
-                    let there = node.control.job(view.id).ok().and_then(|v| v.result_id);
-                    node.drop_job_and_result(view.id, there.as_deref());
+                    node.drop_job_and_result(view.id);
                     return lost("fetching the result", e);
                 }
                 Err(e) => {
