@@ -266,6 +266,10 @@ pub struct LoadtestOptions {
     /// each job). Open loop (the default): Poisson arrivals at the rate, every arrival of the
     /// window submitted however long the server takes.
     pub closed_loop: bool,
+    /// Cost profile of a spawned server's scheduler: `"measure"` (this machine, measured once
+    /// before the run), a built-in name or a profile JSON file; written to its data directory
+    /// as `profile.json`, so restarts keep it. `None`: the server's default (built-in).
+    pub server_profile: Option<String>,
 }
 
 impl LoadtestOptions {
@@ -288,6 +292,7 @@ impl LoadtestOptions {
             job_timeout_s: 600.0,
             check_after: false,
             closed_loop: false,
+            server_profile: None,
         }
     }
 
@@ -341,6 +346,12 @@ impl LoadtestOptions {
         if self.kills == Some(0) {
             bail!("--kills must be at least 1");
         }
+        if self.server_profile.is_some() && matches!(self.server, ServerTarget::Running { .. }) {
+            bail!(
+                "--profile sets the cost profile of the server this run spawns; a running server \
+                 keeps its own (its --profile)"
+            );
+        }
         Ok(())
     }
 
@@ -390,7 +401,7 @@ pub struct LiveStatus {
 }
 
 /// One job as the load test saw it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct JobRow {
     /// Tenant index.
     pub tenant: usize,
@@ -932,6 +943,83 @@ enum Waited {
 
 /// Threads that fetch, decrypt and check results.
 pub const FETCHERS: usize = 4;
+
+/// Done jobs waiting for a fetcher, one queue per tenant. The fetchers stand in for each
+/// tenant's own client machine: a free fetcher serves the tenant with the fewest fetches under
+/// way (then the job seen done first), so one tenant's flood of results never queues another
+/// tenant's result behind it, as it could not between separate clients.
+struct FetchQueue {
+    state: Mutex<FetchState>,
+    ready: std::sync::Condvar,
+}
+
+struct FetchState {
+    queued: Vec<VecDeque<ToFetch>>,
+    busy: Vec<usize>,
+    closed: bool,
+}
+
+impl FetchQueue {
+    fn new(tenants: usize) -> Self {
+        Self {
+            state: Mutex::new(FetchState {
+                queued: (0..tenants).map(|_| VecDeque::new()).collect(),
+                busy: vec![0; tenants],
+                closed: false,
+            }),
+            ready: std::sync::Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FetchState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self, f: ToFetch) {
+        let mut s = self.lock();
+        let t = f.row.tenant.min(s.queued.len().saturating_sub(1));
+        s.queued[t].push_back(f);
+        drop(s);
+        self.ready.notify_one();
+    }
+
+    /// No more jobs come: the fetchers drain the queues and end.
+    fn close(&self) {
+        self.lock().closed = true;
+        self.ready.notify_all();
+    }
+
+    /// The next job to fetch (the tenant's fetch counted as under way until
+    /// [`Self::finished`]), or `None` once closed and drained.
+    fn take(&self) -> Option<ToFetch> {
+        let mut s = self.lock();
+        loop {
+            let pick = (0..s.queued.len())
+                .filter(|&t| !s.queued[t].is_empty())
+                .min_by(|&a, &b| {
+                    let (fa, fb) = (&s.queued[a][0], &s.queued[b][0]);
+                    s.busy[a]
+                        .cmp(&s.busy[b])
+                        .then(fa.done_seen_s.total_cmp(&fb.done_seen_s))
+                });
+            if let Some(t) = pick {
+                s.busy[t] += 1;
+                return s.queued[t].pop_front();
+            }
+            if s.closed {
+                return None;
+            }
+            s = self.ready.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn finished(&self, tenant: usize) {
+        let mut s = self.lock();
+        if let Some(b) = s.busy.get_mut(tenant) {
+            *b = b.saturating_sub(1);
+        }
+    }
+}
 
 /// What the threads share while the test runs.
 struct Shared<'a> {
@@ -1506,6 +1594,20 @@ pub fn run(opts: &LoadtestOptions, observe: &(dyn Fn(Event) + Sync)) -> Result<L
     };
     let server = match &opts.server {
         ServerTarget::Spawn { exe, threads } => {
+            if let Some(p) = &opts.server_profile {
+                let profile = if p == "measure" {
+                    observe(Event::Setup(
+                        "measuring this machine's cost profile for the server".into(),
+                    ));
+                    crate::profile::measure_default()?
+                } else {
+                    heloom_runtime::Profile::load(p)?
+                };
+                let own = data.join("profile.json");
+                profile
+                    .save(&own)
+                    .with_context(|| format!("saving the profile to {}", own.display()))?;
+            }
             observe(Event::Setup(format!(
                 "starting {} serve on {}{}",
                 exe.display(),
@@ -1634,22 +1736,21 @@ fn execute(
     let restarts = Mutex::new(Vec::new());
     let (tx, rx) = mpsc::channel::<Planned>();
     let rx = Mutex::new(rx);
-    let (ftx, frx) = mpsc::channel::<ToFetch>();
-    let frx = Mutex::new(frx);
+    let fetch_queue = FetchQueue::new(tenants.len());
     let check_after = opts.check_after;
     let killer_result = std::thread::scope(|s| -> Result<()> {
         let sh = &shared;
-        let frx = &frx;
+        let fq = &fetch_queue;
         let fetchers: Vec<_> = (0..FETCHERS)
             .map(|_| {
                 s.spawn(move || {
                     while check_after && !sh.clients_over.load(Ordering::SeqCst) {
                         std::thread::sleep(Duration::from_millis(20));
                     }
-                    loop {
-                        let next = frx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                        let Ok(f) = next else { break };
+                    while let Some(f) = fq.take() {
+                        let tenant = f.row.tenant;
                         let row = sh.fetch(f);
+                        fq.finished(tenant);
                         sh.rows.lock().unwrap_or_else(|p| p.into_inner()).push(row);
                     }
                 })
@@ -1658,21 +1759,13 @@ fn execute(
         let pool: Vec<_> = (0..opts.clients)
             .map(|_| {
                 let rx = &rx;
-                let ftx = ftx.clone();
                 s.spawn(move || loop {
                     let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                     let Ok(p) = next else { break };
                     let waited = sh.run_job(&p);
                     sh.settled.fetch_add(1, Ordering::SeqCst);
                     match waited {
-                        Waited::Done(f) => {
-                            if let Err(mpsc::SendError(f)) = ftx.send(f) {
-                                sh.rows
-                                    .lock()
-                                    .unwrap_or_else(|p| p.into_inner())
-                                    .push(f.row);
-                            }
-                        }
+                        Waited::Done(f) => fq.push(f),
                         Waited::Ended(row) => {
                             sh.rows.lock().unwrap_or_else(|p| p.into_inner()).push(row)
                         }
@@ -1680,7 +1773,6 @@ fn execute(
                 })
             })
             .collect();
-        drop(ftx);
         let samples = &samples;
         s.spawn(move || sh.sampler(url, samples, expected, observe));
         let killer = match (opts.kill_every_s, server) {
@@ -1713,6 +1805,7 @@ fn execute(
                 shared.failed.fetch_add(1, Ordering::Relaxed);
             }
         }
+        fetch_queue.close();
         shared.clients_over.store(true, Ordering::SeqCst);
         if check_after {
             observe(Event::Note(format!(
@@ -2592,6 +2685,52 @@ pub fn busy_plot(r: &LoadtestReport, path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn to_fetch(tenant: usize, seq: usize, done_seen_s: f64) -> ToFetch {
+        ToFetch {
+            row: JobRow {
+                tenant,
+                seq,
+                ..JobRow::default()
+            },
+            id: seq as i64,
+            kind: JobKind::Exp,
+            input: 0,
+            deadline: Instant::now(),
+            done_seen_s,
+        }
+    }
+
+    #[test]
+    fn a_free_fetcher_serves_the_tenant_with_the_fewest_fetches_under_way() {
+        let q = FetchQueue::new(2);
+        // Tenant 0 floods the queue before tenant 1's one result arrives.
+        for k in 0..5 {
+            q.push(to_fetch(0, k, k as f64));
+        }
+        q.push(to_fetch(1, 0, 10.0));
+        let first = q.take().map(|f| (f.row.tenant, f.row.seq));
+        assert_eq!(
+            first,
+            Some((0, 0)),
+            "the earliest result first when none is under way"
+        );
+        // Tenant 0 has a fetch under way: tenant 1's result goes next, not tenant 0's second.
+        let second = q.take().map(|f| (f.row.tenant, f.row.seq));
+        assert_eq!(second, Some((1, 0)));
+        q.finished(0);
+        q.finished(1);
+        let rest: Vec<usize> = std::iter::from_fn(|| {
+            q.close();
+            q.take().map(|f| f.row.seq)
+        })
+        .collect();
+        assert_eq!(
+            rest,
+            vec![1, 2, 3, 4],
+            "then tenant 0's in order, until drained"
+        );
+    }
 
     #[test]
     fn latency_quantiles_per_bucket() {

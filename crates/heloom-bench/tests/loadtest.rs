@@ -117,6 +117,10 @@ fn options_are_checked() {
     let cases = [
         LoadtestOptions {
             kill_every_s: Some(1.0),
+            ..LoadtestOptions::new(running.clone())
+        },
+        LoadtestOptions {
+            server_profile: Some("measure".into()),
             ..LoadtestOptions::new(running)
         },
         LoadtestOptions {

@@ -68,6 +68,11 @@ pub struct LoadtestArgs {
     /// it every Poisson arrival of the window is submitted, however long that takes.
     #[arg(long)]
     closed_loop: bool,
+    /// Cost profile of the spawned server's scheduler: `measure` (this machine, measured once
+    /// before the run, about 10 s), a built-in name or a file from `heloom profile --out`.
+    /// Default: the server's (DATA/profile.json, else the built-in).
+    #[arg(long, conflicts_with = "url")]
+    profile: Option<String>,
     /// Distinct encrypted inputs per tenant.
     #[arg(long, default_value_t = 4)]
     inputs: usize,
@@ -107,6 +112,7 @@ pub fn run(args: &LoadtestArgs) -> Result<()> {
         inputs_per_tenant: args.inputs,
         check_after: args.check_after,
         closed_loop: args.closed_loop,
+        server_profile: args.profile.clone(),
         ..LoadtestOptions::new(server)
     };
     opts.check()?;

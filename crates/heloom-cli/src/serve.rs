@@ -30,8 +30,9 @@ struct RunArgs {
     /// Threads for HE tasks (default: every core).
     #[arg(long)]
     threads: Option<usize>,
-    /// Jobs run at once (default: threads + 1; threads / 2 + 1 with --memory-budget), plus one
-    /// express slot for a tenant with nothing running.
+    /// Jobs run at once (default: threads + 1; threads / 2 + 1 with --memory-budget), plus
+    /// express slots (half as many, at least one) for tenants running fewer jobs than their fair
+    /// share of the slots.
     #[arg(long, default_value_t = 0)]
     max_in_flight: usize,
     /// Most threads one tenant's tasks hold at once, a per-tenant thread quota (default: no

@@ -27,8 +27,13 @@ const SMALL: [&str; 12] = [
 #[test]
 fn normal_run_completes_every_job_correctly() {
     let dir = out_dir("loadtest-normal");
-    // Results checked after the run here (the durability run checks them during it).
-    let args: Vec<&str> = SMALL.iter().copied().chain(["--check-after"]).collect();
+    // Results checked after the run here (the durability run checks them during it); the
+    // spawned server gets its cost profile from the load test (written to its data directory).
+    let args: Vec<&str> = SMALL
+        .iter()
+        .copied()
+        .chain(["--check-after", "--profile", "xeon-phi-7230f"])
+        .collect();
     let r = run_json_out(&args, &dir, "heloom loadtest").unwrap();
     assert_eq!(r["ok"], true, "{r:#}");
     assert_eq!(r["check_after"], true);

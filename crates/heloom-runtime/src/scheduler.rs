@@ -474,13 +474,19 @@ impl Scheduler {
     /// Job `job` arrives now: the policy picks its variant and its root tasks become ready.
     /// Returns the variant index.
     pub fn release(&mut self, job: usize, now_ms: f64) -> usize {
+        self.release_in(job, DEFAULT_FLOW, now_ms)
+    }
+
+    /// [`Self::release`] for a job of flow `flow` (a tenant; see
+    /// [`Self::release_variant_in`]).
+    pub fn release_in(&mut self, job: usize, flow: u64, now_ms: f64) -> usize {
         let variant = {
             let view = self.view(now_ms, None);
             let v = self.policy.variant(&view, &self.variants);
             v.min(self.variants.len().saturating_sub(1))
         };
         let g = Arc::clone(&self.variants[variant].graph);
-        self.start_job(job, variant, &g, DEFAULT_FLOW);
+        self.start_job(job, variant, &g, flow);
         variant
     }
 

@@ -296,27 +296,34 @@ impl State {
     /// is oldest), and that tenant's highest-priority, then oldest, job. It becomes `running`
     /// with one more attempt.
     pub fn start_next(&self) -> Result<Option<JobRecord>> {
-        self.start_next_among(false)
+        self.start_next_among(i64::MAX)
     }
 
     /// [`Self::start_next`] among the tenants with no job running only: `None` when every
-    /// tenant with queued jobs has one running. The worker's express slot: a tenant that has
-    /// nothing running starts at once even when a flooding tenant holds every regular slot.
+    /// tenant with queued jobs has one running.
     pub fn start_next_idle_tenant(&self) -> Result<Option<JobRecord>> {
-        self.start_next_among(true)
+        self.start_next_below(1)
     }
 
-    fn start_next_among(&self, idle_only: bool) -> Result<Option<JobRecord>> {
+    /// [`Self::start_next`] among the tenants running fewer than `running` jobs only: `None`
+    /// when every tenant with queued jobs runs that many or more. The worker's express slots:
+    /// a tenant running less than its fair share of the slots starts at once even when a
+    /// flooding tenant holds every regular slot.
+    pub fn start_next_below(&self, running: usize) -> Result<Option<JobRecord>> {
+        self.start_next_among(i64::try_from(running).unwrap_or(i64::MAX))
+    }
+
+    fn start_next_among(&self, below: i64) -> Result<Option<JobRecord>> {
         self.with_conn_unsynced(|c| {
             // Marking a job running need not survive a power cut: a job found accepted after
             // one starts again, as `recover` makes running ones do. So this commit skips the
             // fsync (WAL with synchronous NORMAL still survives the process being killed),
             // saving a disk flush on every job's way to the executor.
-            Self::take_next(c, idle_only)
+            Self::take_next(c, below)
         })
     }
 
-    fn take_next(c: &rusqlite::Connection, idle_only: bool) -> rusqlite::Result<Option<JobRecord>> {
+    fn take_next(c: &rusqlite::Connection, below: i64) -> rusqlite::Result<Option<JobRecord>> {
         // One statement (its own transaction): the tenant with the fewest jobs running, then
         // the oldest queued job (per tenant, a small table, index lookups only); that tenant's
         // highest-priority, then oldest, job becomes running and its row is returned.
@@ -332,12 +339,12 @@ impl State {
                                 (SELECT COUNT(*) FROM jobs r
                                  WHERE r.tenant = t.name AND r.state = 'running') AS running
                          FROM tenants t)
-                     WHERE oldest IS NOT NULL AND (?1 = 0 OR running = 0)
+                     WHERE oldest IS NOT NULL AND running < ?1
                      ORDER BY running, oldest LIMIT 1)
                  ORDER BY j.priority DESC, j.id LIMIT 1)
              RETURNING {COLUMNS}"
         ))?
-        .query_row(params![idle_only as i64, unix_now_ms()], record)
+        .query_row(params![below, unix_now_ms()], record)
         .optional()
     }
 

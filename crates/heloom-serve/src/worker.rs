@@ -5,9 +5,9 @@
 //! - **Order.** [`State::start_next`] picks the next job fairly: among tenants with queued
 //!   jobs, the one with the fewest jobs running (then the oldest waiting job), and within a
 //!   tenant the highest priority, then the oldest. At most `max_in_flight` jobs are in the
-//!   executor at once, plus one express slot for a tenant with nothing running
-//!   ([`State::start_next_idle_tenant`]), so a light tenant beside a flooding one starts at
-//!   once. Inside the executor each tenant is a flow: tenants share the threads task by task
+//!   executor at once, plus express slots (half as many, at least one) that only a tenant
+//!   running less than its fair share of the slots may take ([`State::start_next_below`]),
+//!   so a light tenant's jobs beside a flooding one start at once. Inside the executor each tenant is a flow: tenants share the threads task by task
 //!   (start-time fair queueing, `heloom_runtime::scheduler`), and within a tenant tasks run
 //!   in job order, then critical-path order.
 //! - **Keys.** Each job's evaluation keys come from a `heloom_store::Store` under the
@@ -209,10 +209,10 @@ pub(crate) struct Shared {
     /// Recent mean wall time of a job in the executor, ms (f64 bits; 0 before the first): what
     /// the GPU's thread weighs its own against before it takes a job.
     cpu_ms: AtomicU64,
-    /// Whether the express slot's query ([`State::start_next_idle_tenant`]) may find a job:
-    /// set when jobs are accepted or a tenant's last running job ends, cleared when the query
-    /// finds none. Without it, one tenant keeping every slot busy cost two empty queries per
-    /// job (at each job's end and at its result's storage).
+    /// Whether the express slots' query ([`State::start_next_below`]) may find a job: set
+    /// when jobs are accepted or a tenant drops below its fair share of the slots beside other
+    /// tenants, cleared when the query finds none. Without it, one tenant keeping every slot
+    /// busy cost two empty queries per job (at each job's end and at its result's storage).
     express_dirty: AtomicBool,
 }
 
@@ -508,19 +508,22 @@ impl Shared {
         *r.entry(tenant.to_string()).or_insert(0) += 1;
     }
 
-    /// A job of `tenant` ended (or left the executor to run again later): a tenant with no job
-    /// running any more may have queued ones for the express slot.
+    /// A job of `tenant` ended (or left the executor to run again later): a tenant now
+    /// running less than its fair share of the slots beside other tenants may have queued jobs
+    /// for an express slot. (Alone, it is below its share only when a regular slot is free.)
     fn tenant_ended(&self, tenant: &str) {
         let mut r = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        let last = match r.get_mut(tenant) {
+        let left = match r.get_mut(tenant) {
             Some(n) if *n > 1 => {
                 *n -= 1;
-                false
+                *n
             }
-            _ => true,
+            _ => 0,
         };
-        if last {
+        if left == 0 {
             r.remove(tenant);
+            self.express_dirty.store(true, Ordering::SeqCst);
+        } else if r.len() >= 2 && left < fair_share(self.slots(), r.len()) {
             self.express_dirty.store(true, Ordering::SeqCst);
         }
     }
@@ -778,11 +781,13 @@ impl Shared {
             let max_in_flight = self.slots();
             // Results not yet stored are bounded too (each holds its outputs in memory).
             let backlog_ok = self.finishing() <= 2 * max_in_flight + 2;
-            if in_flight <= max_in_flight && max_in_flight > 0 && backlog_ok {
+            let express_room = in_flight < max_in_flight + express_slots(max_in_flight);
+            if express_room && max_in_flight > 0 && backlog_ok {
                 let next = if in_flight < max_in_flight {
                     self.state.start_next()
                 } else if self.express_dirty.swap(false, Ordering::SeqCst) {
-                    let next = self.state.start_next_idle_tenant();
+                    let share = self.fair_slots(max_in_flight);
+                    let next = self.state.start_next_below(share);
                     if !matches!(next, Ok(None)) {
                         // Found one (or failed): another idle tenant may be waiting too.
                         self.express_dirty.store(true, Ordering::SeqCst);
@@ -819,6 +824,13 @@ impl Shared {
             }
             sleep_until_woken(&self.wake);
         }
+    }
+
+    /// A tenant's fair share of `slots` regular slots: the slots over the tenants running
+    /// jobs, rounded up (a tenant with nothing running is always below it).
+    fn fair_slots(&self, slots: usize) -> usize {
+        let tenants = self.running.lock().unwrap_or_else(|p| p.into_inner()).len();
+        fair_share(slots, tenants)
     }
 
     /// Jobs that may be in flight: `max_in_flight`, or with `--ray` what the node servers
@@ -1326,6 +1338,19 @@ fn default_in_flight(threads: usize, memory_budget: bool) -> usize {
     } else {
         threads + 1
     }
+}
+
+/// Express slots beyond `slots` regular ones: half as many, at least one. Only a tenant
+/// running less than its fair share of the regular slots ([`fair_share`]) takes one, so a light
+/// tenant's jobs start at once beside a flooding tenant, while the jobs in the executor stay
+/// bounded (each holds its key set in memory).
+fn express_slots(slots: usize) -> usize {
+    (slots / 2).max(1)
+}
+
+/// A tenant's fair share of `slots` slots among `tenants` running jobs, rounded up; at least 1.
+fn fair_share(slots: usize, tenants: usize) -> usize {
+    slots.div_ceil(tenants.max(1)).max(1)
 }
 
 /// This process's resident memory (VmRSS), bytes; 0 where unknown.

@@ -806,8 +806,6 @@ fn a_light_tenant_starts_while_a_busy_one_holds_every_slot() {
         .expect("submit");
     let l = light.wait(l.id, Duration::from_secs(120)).expect("wait");
     assert_eq!(l.state, "done", "{:?}", l.error);
-    // Without the express slot the light job would wait for the first busy job to end (about
-    // a busy job's run time); with it, it starts at once.
     // Without the express slot the light job would wait for a busy job to end (up to a busy
     // job's run time: 46-126 ms against runs of 62-69 ms when tried); with it, it starts at
     // once (0 ms; up to about 25 ms with two busy loops beside the test).

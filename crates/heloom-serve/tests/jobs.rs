@@ -118,7 +118,7 @@ fn queue_order_single_end_cancel_and_recovery() {
 }
 
 #[test]
-fn the_express_slot_starts_only_tenants_with_nothing_running() {
+fn express_slots_start_only_tenants_below_a_share() {
     let dir = tempfile::tempdir().unwrap();
     let state = State::open(dir.path()).unwrap();
     for t in ["heavy", "light"] {
@@ -140,10 +140,24 @@ fn the_express_slot_starts_only_tenants_with_nothing_running() {
     assert_eq!(state.start_next().unwrap().unwrap().id, l2);
     assert_eq!(state.start_next().unwrap().unwrap().id, h3);
     assert_eq!(state.start_next().unwrap(), None);
+    // Express slots for tenants below a share of two: light (one running) starts its next
+    // job ahead of heavy's older one; heavy (two running) does not.
+    let h4 = state.submit_job("heavy", &job("h4", "d", 0)).unwrap().0.id;
+    let l3 = state.submit_job("light", &job("l3", "d", 0)).unwrap().0.id;
+    let l4 = state.submit_job("light", &job("l4", "d", 0)).unwrap().0.id;
+    assert!(state.finish_job(l2, Ok("r")).unwrap());
+    assert_eq!(state.start_next_below(2).unwrap().unwrap().id, l3);
+    assert_eq!(
+        state.start_next_below(2).unwrap(),
+        None,
+        "light has two running now"
+    );
+    assert_eq!(state.start_next().unwrap().unwrap().id, l4);
+    assert_eq!(state.start_next().unwrap().unwrap().id, h4);
     // Every tenant's gauges, zeros included.
     state.create_token("idle").unwrap();
     let depths = state.queue_depths().unwrap();
-    let want = [("heavy", 0, 3), ("idle", 0, 0), ("light", 0, 2)];
+    let want = [("heavy", 0, 4), ("idle", 0, 0), ("light", 0, 3)];
     let got: Vec<(&str, u64, u64)> = depths
         .iter()
         .map(|(t, q, r)| (t.as_str(), *q, *r))
