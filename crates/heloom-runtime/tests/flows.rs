@@ -1,7 +1,7 @@
 //! Fair sharing between flows (a service's tenants) in simulation: a light tenant beside a
 //! heavy one keeps close to its latency alone on a 16-thread machine (issue 18's fairness
-//! setting, with the machine's own costs and no operating-system contention), while the heavy
-//! tenant's jobs all finish.
+//! setting, with a multicore cost model and no contention between the threads), while the
+//! heavy tenant's jobs all finish.
 
 #![allow(clippy::unwrap_used)]
 
