@@ -53,7 +53,9 @@ pub mod serialize;
 mod spill;
 
 pub use ciphertext::{Ciphertext, Plaintext};
-pub use circuits::{evaluate_polynomial_on, LinearTransform, PolyBasis};
+pub use circuits::{
+    evaluate_polynomial_on, BootstrapConfig, Bootstrapper, LinearTransform, PolyBasis,
+};
 pub use context::Context;
 pub use encoder::Encoder;
 pub use encrypt::{Decryptor, Encryptor};

@@ -27,13 +27,14 @@ use crate::evaluator::Evaluator;
 use crate::polyops::PolyOps;
 use heloom_math::Word;
 use heloom_pool::Threads;
+use num_complex::Complex64;
 use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The giant-step groups: `(a, [(b, rot(diag_{g a + b}, -g a))])`, non-zero diagonals only,
-/// each diagonal encoded (for the CPU path) and as its values (for [`PolyOps`] backends, which
-/// encode their own).
-type Groups<W> = Vec<(usize, Vec<(usize, Plaintext<W>, Arc<[f64]>)>)>;
+/// each diagonal encoded (for the CPU path) and, for real transforms, as its values (for
+/// [`PolyOps`] backends, which encode their own).
+type Groups<W> = Vec<(usize, Vec<(usize, Plaintext<W>, Option<Arc<[f64]>>)>)>;
 
 /// The baby-step count for `n` consecutive diagonals: the power of two nearest `sqrt(n)` from
 /// below (`1` for `n <= 2`), which balances baby and giant rotations.
@@ -45,6 +46,10 @@ pub fn baby_steps(n: usize) -> usize {
 
 /// `v` rotated left by `r` with wrap-around: `out[t] = v[(t + r) mod len]`.
 pub fn rotate_values(v: &[f64], r: i64) -> Vec<f64> {
+    rotate_any(v, r)
+}
+
+fn rotate_any<T: Copy>(v: &[T], r: i64) -> Vec<T> {
     let n = v.len();
     if n == 0 {
         return Vec::new();
@@ -77,6 +82,38 @@ impl<W: Word> LinearTransform<W> {
         diagonal: impl Fn(usize) -> Vec<f64>,
         threads: Threads,
     ) -> Result<Self> {
+        Self::build(ctx, period, count, baby, level, threads, |i| {
+            let d = diagonal(i);
+            let c = d.iter().map(|&x| Complex64::new(x, 0.0)).collect();
+            (c, Some(d))
+        })
+    }
+
+    /// [`Self::new`] with complex diagonals (the homomorphic DFT of bootstrapping). Such a
+    /// transform runs on the CPU evaluator ([`Self::apply`]); [`Self::apply_on`] refuses it.
+    pub fn new_complex(
+        ctx: &Arc<Context<W>>,
+        period: usize,
+        count: usize,
+        baby: usize,
+        level: usize,
+        diagonal: impl Fn(usize) -> Vec<Complex64>,
+        threads: Threads,
+    ) -> Result<Self> {
+        Self::build(ctx, period, count, baby, level, threads, |i| {
+            (diagonal(i), None)
+        })
+    }
+
+    fn build(
+        ctx: &Arc<Context<W>>,
+        period: usize,
+        count: usize,
+        baby: usize,
+        level: usize,
+        threads: Threads,
+        diagonal: impl Fn(usize) -> (Vec<Complex64>, Option<Vec<f64>>),
+    ) -> Result<Self> {
         let slots = ctx.params().slots();
         if period == 0 || period > slots || !period.is_power_of_two() {
             return Err(CkksError::InvalidInput(format!(
@@ -104,30 +141,37 @@ impl<W: Word> LinearTransform<W> {
             });
         }
         // Diagonal g a + b, rotated by -g a for its giant step (HS18, 4.1).
-        let mut jobs: Vec<(usize, usize, Vec<f64>)> = Vec::new();
+        type Job = (usize, usize, Vec<Complex64>, Option<Vec<f64>>);
+        let mut jobs: Vec<Job> = Vec::new();
         for i in 0..count {
-            let diag = diagonal(i);
+            let (diag, real) = diagonal(i);
             if diag.len() != period {
                 return Err(CkksError::InvalidInput(format!(
                     "diagonal {i} has {} values; inputs of {period} slots need {period}",
                     diag.len()
                 )));
             }
-            if let Some(x) = diag.iter().find(|x| !x.is_finite()) {
+            if let Some(x) = diag
+                .iter()
+                .find(|x| !(x.re.is_finite() && x.im.is_finite()))
+            {
                 return Err(CkksError::InvalidInput(format!(
                     "diagonal {i} holds {x}, not a finite number"
                 )));
             }
-            if diag.iter().any(|&x| x != 0.0) {
+            if diag.iter().any(|x| x.re != 0.0 || x.im != 0.0) {
                 let (a, b) = (i / baby, i % baby);
-                jobs.push((a, b, rotate_values(&diag, -((baby * a) as i64))));
+                let r = -((baby * a) as i64);
+                jobs.push((a, b, rotate_any(&diag, r), real.map(|d| rotate_any(&d, r))));
             }
         }
         let scale = ctx.params().moduli()[level] as f64;
-        let encoded = threads.map(jobs.len(), |k| ctx.encode_at(&jobs[k].2, level, scale));
+        let encoded = threads.map(jobs.len(), |k| {
+            ctx.encode_complex_at(&jobs[k].2, level, scale)
+        });
         let mut groups: Groups<W> = Vec::new();
-        for ((a, b, values), pt) in jobs.into_iter().zip(encoded) {
-            let term = (b, pt?, Arc::from(values));
+        for ((a, b, _, values), pt) in jobs.into_iter().zip(encoded) {
+            let term = (b, pt?, values.map(Arc::from));
             match groups.last_mut() {
                 Some((last, terms)) if *last == a => terms.push(term),
                 _ => groups.push((a, vec![term])),
@@ -306,6 +350,11 @@ impl<W: Word> LinearTransform<W> {
         for (a, terms) in &self.groups {
             let mut inner = None;
             for (b, _, values) in terms {
+                let values = values.as_ref().ok_or_else(|| {
+                    CkksError::InvalidInput(
+                        "a transform with complex diagonals runs on the CPU evaluator only (LinearTransform::apply)".into(),
+                    )
+                })?;
                 let x = match babies.iter().position(|&s| s as usize == *b) {
                     Some(i) => &rotated[i],
                     None => &v,

@@ -5,10 +5,13 @@
 //!   written against [`crate::PolyOps`] so the runtime and the GPU run the very same circuit.
 //! - [`lintrans`]: linear transforms of the slots by generalized diagonals (baby-step
 //!   giant-step, hoisted), behind encrypted matrix products and CryptoNets' dense layers.
+//! - [`bootstrap`]: CKKS bootstrapping (ModRaise, CoeffToSlot, EvalMod, SlotToCoeff).
 
+pub mod bootstrap;
 pub mod lintrans;
 pub mod polynomial;
 
+pub use bootstrap::{BootstrapConfig, Bootstrapper};
 pub use lintrans::LinearTransform;
 pub use polynomial::{evaluate_polynomial_on, PolyBasis};
 

@@ -150,8 +150,8 @@ impl<W: Word> Evaluator<W> {
         let mut out = ct.clone();
         out.seed = None;
         if c.im == 0.0 {
-            let v = scaled_int(c.re, ct.scale)?;
-            add_const_limbs(basis, &mut out.polys[0], v, self.threads)?;
+            let r = const_residues(basis, c.re, ct.scale)?;
+            add_const_limbs(basis, &mut out.polys[0], &r, self.threads)?;
         } else {
             let mut p = self.ctx.encoder().encode_constant(c, ct.scale, basis)?;
             basis.forward_with(&mut p, self.threads)?;
@@ -170,9 +170,9 @@ impl<W: Word> Evaluator<W> {
     pub fn add_const_assign(&self, ct: &mut Ciphertext<W>, c: f64) -> Result<()> {
         self.check(ct)?;
         let basis = self.ctx.q_basis(ct.level)?;
-        let v = scaled_int(c, ct.scale)?;
+        let r = const_residues(basis, c, ct.scale)?;
         ct.seed = None;
-        add_const_limbs(basis, &mut ct.polys[0], v, self.threads)?;
+        add_const_limbs(basis, &mut ct.polys[0], &r, self.threads)?;
         Ok(())
     }
 

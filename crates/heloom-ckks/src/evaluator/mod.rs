@@ -33,16 +33,55 @@ pub(crate) fn reduce_i128<W: Word>(m: &Modulus<W>, v: i128) -> u64 {
     v.rem_euclid(m.value() as i128) as u64
 }
 
-/// Adds the constant `c` (the same residue at every NTT point) to every limb.
+/// Residues of `round(c * scale)` modulo each prime of `basis`. Up to `2^120` the integer is
+/// exact; above (the scale of a product of two ciphertexts at scale 2^60, as in bootstrapping's
+/// EvalMod) it is `round(c * scale / 2^e) * 2^e`, off by less than `2^-100` of its value,
+/// far below the rounding `c * scale` already carries as an f64.
+fn const_residues<W: Word>(basis: &RnsBasis<W>, c: f64, scale: f64) -> Result<Vec<u64>> {
+    let v = (c * scale).round();
+    if !v.is_finite() {
+        return Err(CkksError::InvalidInput(format!(
+            "constant {c} at scale 2^{:.1} is not a finite number",
+            scale.log2()
+        )));
+    }
+    if v.abs() < 2f64.powi(120) {
+        let k = v as i128;
+        return Ok(basis.moduli().iter().map(|m| reduce_i128(m, k)).collect());
+    }
+    let e = (v.abs().log2().floor() as i32 - 100).max(0);
+    let mant = (v / 2f64.powi(e)).round() as i128;
+    Ok(basis
+        .moduli()
+        .iter()
+        .map(|m| {
+            let q = m.value() as u128;
+            let mut p2 = 1u128 % q;
+            let mut b = 2u128 % q;
+            let mut x = e as u32;
+            while x > 0 {
+                if x & 1 == 1 {
+                    p2 = p2 * b % q;
+                }
+                b = b * b % q;
+                x >>= 1;
+            }
+            (reduce_i128(m, mant) as u128 * p2 % q) as u64
+        })
+        .collect())
+}
+
+/// Adds the constant with residues `r` (one per prime; the same at every NTT point) to every
+/// limb.
 fn add_const_limbs<W: Word>(
     basis: &RnsBasis<W>,
     p: &mut RnsPoly<W>,
-    c: i128,
+    r: &[u64],
     threads: Threads,
 ) -> Result<()> {
     for_each_limb(threads, std::slice::from_mut(p), |_, i, limb| {
         let m = &basis.moduli()[i];
-        let r = W::from_u64(reduce_i128(m, c));
+        let r = W::from_u64(r[i]);
         for x in limb {
             *x = m.add(*x, r);
         }

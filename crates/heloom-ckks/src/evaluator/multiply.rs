@@ -62,6 +62,23 @@ impl<W: Word> Evaluator<W> {
         Ok(out)
     }
 
+    /// `ct * i` in every slot, exactly and without a level: the product with the monomial
+    /// `X^(N/2)` (`zeta^(5^j N/2) = i` at every slot point; CKKS17 Sec. 3.3), which only moves
+    /// and negates coefficients. The scale is unchanged.
+    pub fn multiply_by_i(&self, ct: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        self.check(ct)?;
+        let basis = self.ctx.q_basis(ct.level)?;
+        let mut p = self
+            .ctx
+            .encoder()
+            .encode_constant(Complex64::new(0.0, 1.0), 1.0, basis)?;
+        basis.forward_with(&mut p, self.threads)?;
+        let mut out = ct.clone();
+        out.seed = None;
+        self.mul_polys_by(basis, &mut out.polys, &p)?;
+        Ok(out)
+    }
+
     /// `x *= p` for every polynomial `x` of `polys` (NTT form, all over `basis`).
     pub(super) fn mul_polys_by(
         &self,

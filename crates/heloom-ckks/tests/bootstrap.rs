@@ -1,0 +1,158 @@
+//! Bootstrapping (`circuits::bootstrap`) at a small, insecure ring (N = 2^10, Hamming weight 16,
+//! chosen so the test runs in seconds): ModRaise and CoeffToSlot leave near-integers `I + m/q_0`
+//! in the slots, and a whole bootstrap gives back the encrypted values at a higher level.
+//!
+//! Bound: q_0 = 2^60 against a scale of 2^40 leaves m/q_0 <= 2^-20, so the sine's cubic error is
+//! about 2^-35 relative; EvalMod's Chebyshev approximation and the transforms' rounding keep the
+//! result within 2^-15 of the input on every slot (measured: about 2^-20).
+
+#![allow(clippy::unwrap_used)]
+
+use heloom_ckks::circuits::bootstrap::{BootstrapConfig, Bootstrapper};
+use heloom_ckks::*;
+use num_complex::Complex64;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+
+const H: usize = 16;
+
+struct Setup {
+    ctx: Arc<Context<u64>>,
+    keys: KeySet<u64>,
+    boot: Bootstrapper<u64>,
+    ev: Evaluator<u64>,
+}
+
+fn setup() -> Setup {
+    let config = BootstrapConfig::for_hamming_weight(H);
+    let depth = Evaluator::<u64>::polynomial_depth(
+        config.degree,
+        PolyBasis::Chebyshev {
+            a: -config.k,
+            b: config.k,
+        },
+    );
+    // q_0, one level for the computation, SlotToCoeff, EvalMod, CoeffToSlot.
+    let mut bits = vec![60, 40, 45];
+    bits.extend(std::iter::repeat_n(60, depth + 1));
+    let params = CkksParameters::builder(1 << 10)
+        .prime_bits(bits)
+        .special_bits(60)
+        .security(SecurityLevel::None)
+        .secret(SecretDistribution::FixedHamming(H))
+        .build()
+        .unwrap();
+    let ctx = Context::new(params).unwrap();
+    let boot = Bootstrapper::new(&ctx, config, Threads::new(2)).unwrap();
+    assert_eq!(boot.output_level(), 1);
+    let keys = keygen(&ctx, &boot.rotation_steps(), true).unwrap();
+    let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).unwrap();
+    Setup {
+        ctx,
+        keys,
+        boot,
+        ev,
+    }
+}
+
+fn encrypt_at_level_0(s: &Setup, z: &[Complex64]) -> Ciphertext<u64> {
+    let enc = Encryptor::new(&s.ctx);
+    let ct = enc.encrypt_complex(z, &s.keys.public_key).unwrap();
+    s.ev.drop_to_level(&ct, 0).unwrap()
+}
+
+fn random(rng: &mut ChaCha8Rng, n: usize, complex: bool) -> Vec<Complex64> {
+    (0..n)
+        .map(|_| {
+            let im = if complex {
+                rng.gen_range(-1.0..1.0)
+            } else {
+                0.0
+            };
+            Complex64::new(rng.gen_range(-1.0..1.0), im)
+        })
+        .collect()
+}
+
+#[test]
+fn bootstrapping_restores_the_values_at_a_higher_level() {
+    let s = setup();
+    let dec = Decryptor::new(&s.ctx, &s.keys.secret_key).unwrap();
+    let slots = s.ctx.n() / 2;
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+
+    // ModRaise and CoeffToSlot: every slot is I + m/q_0 with |m/q_0| <= 2^-19 and |I| <= K.
+    let z = random(&mut rng, slots, true);
+    let ct = encrypt_at_level_0(&s, &z);
+    let raised = s.boot.mod_raise(&s.ev, &ct).unwrap();
+    assert_eq!(raised.level(), s.ctx.max_level());
+    let (re, im) = s.boot.coeffs_to_slots(&s.ev, &raised).unwrap();
+    let mut biggest = 0.0f64;
+    for c in [&re, &im] {
+        for v in dec.decrypt_complex(c).unwrap() {
+            let frac = (v.re - v.re.round()).abs();
+            assert!(frac < 1e-4, "slot {v} is not near an integer");
+            assert!(v.im.abs() < 1e-4, "slot {v} is not real");
+            biggest = biggest.max(v.re.abs());
+        }
+    }
+    assert!(
+        biggest <= s.boot.config().k,
+        "|I| reached {biggest}, past K"
+    );
+    assert!(biggest >= 1.0, "I was zero everywhere: nothing was raised");
+
+    // The whole bootstrap, on real and on complex values.
+    for complex in [false, true] {
+        let z = random(&mut rng, slots, complex);
+        let ct = encrypt_at_level_0(&s, &z);
+        let out = s.boot.bootstrap(&s.ev, &ct).unwrap();
+        assert_eq!(out.level(), 1);
+        assert_eq!(out.scale(), ct.scale());
+        let got = dec.decrypt_complex(&out).unwrap();
+        let err = got
+            .iter()
+            .zip(&z)
+            .map(|(g, w)| (g - w).norm())
+            .fold(0.0, f64::max);
+        eprintln!(
+            "bootstrapped {} values: max error 2^{:.1}",
+            if complex { "complex" } else { "real" },
+            err.log2()
+        );
+        assert!(err < 2f64.powi(-15), "max error {err:e}");
+        // The level it gained is usable: one more product.
+        let sq = s.ev.square(&out).unwrap();
+        let sq = s.ev.rescale(&s.ev.relinearize(&sq).unwrap()).unwrap();
+        let got = dec.decrypt_complex(&sq).unwrap();
+        let err = got
+            .iter()
+            .zip(&z)
+            .map(|(g, w)| (g - w * w).norm())
+            .fold(0.0, f64::max);
+        assert!(err < 2f64.powi(-13), "squared: max error {err:e}");
+    }
+}
+
+#[test]
+fn bootstrapping_refuses_what_it_cannot_do() {
+    let s = setup();
+    let enc = Encryptor::new(&s.ctx);
+    let few = enc.encrypt(&[0.5; 8], &s.keys.public_key).unwrap();
+    let e = s.boot.bootstrap(&s.ev, &few).unwrap_err();
+    assert!(e.to_string().contains("full packing"), "{e}");
+    let short = CkksParameters::builder(1 << 10)
+        .levels(4)
+        .security(SecurityLevel::None)
+        .build()
+        .unwrap();
+    let ctx = Context::<u64>::new(short).unwrap();
+    let e = Bootstrapper::new(
+        &ctx,
+        BootstrapConfig::for_hamming_weight(H),
+        Threads::new(1),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("bootstrappable"), "{e}");
+}
