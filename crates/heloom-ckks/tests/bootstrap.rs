@@ -26,16 +26,13 @@ struct Setup {
 
 fn setup() -> Setup {
     let config = BootstrapConfig::for_hamming_weight(H);
-    let depth = Evaluator::<u64>::polynomial_depth(
-        config.degree,
-        PolyBasis::Chebyshev {
-            a: -config.k,
-            b: config.k,
-        },
-    );
     // q_0, one level for the computation, SlotToCoeff, EvalMod, CoeffToSlot.
-    let mut bits = vec![60, 40, 45];
-    bits.extend(std::iter::repeat_n(60, depth + 1));
+    let mut bits = vec![60, 40];
+    bits.extend(std::iter::repeat_n(45, config.stc_levels));
+    bits.extend(std::iter::repeat_n(
+        60,
+        config.eval_mod_depth() + config.cts_levels,
+    ));
     let params = CkksParameters::builder(1 << 10)
         .prime_bits(bits)
         .special_bits(60)

@@ -12,22 +12,26 @@
 //!    where `U_0[j][k] = zeta^(5^j k)` is the decoding matrix on the complex coefficient vector
 //!    (CKKS17 Sec. 3.3; the encoder's slot convention).
 //! 2. **CoeffToSlot**: `U_0^-1 = (2/N) U_0^H` (the canonical embedding of a real polynomial is
-//!    inverted by its conjugate transpose), so one transform by `(1/N) U_0^H` gives `y / 2`, and
+//!    inverted by its conjugate transpose), so a transform by `(1/N) U_0^H` gives `y / 2`, and
 //!    a conjugation splits it: `Re y = a + conj(a)`, `Im y = i (conj(a) - a)`. The slots now
 //!    hold the coefficients `t_k / q_0 = I_k + m_k / q_0` (CHKKS18 Sec. 4.1).
 //! 3. **EvalMod**: `(1/2pi) sin(2 pi x)` is `x - I` up to `O((m/q_0)^3)`, so a Chebyshev
 //!    approximation of it on `[-K, K]` (`K` bounding `|I|`) leaves `m_k / q_0` (CHKKS18 Sec.
 //!    4.2; Chebyshev interpolation as in Chen, Chillotti, Song, Eurocrypt 2019). The scale is
 //!    still `q_0`, so setting it to the input's scale `Delta` makes the slots `m_k / Delta`.
-//! 4. **SlotToCoeff**: `w = re + i im` and one transform by `U_0` gives back the slots.
+//! 4. **SlotToCoeff**: `w = re + i im` and a transform by `U_0` gives back the slots.
 //!
-//! Each transform uses one level (dense diagonals, baby-step giant-step with hoisted baby
-//! rotations, [`LinearTransform`]); EvalMod uses the polynomial's depth. The EvalMod levels
+//! Both transforms are factored: `U_0 = F_(L/2) ... F_1 BR` with `F_h` the special FFT's
+//! butterfly layers (three diagonals each) and `BR` the bit reversal, which both transforms
+//! leave out (EvalMod between them works slot by slot, so the slots may stay bit-reversed).
+//! The `log2(L)` layers are merged into a chosen number of levels (the level budget); each
+//! merged group is one [`LinearTransform`] over its few diagonals, baby-step giant-step with
+//! hoisted baby rotations. EvalMod uses the polynomial's depth. The EvalMod levels
 //! want primes near `q_0` (the scale there is `q_0`), CoeffToSlot a large prime (its diagonals
 //! are `zeta / N`), SlotToCoeff one near `Delta`.
 
 use crate::ciphertext::Ciphertext;
-use crate::circuits::lintrans::{baby_steps, LinearTransform};
+use crate::circuits::lintrans::LinearTransform;
 use crate::circuits::polynomial::PolyBasis;
 use crate::context::Context;
 use crate::error::{CkksError, Result};
@@ -35,6 +39,7 @@ use crate::evaluator::Evaluator;
 use heloom_math::{Form, Word};
 use heloom_pool::Threads;
 use num_complex::Complex64;
+use std::collections::BTreeMap;
 use std::f64::consts::PI;
 use std::sync::Arc;
 
@@ -46,6 +51,11 @@ pub struct BootstrapConfig {
     pub k: f64,
     /// Degree of the Chebyshev approximation of `sin(2 pi x) / (2 pi)` on `[-K, K]`.
     pub degree: usize,
+    /// Levels CoeffToSlot uses: its `log2(N/2)` butterfly stages merged into this many
+    /// transforms (more levels, fewer diagonals and rotations per level).
+    pub cts_levels: usize,
+    /// Levels SlotToCoeff uses, likewise.
+    pub stc_levels: usize,
 }
 
 impl BootstrapConfig {
@@ -56,7 +66,28 @@ impl BootstrapConfig {
         let k = (6.0 * sigma).ceil().max(4.0);
         // About 2 pi K / 2 nodes per period pair plus a margin for the accuracy wanted.
         let degree = ((2.0 * PI * k * 1.3) as usize + 40).next_power_of_two() - 1;
-        Self { k, degree }
+        Self {
+            k,
+            degree,
+            cts_levels: 3,
+            stc_levels: 3,
+        }
+    }
+
+    /// Levels bootstrapping uses: CoeffToSlot, EvalMod's depth, SlotToCoeff.
+    pub fn depth(&self) -> usize {
+        self.cts_levels + self.eval_mod_depth() + self.stc_levels
+    }
+
+    /// EvalMod's depth (its Chebyshev polynomial on `[-K, K]`).
+    pub fn eval_mod_depth(&self) -> usize {
+        crate::evaluator::Evaluator::<u64>::polynomial_depth(
+            self.degree,
+            PolyBasis::Chebyshev {
+                a: -self.k,
+                b: self.k,
+            },
+        )
     }
 }
 
@@ -65,25 +96,131 @@ impl BootstrapConfig {
 pub struct Bootstrapper<W: Word> {
     ctx: Arc<Context<W>>,
     config: BootstrapConfig,
-    /// CoeffToSlot: `(1/N) U_0^H`, at the top level.
-    cts: LinearTransform<W>,
-    /// SlotToCoeff: `U_0`, at the level EvalMod leaves.
-    stc: LinearTransform<W>,
+    /// CoeffToSlot: `(1/N) U_0^H` without its bit reversal, as `cts_levels` transforms from
+    /// the top level down.
+    cts: Vec<LinearTransform<W>>,
+    /// SlotToCoeff: `U_0` without its bit reversal, as `stc_levels` transforms from the level
+    /// EvalMod leaves.
+    stc: Vec<LinearTransform<W>>,
     /// EvalMod's Chebyshev coefficients on `[-K, K]`.
     coeffs: Vec<f64>,
 }
 
-/// The rows `5^j mod 2N` of `U_0`, once.
-fn rows(n: usize) -> Vec<u64> {
-    let two_n = 2 * n as u64;
+/// A matrix on `L` slots by its generalized diagonals: offset `i` -> `diag_i`, where
+/// `(M v)[t] = sum_i diag_i[t] v[(t + i) mod L]` (the form [`LinearTransform`] takes).
+type Diags = BTreeMap<usize, Vec<Complex64>>;
+
+/// The root of the special FFT's layer `h` for pair `j`: `exp(2 pi i (5^j mod 8h) / 8h)` (the
+/// encoder's, [`crate::encoder`]).
+fn layer_root(h: usize, j: usize) -> Complex64 {
+    let m = 8 * h as u64;
     let mut g = 1u64;
-    (0..n / 2)
-        .map(|_| {
-            let r = g;
-            g = g * 5 % two_n;
-            r
-        })
-        .collect()
+    for _ in 0..j {
+        g = g * 5 % m;
+    }
+    Complex64::from_polar(1.0, 2.0 * PI * g as f64 / m as f64)
+}
+
+/// Layer `h` of the special FFT on `l` slots as a matrix (CKKS17's decoding direction): on each
+/// pair `(p, q = p + h)` of a block of `2h`, `(u, v) -> (u + c v, u - c v)`, or with `inverse`
+/// its inverse `(x, y) -> ((x + y) / 2, (x - y) conj(c) / 2)`. Three diagonals: `0`, `h` and
+/// `l - h` (one when `h = l/2`). The decoding matrix is `U_0 = F_(l/2) ... F_1 BR`, `BR` the
+/// bit reversal; bootstrapping leaves `BR` out of both transforms, since EvalMod between them
+/// works slot by slot (CHKKS18 Sec. 4.1; Lattigo's homomorphic DFT does the same).
+fn butterfly_stage(l: usize, h: usize, inverse: bool) -> Diags {
+    let zero = Complex64::new(0.0, 0.0);
+    let mut d0 = vec![zero; l];
+    let mut up = vec![zero; l];
+    let mut down = vec![zero; l];
+    for s in (0..l).step_by(2 * h) {
+        for j in 0..h {
+            let (p, q) = (s + j, s + j + h);
+            let c = layer_root(h, j);
+            if inverse {
+                let half = Complex64::new(0.5, 0.0);
+                d0[p] = half;
+                up[p] = half;
+                down[q] = c.conj() * 0.5;
+                d0[q] = -c.conj() * 0.5;
+            } else {
+                d0[p] = Complex64::new(1.0, 0.0);
+                up[p] = c;
+                down[q] = Complex64::new(1.0, 0.0);
+                d0[q] = -c;
+            }
+        }
+    }
+    let mut m = Diags::new();
+    m.insert(0, d0);
+    if h == l - h {
+        for (u, d) in up.iter_mut().zip(&down) {
+            *u += d;
+        }
+        m.insert(h, up);
+    } else {
+        m.insert(h, up);
+        m.insert(l - h, down);
+    }
+    m
+}
+
+/// `A B` (B applied first): `diag_((i + j) mod L) += a_i * rot(b_j, i)`.
+fn compose(a: &Diags, b: &Diags, l: usize) -> Diags {
+    let mut out = Diags::new();
+    for (&i, ai) in a {
+        for (&j, bj) in b {
+            let d = out
+                .entry((i + j) % l)
+                .or_insert_with(|| vec![Complex64::new(0.0, 0.0); l]);
+            for t in 0..l {
+                d[t] += ai[t] * bj[(t + i) % l];
+            }
+        }
+    }
+    out
+}
+
+fn scale_diags(m: &mut Diags, f: f64) {
+    for d in m.values_mut() {
+        for x in d {
+            *x *= f;
+        }
+    }
+}
+
+/// The product of `stages` (applied in order) split into `levels` consecutive groups as even as
+/// possible, each encoded as one transform, the first at `top`, the next one level below.
+fn merged<W: Word>(
+    ctx: &Arc<Context<W>>,
+    stages: &[Diags],
+    levels: usize,
+    top: usize,
+    threads: Threads,
+) -> Result<Vec<LinearTransform<W>>> {
+    let l = ctx.n() / 2;
+    let mut out = Vec::with_capacity(levels);
+    let mut start = 0;
+    for g in 0..levels {
+        let end = stages.len() * (g + 1) / levels;
+        let mut m = stages[start].clone();
+        for st in &stages[start + 1..end] {
+            m = compose(st, &m, l);
+        }
+        m.retain(|_, d| d.iter().any(|x| x.norm() > 1e-300));
+        let offsets: Vec<usize> = m.keys().copied().collect();
+        let empty = Vec::new();
+        let t = LinearTransform::new_sparse_complex(
+            ctx,
+            l,
+            &offsets,
+            top - g,
+            |o| m.get(&o).unwrap_or(&empty).clone(),
+            threads,
+        )?;
+        out.push(t);
+        start = end;
+    }
+    Ok(out)
 }
 
 /// Chebyshev interpolation coefficients of `f` on `[a, b]` at `degree + 1` Chebyshev nodes
@@ -124,54 +261,46 @@ impl<W: Word> Bootstrapper<W> {
                 config.k, config.degree
             )));
         }
+        let stages = (ctx.n() / 2).trailing_zeros() as usize;
+        if config.cts_levels == 0
+            || config.stc_levels == 0
+            || config.cts_levels > stages
+            || config.stc_levels > stages
+        {
+            return Err(CkksError::InvalidInput(format!(
+                "CoeffToSlot and SlotToCoeff take 1..={stages} levels each (the {stages} butterfly stages of N/2 = {} slots); got {} and {}",
+                ctx.n() / 2,
+                config.cts_levels,
+                config.stc_levels
+            )));
+        }
         let top = ctx.max_level();
-        let basis = PolyBasis::Chebyshev {
-            a: -config.k,
-            b: config.k,
-        };
-        let depth = Evaluator::<W>::polynomial_depth(config.degree, basis);
-        if top < depth + 2 {
+        let depth = config.eval_mod_depth();
+        let needed = config.depth();
+        if top < needed {
             return Err(CkksError::OutOfLevels {
                 level: top,
-                needed: depth + 2,
+                needed,
                 hint: format!(
-                    "bootstrapping uses {} levels here (CoeffToSlot 1, EvalMod {depth}, SlotToCoeff 1) and the chain has {top}; use a bootstrappable parameter set with more levels",
-                    depth + 2
+                    "bootstrapping uses {needed} levels here (CoeffToSlot {}, EvalMod {depth}, SlotToCoeff {}) and the chain has {top}; use a bootstrappable parameter set with more levels",
+                    config.cts_levels, config.stc_levels
                 ),
             });
         }
-        let n = ctx.n();
-        let slots = n / 2;
-        let g = rows(n);
-        let entry = |j: usize, k: usize| -> Complex64 {
-            let e = g[j] * k as u64 % (2 * n as u64);
-            Complex64::from_polar(1.0, PI * e as f64 / n as f64)
-        };
-        let baby = baby_steps(slots);
-        // diag_i[t] = M[t][(t + i) mod L]; CoeffToSlot's M[t][k] = conj(U_0[k][t]) / N.
-        let inv_n = 1.0 / n as f64;
-        let cts = LinearTransform::new_complex(
-            ctx,
-            slots,
-            slots,
-            baby,
-            top,
-            |i| {
-                (0..slots)
-                    .map(|t| entry((t + i) % slots, t).conj() * inv_n)
-                    .collect()
-            },
-            threads,
-        )?;
-        let stc = LinearTransform::new_complex(
-            ctx,
-            slots,
-            slots,
-            baby,
-            top - 1 - depth,
-            |i| (0..slots).map(|t| entry(t, (t + i) % slots)).collect(),
-            threads,
-        )?;
+        let slots = ctx.n() / 2;
+        // CoeffToSlot: F_(L/2)^-1 first, down to F_1^-1; the 1/2 of y/2 in the first stage.
+        let mut inverse: Vec<Diags> = (0..stages)
+            .rev()
+            .map(|k| butterfly_stage(slots, 1 << k, true))
+            .collect();
+        scale_diags(&mut inverse[0], 0.5);
+        let cts = merged(ctx, &inverse, config.cts_levels, top, threads)?;
+        // SlotToCoeff: F_1 first, up to F_(L/2).
+        let forward: Vec<Diags> = (0..stages)
+            .map(|k| butterfly_stage(slots, 1 << k, false))
+            .collect();
+        let stc_top = top - config.cts_levels - depth;
+        let stc = merged(ctx, &forward, config.stc_levels, stc_top, threads)?;
         let coeffs = chebyshev_coefficients(
             |x| (2.0 * PI * x).sin() / (2.0 * PI),
             -config.k,
@@ -194,14 +323,18 @@ impl<W: Word> Bootstrapper<W> {
 
     /// The level a bootstrapped ciphertext comes out at.
     pub fn output_level(&self) -> usize {
-        self.stc.level() - 1
+        self.stc.last().map_or(0, |t| t.level() - 1)
     }
 
     /// The rotation steps whose Galois keys bootstrapping needs (conjugation too: generate the
     /// key set with `conjugate = true`).
     pub fn rotation_steps(&self) -> Vec<i64> {
-        let mut s = self.cts.used_steps();
-        s.extend(self.stc.used_steps());
+        let mut s: Vec<i64> = self
+            .cts
+            .iter()
+            .chain(&self.stc)
+            .flat_map(|t| t.used_steps())
+            .collect();
         s.sort_unstable();
         s.dedup();
         s
@@ -266,7 +399,10 @@ impl<W: Word> Bootstrapper<W> {
         ev: &Evaluator<W>,
         raised: &Ciphertext<W>,
     ) -> Result<(Ciphertext<W>, Ciphertext<W>)> {
-        let a = self.cts.apply_rescaled(ev, raised)?;
+        let mut a = raised.clone();
+        for t in &self.cts {
+            a = t.apply_rescaled(ev, &a)?;
+        }
         let ac = ev.conjugate(&a)?;
         let re = ev.add(&a, &ac)?;
         let im = ev.multiply_by_i(&ev.sub(&ac, &a)?)?;
@@ -280,8 +416,11 @@ impl<W: Word> Bootstrapper<W> {
         re: &Ciphertext<W>,
         im: &Ciphertext<W>,
     ) -> Result<Ciphertext<W>> {
-        let w = ev.add(re, &ev.multiply_by_i(im)?)?;
-        self.stc.apply_rescaled(ev, &w)
+        let mut w = ev.add(re, &ev.multiply_by_i(im)?)?;
+        for t in &self.stc {
+            w = t.apply_rescaled(ev, &w)?;
+        }
+        Ok(w)
     }
 
     /// Bootstraps `ct` (full packing, `N/2` slots, 2 polynomials, any level): the same values
@@ -331,6 +470,61 @@ mod tests {
             let y: f64 = x / 2.0;
             let v = c[0] + c[1] * y + c[2] * (2.0 * y * y - 1.0);
             assert!((v - f(x)).abs() < 1e-12, "{x}: {v} vs {}", f(x));
+        }
+    }
+
+    /// `M v` for a matrix in diagonal form.
+    fn apply(m: &Diags, v: &[Complex64]) -> Vec<Complex64> {
+        let l = v.len();
+        (0..l)
+            .map(|t| m.iter().map(|(&i, d)| d[t] * v[(t + i) % l]).sum())
+            .collect()
+    }
+
+    #[test]
+    fn the_butterfly_stages_factor_the_decoding_matrix() {
+        let n: usize = 64;
+        let l = n / 2;
+        let bits = l.trailing_zeros();
+        let v: Vec<Complex64> = (0..l)
+            .map(|k| Complex64::new((k as f64 * 0.37).sin(), (k as f64 * 0.11).cos()))
+            .collect();
+        // U_0 v by definition.
+        let want: Vec<Complex64> = (0..l)
+            .map(|j| (0..l).map(|k| u0(n, j, k) * v[k]).sum())
+            .collect();
+        // F_(l/2) .. F_1 applied to BR(v), stage by stage and as one merged matrix.
+        let br: Vec<Complex64> = (0..l)
+            .map(|t| v[(t as u32).reverse_bits() as usize >> (32 - bits)])
+            .collect();
+        let stages: Vec<Diags> = (0..bits)
+            .map(|k| butterfly_stage(l, 1 << k, false))
+            .collect();
+        let mut got = br.clone();
+        let mut merged = stages[0].clone();
+        for (k, st) in stages.iter().enumerate() {
+            got = apply(st, &got);
+            if k > 0 {
+                merged = compose(st, &merged, l);
+            }
+        }
+        let one = apply(&merged, &br);
+        for t in 0..l {
+            assert!(
+                (got[t] - want[t]).norm() < 1e-9,
+                "slot {t}: {} vs {}",
+                got[t],
+                want[t]
+            );
+            assert!((one[t] - want[t]).norm() < 1e-9, "merged, slot {t}");
+        }
+        // The inverse stages, last stage first, undo it back to BR(v).
+        let mut back = want;
+        for k in (0..bits).rev() {
+            back = apply(&butterfly_stage(l, 1 << k, true), &back);
+        }
+        for t in 0..l {
+            assert!((back[t] - br[t]).norm() < 1e-9, "inverse, slot {t}");
         }
     }
 

@@ -31,10 +31,11 @@ use num_complex::Complex64;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-/// The giant-step groups: `(a, [(b, rot(diag_{g a + b}, -g a))])`, non-zero diagonals only,
+/// The giant-step groups as rotation amounts: `(G, [(B, rot(diag_{G + B}, -G))])` for the
+/// diagonal at offset `G + B` (dense transforms: `G = g a`, `B = b`), non-zero diagonals only,
 /// each diagonal encoded (for the CPU path) and, for real transforms, as its values (for
 /// [`PolyOps`] backends, which encode their own).
-type Groups<W> = Vec<(usize, Vec<(usize, Plaintext<W>, Option<Arc<[f64]>>)>)>;
+type Groups<W> = Vec<(i64, Vec<(i64, Plaintext<W>, Option<Arc<[f64]>>)>)>;
 
 /// The baby-step count for `n` consecutive diagonals: the power of two nearest `sqrt(n)` from
 /// below (`1` for `n <= 2`), which balances baby and giant rotations.
@@ -47,6 +48,14 @@ pub fn baby_steps(n: usize) -> usize {
 /// `v` rotated left by `r` with wrap-around: `out[t] = v[(t + r) mod len]`.
 pub fn rotate_values(v: &[f64], r: i64) -> Vec<f64> {
     rotate_any(v, r)
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 fn rotate_any<T: Copy>(v: &[T], r: i64) -> Vec<T> {
@@ -114,6 +123,84 @@ impl<W: Word> LinearTransform<W> {
         threads: Threads,
         diagonal: impl Fn(usize) -> (Vec<Complex64>, Option<Vec<f64>>),
     ) -> Result<Self> {
+        Self::check_shape(ctx, period, count, baby, level)?;
+        let offsets: Vec<(usize, i64, i64)> = (0..count)
+            .map(|i| (i, ((i / baby) * baby) as i64, (i % baby) as i64))
+            .collect();
+        let groups = Self::encode_groups(ctx, period, level, threads, &offsets, diagonal)?;
+        Ok(Self {
+            period,
+            baby,
+            level,
+            groups,
+        })
+    }
+
+    /// A transform with complex diagonals at the given `offsets` only (each in `0..period`;
+    /// the homomorphic DFT's butterfly stages have a few, `stride` apart), for inputs at
+    /// `level`. Baby-step giant-step over the offsets as multiples of their stride, taken in
+    /// `(-period/2, period/2]` so that a stage's `+h` and `-h` share their rotations; about
+    /// `sqrt` of the offset count baby steps. Runs on the CPU evaluator only, like
+    /// [`Self::new_complex`].
+    pub fn new_sparse_complex(
+        ctx: &Arc<Context<W>>,
+        period: usize,
+        offsets: &[usize],
+        level: usize,
+        diagonal: impl Fn(usize) -> Vec<Complex64>,
+        threads: Threads,
+    ) -> Result<Self> {
+        Self::check_shape(ctx, period, offsets.len(), 1, level)?;
+        if let Some(o) = offsets.iter().find(|&&o| o >= period) {
+            return Err(CkksError::InvalidInput(format!(
+                "diagonal offset {o} for inputs of {period} slots; offsets lie in 0..{period}"
+            )));
+        }
+        let half = (period / 2) as i64;
+        let centred = |o: usize| -> i64 {
+            let o = o as i64;
+            if o > half {
+                o - period as i64
+            } else {
+                o
+            }
+        };
+        let stride = offsets
+            .iter()
+            .map(|&o| centred(o).unsigned_abs() as usize)
+            .filter(|&o| o > 0)
+            .fold(0, gcd)
+            .max(1);
+        let (lo, hi) = offsets
+            .iter()
+            .map(|&o| centred(o) / stride as i64)
+            .fold((0i64, 0i64), |(a, b), k| (a.min(k), b.max(k)));
+        let baby = baby_steps((hi - lo + 1) as usize).max(1) as i64;
+        let split: Vec<(usize, i64, i64)> = offsets
+            .iter()
+            .map(|&o| {
+                let k = centred(o) / stride as i64;
+                let (a, b) = (k.div_euclid(baby), k.rem_euclid(baby));
+                (o, a * baby * stride as i64, b * stride as i64)
+            })
+            .collect();
+        let groups =
+            Self::encode_groups(ctx, period, level, threads, &split, |o| (diagonal(o), None))?;
+        Ok(Self {
+            period,
+            baby: baby as usize * stride,
+            level,
+            groups,
+        })
+    }
+
+    fn check_shape(
+        ctx: &Arc<Context<W>>,
+        period: usize,
+        count: usize,
+        baby: usize,
+        level: usize,
+    ) -> Result<()> {
         let slots = ctx.params().slots();
         if period == 0 || period > slots || !period.is_power_of_two() {
             return Err(CkksError::InvalidInput(format!(
@@ -140,10 +227,23 @@ impl<W: Word> LinearTransform<W> {
                 ),
             });
         }
-        // Diagonal g a + b, rotated by -g a for its giant step (HS18, 4.1).
-        type Job = (usize, usize, Vec<Complex64>, Option<Vec<f64>>);
+        Ok(())
+    }
+
+    /// Encodes the diagonals at `(offset, giant, baby)` (`offset = giant + baby` modulo
+    /// `period`), each pre-rotated by `-giant` for its giant step (HS18, 4.1), grouped by
+    /// giant step in the order given; all-zero diagonals are skipped.
+    fn encode_groups(
+        ctx: &Arc<Context<W>>,
+        period: usize,
+        level: usize,
+        threads: Threads,
+        split: &[(usize, i64, i64)],
+        diagonal: impl Fn(usize) -> (Vec<Complex64>, Option<Vec<f64>>),
+    ) -> Result<Groups<W>> {
+        type Job = (i64, i64, Vec<Complex64>, Option<Vec<f64>>);
         let mut jobs: Vec<Job> = Vec::new();
-        for i in 0..count {
+        for &(i, giant, baby) in split {
             let (diag, real) = diagonal(i);
             if diag.len() != period {
                 return Err(CkksError::InvalidInput(format!(
@@ -160,11 +260,15 @@ impl<W: Word> LinearTransform<W> {
                 )));
             }
             if diag.iter().any(|x| x.re != 0.0 || x.im != 0.0) {
-                let (a, b) = (i / baby, i % baby);
-                let r = -((baby * a) as i64);
-                jobs.push((a, b, rotate_any(&diag, r), real.map(|d| rotate_any(&d, r))));
+                jobs.push((
+                    giant,
+                    baby,
+                    rotate_any(&diag, -giant),
+                    real.map(|d| rotate_any(&d, -giant)),
+                ));
             }
         }
+        jobs.sort_by_key(|j| (j.0, j.1));
         let scale = ctx.params().moduli()[level] as f64;
         let encoded = threads.map(jobs.len(), |k| {
             ctx.encode_complex_at(&jobs[k].2, level, scale)
@@ -177,12 +281,7 @@ impl<W: Word> LinearTransform<W> {
                 _ => groups.push((a, vec![term])),
             }
         }
-        Ok(Self {
-            period,
-            baby,
-            level,
-            groups,
-        })
+        Ok(groups)
     }
 
     /// The input's slot count (the rotation period).
@@ -208,23 +307,17 @@ impl<W: Word> LinearTransform<W> {
     /// The rotation steps an application uses (Galois keys needed): the baby steps of the
     /// non-zero diagonals, then the giant steps of the non-empty groups.
     pub fn used_steps(&self) -> Vec<i64> {
-        let mut babies: Vec<usize> = self
+        let mut babies: Vec<i64> = self
             .groups
             .iter()
             .flat_map(|(_, t)| t.iter().map(|(b, _, _)| *b))
-            .filter(|&b| b > 0)
+            .filter(|&b| b != 0)
             .collect();
         babies.sort_unstable();
         babies.dedup();
         babies
             .into_iter()
-            .chain(
-                self.groups
-                    .iter()
-                    .filter(|(a, _)| *a > 0)
-                    .map(|(a, _)| a * self.baby),
-            )
-            .map(|s| s as i64)
+            .chain(self.groups.iter().filter(|(a, _)| *a != 0).map(|(a, _)| *a))
             .collect()
     }
 
@@ -264,13 +357,13 @@ impl<W: Word> LinearTransform<W> {
         // Baby steps rot(v, b), hoisted: one decomposition of v for all of them.
         let babies = self.baby_rotations();
         let rotated = ev.rotate_many(v.as_ref(), &babies)?;
-        let baby = |b: usize| -> Result<&Ciphertext<W>> {
+        let baby = |b: i64| -> Result<&Ciphertext<W>> {
             if b == 0 {
                 return Ok(v.as_ref());
             }
             babies
                 .iter()
-                .position(|&s| s as usize == b)
+                .position(|&s| s == b)
                 .map(|i| &rotated[i])
                 .ok_or_else(|| {
                     CkksError::InvalidInput(format!("internal: baby step {b} not computed"))
@@ -291,8 +384,8 @@ impl<W: Word> LinearTransform<W> {
                     accumulate(&e, &mut inner, t)?;
                 }
                 let Some(mut inner) = inner else { continue };
-                if *a > 0 {
-                    inner = e.rotate(&inner, (a * self.baby) as i64)?;
+                if *a != 0 {
+                    inner = e.rotate(&inner, *a)?;
                 }
                 accumulate(&e, &mut acc, inner)?;
             }
@@ -307,12 +400,17 @@ impl<W: Word> LinearTransform<W> {
         acc.ok_or_else(|| CkksError::InvalidInput("internal: empty linear transform".into()))
     }
 
-    /// The baby steps `b > 0` an application rotates by, in increasing order.
+    /// The non-zero baby steps an application rotates by, in increasing order.
     fn baby_rotations(&self) -> Vec<i64> {
-        self.used_steps()
-            .into_iter()
-            .filter(|&s| (s as usize) < self.baby)
-            .collect()
+        let mut b: Vec<i64> = self
+            .groups
+            .iter()
+            .flat_map(|(_, t)| t.iter().map(|(b, _, _)| *b))
+            .filter(|&b| b != 0)
+            .collect();
+        b.sort_unstable();
+        b.dedup();
+        b
     }
 
     /// `T(v)` before the rescale on any [`PolyOps`] backend: a task-graph builder (the
@@ -355,15 +453,15 @@ impl<W: Word> LinearTransform<W> {
                         "a transform with complex diagonals runs on the CPU evaluator only (LinearTransform::apply)".into(),
                     )
                 })?;
-                let x = match babies.iter().position(|&s| s as usize == *b) {
+                let x = match babies.iter().position(|&s| s == *b) {
                     Some(i) => &rotated[i],
                     None => &v,
                 };
                 inner = add(inner, ops.multiply_plain_slots(x, values)?)?;
             }
             let Some(mut inner) = inner else { continue };
-            if *a > 0 {
-                inner = ops.rotate(&inner, (a * self.baby) as i64)?;
+            if *a != 0 {
+                inner = ops.rotate(&inner, *a)?;
             }
             acc = add(acc, inner)?;
         }
