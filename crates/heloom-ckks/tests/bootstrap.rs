@@ -2,9 +2,10 @@
 //! chosen so the test runs in seconds): ModRaise and CoeffToSlot leave near-integers `I + m/q_0`
 //! in the slots, and a whole bootstrap gives back the encrypted values at a higher level.
 //!
-//! Bound: q_0 = 2^60 against a scale of 2^40 leaves m/q_0 <= 2^-20, so the sine's cubic error is
-//! about 2^-35 relative; EvalMod's Chebyshev approximation and the transforms' rounding keep the
-//! result within 2^-15 of the input on every slot (measured: about 2^-20).
+//! Bound: q_0 = 2^50 against a scale of 2^40 and m_k about 2^40 / sqrt(512) leave m/q_0 near
+//! 2^-14, so the sine's cubic error is about 2^-24 relative; EvalMod's Chebyshev approximation
+//! and the transforms' rounding keep the result within 2^-20 of the input on every slot
+//! (measured: 2^-25 to 2^-26.5).
 
 #![allow(clippy::unwrap_used)]
 
@@ -27,7 +28,7 @@ struct Setup {
 fn setup() -> Setup {
     let config = BootstrapConfig::for_hamming_weight(H);
     // q_0, one level for the computation, SlotToCoeff, EvalMod, CoeffToSlot.
-    let mut bits = vec![60, 40];
+    let mut bits = vec![50, 40];
     bits.extend(std::iter::repeat_n(45, config.stc_levels));
     bits.extend(std::iter::repeat_n(
         60,
@@ -79,7 +80,7 @@ fn bootstrapping_restores_the_values_at_a_higher_level() {
     let slots = s.ctx.n() / 2;
     let mut rng = ChaCha8Rng::seed_from_u64(7);
 
-    // ModRaise and CoeffToSlot: every slot is I + m/q_0 with |m/q_0| <= 2^-19 and |I| <= K.
+    // ModRaise and CoeffToSlot: every slot is I + m/q_0 with |m/q_0| <= 2^-9 and |I| <= K.
     let z = random(&mut rng, slots, true);
     let ct = encrypt_at_level_0(&s, &z);
     let raised = s.boot.mod_raise(&s.ev, &ct).unwrap();
@@ -89,7 +90,7 @@ fn bootstrapping_restores_the_values_at_a_higher_level() {
     for c in [&re, &im] {
         for v in dec.decrypt_complex(c).unwrap() {
             let frac = (v.re - v.re.round()).abs();
-            assert!(frac < 1e-4, "slot {v} is not near an integer");
+            assert!(frac < 2e-3, "slot {v} is not near an integer");
             assert!(v.im.abs() < 1e-4, "slot {v} is not real");
             biggest = biggest.max(v.re.abs());
         }
@@ -118,7 +119,7 @@ fn bootstrapping_restores_the_values_at_a_higher_level() {
             if complex { "complex" } else { "real" },
             err.log2()
         );
-        assert!(err < 2f64.powi(-15), "max error {err:e}");
+        assert!(err < 2f64.powi(-20), "max error {err:e}");
         // The level it gained is usable: one more product.
         let sq = s.ev.square(&out).unwrap();
         let sq = s.ev.rescale(&s.ev.relinearize(&sq).unwrap()).unwrap();

@@ -1,0 +1,167 @@
+//! Bootstrapping probe: builds a chain for `LOG_N` (default 12) with a secret of Hamming weight
+//! `H` (default 192), `COMP` computation levels of 40 bits (default 2), and prints the time of
+//! each phase, the precision over all slots of uniform complex inputs in [-1, 1] and the key
+//! memory, with `THREADS` threads (default: every core). An experiment, not a preset: the
+//! chain is not checked for 128-bit security (the sparse secret needs its own estimate).
+use heloom_ckks::circuits::bootstrap::{BootstrapConfig, Bootstrapper};
+use heloom_ckks::*;
+use num_complex::Complex64;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() -> Result<()> {
+    let log_n = env("LOG_N", 12) as u32;
+    let h = env("H", 192);
+    let comp = env("COMP", 2);
+    let threads = Threads::new(env("THREADS", heloom_pool::cores()));
+    let mut config = BootstrapConfig::for_hamming_weight(h);
+    config.cts_levels = env("CTS", 3);
+    config.stc_levels = env("STC", 3);
+    config.double_angle = env("R", config.double_angle as usize) as u32;
+    config.degree = env(
+        "DEG",
+        if config.double_angle == 0 {
+            ((2.0 * std::f64::consts::PI * config.k * 1.3) as usize + 40).next_power_of_two() - 1
+        } else {
+            BootstrapConfig::degree_for(config.k, config.double_angle)
+        },
+    );
+    let mut bits = vec![env("Q0", 50) as u32];
+    bits.extend(std::iter::repeat_n(40, comp));
+    bits.extend(std::iter::repeat_n(45, config.stc_levels));
+    bits.extend(std::iter::repeat_n(60, config.eval_mod_depth()));
+    bits.extend(std::iter::repeat_n(60, config.cts_levels));
+    let total: u32 = bits.iter().sum();
+    let params = CkksParameters::builder(1 << log_n)
+        .prime_bits(bits.clone())
+        .special_bits(60)
+        .security(SecurityLevel::None)
+        .secret(SecretDistribution::FixedHamming(h))
+        .build()?;
+    println!(
+        "N = 2^{log_n}, h = {h}, K = {}, EvalMod degree {} (depth {}), CtS {} + StC {} levels, {} primes ({total} bits) + {} special, dnum {}, {} threads",
+        config.k,
+        config.degree,
+        config.eval_mod_depth(),
+        config.cts_levels,
+        config.stc_levels,
+        bits.len(),
+        params.special_moduli().len(),
+        params.dnum(),
+        threads.get()
+    );
+    let ctx = Context::<u64>::new(params)?;
+    let t = Instant::now();
+    let boot = Bootstrapper::new(&ctx, config, threads)?;
+    println!("transforms encoded: {:.2} s", t.elapsed().as_secs_f64());
+    let steps = boot.rotation_steps();
+    let t = Instant::now();
+    let keys = keygen(&ctx, &steps, true)?;
+    println!(
+        "keys: {} rotations + conjugation + relinearization, {:.2} GB, {:.2} s",
+        steps.len(),
+        keys.evaluation_keys.memory_bytes() as f64 / 1e9,
+        t.elapsed().as_secs_f64()
+    );
+    let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone()))?.with_threads(threads);
+    let dec = Decryptor::new(&ctx, &keys.secret_key)?;
+    let slots = ctx.n() / 2;
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let z: Vec<Complex64> = (0..slots)
+        .map(|_| Complex64::new(rng.gen_range(-1.0..1.0), rng.gen_range(-1.0..1.0)))
+        .collect();
+    let ct = Encryptor::new(&ctx).encrypt_complex(&z, &keys.public_key)?;
+    let ct = ev.drop_to_level(&ct, 0)?;
+    let total_t = Instant::now();
+    let t = Instant::now();
+    let raised = boot.mod_raise(&ev, &ct)?;
+    let t_raise = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let (re, im) = boot.coeffs_to_slots(&ev, &raised)?;
+    let t_cts = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let mut re = boot.eval_mod(&ev, &re)?;
+    let mut im = boot.eval_mod(&ev, &im)?;
+    let t_mod = t.elapsed().as_secs_f64();
+    if env("DIAG", 0) == 1 {
+        // Exact expectations from the level-0 plaintext's coefficients m_k: CoeffToSlot's slot t
+        // holds I + m_(br(t)) / q0 (real part; + L for the imaginary part), EvalMod's output
+        // is proportional to sin(2 pi m / q0).
+        let q0 = ctx.params().moduli()[0];
+        let pt = dec.decrypt_to_plaintext(&ct)?;
+        let b0 = ctx.q_basis(0)?;
+        let mut poly = pt.poly().clone();
+        b0.inverse(&mut poly)?;
+        let m: Vec<f64> = poly
+            .limb(0)
+            .iter()
+            .map(|&v| {
+                if v > q0 / 2 {
+                    -((q0 - v) as f64)
+                } else {
+                    v as f64
+                }
+            })
+            .collect();
+        let bits = slots.trailing_zeros();
+        let br = |t: usize| ((t as u32).reverse_bits() >> (32 - bits)) as usize;
+        let (xr, xi) = boot.coeffs_to_slots(&ev, &raised)?;
+        let (x_re, x_im) = (dec.decrypt_complex(&xr)?, dec.decrypt_complex(&xi)?);
+        let (y_re, y_im) = (dec.decrypt_complex(&re)?, dec.decrypt_complex(&im)?);
+        let mut cts_err = 0.0f64;
+        let mut want = Vec::new();
+        let mut got = Vec::new();
+        for t in 0..slots {
+            for (x, y, k) in [(&x_re, &y_re, br(t)), (&x_im, &y_im, br(t) + slots)] {
+                let f = m[k] / q0 as f64;
+                cts_err = cts_err.max((x[t].re - x[t].re.round() - f).abs());
+                want.push((2.0 * std::f64::consts::PI * f).sin());
+                got.push(y[t].re);
+            }
+        }
+        let c = got.iter().zip(&want).map(|(g, w)| g * w).sum::<f64>()
+            / want.iter().map(|w| w * w).sum::<f64>();
+        let mod_err = got
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| (g - c * w).abs() / c.abs())
+            .fold(0.0, f64::max);
+        let max_f = m.iter().map(|v| v.abs()).fold(0.0, f64::max) / q0 as f64;
+        println!(
+            "CoeffToSlot error 2^{:.1} in x (max |m/q0| 2^{:.1}); EvalMod error 2^{:.1} relative to sin(2 pi m/q0) (factor {c:.5}); both times q0/Delta = 2^{:.1}",
+            cts_err.log2(),
+            max_f.log2(),
+            mod_err.log2(),
+            (q0 as f64 / ct.scale()).log2()
+        );
+    }
+    re.set_scale(ct.scale());
+    im.set_scale(ct.scale());
+    let t = Instant::now();
+    let out = boot.slots_to_coeffs(&ev, &re, &im)?;
+    let t_stc = t.elapsed().as_secs_f64();
+    let all = total_t.elapsed().as_secs_f64();
+    let got = dec.decrypt_complex(&out)?;
+    let errs: Vec<f64> = got.iter().zip(&z).map(|(g, w)| (g - w).norm()).collect();
+    let worst = errs.iter().copied().fold(0.0, f64::max);
+    let mean = errs.iter().sum::<f64>() / errs.len() as f64;
+    println!(
+        "bootstrap {all:.2} s (ModRaise {t_raise:.2}, CoeffToSlot {t_cts:.2}, EvalMod {t_mod:.2}, SlotToCoeff {t_stc:.2}); level {} left; precision {:.1} bits worst, {:.1} mean",
+        out.level(),
+        -worst.log2(),
+        -mean.log2()
+    );
+    Ok(())
+}
