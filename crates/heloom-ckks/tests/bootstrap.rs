@@ -9,7 +9,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use heloom_ckks::circuits::bootstrap::{BootstrapConfig, Bootstrapper};
+use heloom_ckks::circuits::bootstrap::{sparse_secret_keys, BootstrapConfig, Bootstrapper};
 use heloom_ckks::*;
 use num_complex::Complex64;
 use rand::{Rng, SeedableRng};
@@ -26,6 +26,10 @@ struct Setup {
 }
 
 fn setup() -> Setup {
+    setup_with(SecretDistribution::FixedHamming(H))
+}
+
+fn setup_with(secret: SecretDistribution) -> Setup {
     let config = BootstrapConfig::for_hamming_weight(H);
     // q_0, one level for the computation, SlotToCoeff, EvalMod, CoeffToSlot.
     let mut bits = vec![50, 40];
@@ -38,7 +42,7 @@ fn setup() -> Setup {
         .prime_bits(bits)
         .special_bits(60)
         .security(SecurityLevel::None)
-        .secret(SecretDistribution::FixedHamming(H))
+        .secret(secret)
         .build()
         .unwrap();
     let ctx = Context::new(params).unwrap();
@@ -153,4 +157,50 @@ fn bootstrapping_refuses_what_it_cannot_do() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("bootstrappable"), "{e}");
+}
+
+fn max_error(s: &Setup, boot: &Bootstrapper<u64>, z: &[Complex64]) -> f64 {
+    let dec = Decryptor::new(&s.ctx, &s.keys.secret_key).unwrap();
+    let ct = encrypt_at_level_0(s, z);
+    let out = boot.bootstrap(&s.ev, &ct).unwrap();
+    assert_eq!(out.level(), 1);
+    dec.decrypt_complex(&out)
+        .unwrap()
+        .iter()
+        .zip(z)
+        .map(|(g, w)| (g - w).norm())
+        .fold(0.0, f64::max)
+}
+
+/// A dense ternary secret (h about 2N/3) gives |I| far past K = 8: bootstrapping it directly
+/// fails, and with sparse-secret encapsulation (ModRaise under a secret of weight 16) it works.
+#[test]
+fn sparse_secret_encapsulation_bootstraps_a_dense_secret() {
+    let s = setup_with(SecretDistribution::Ternary);
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let z = random(&mut rng, s.ctx.n() / 2, true);
+    let plain = max_error(&s, &s.boot, &z);
+    assert!(
+        plain > 0.01,
+        "without encapsulation the error was only {plain:e}"
+    );
+    let sparse = sparse_secret_keys(&s.ctx, &s.keys.secret_key, H).unwrap();
+    // The level-0 key exists modulo q_0 and the special primes only.
+    for j in 0..sparse.to_sparse.dnum() {
+        let (b, _) = sparse.to_sparse.digit(j).unwrap();
+        for i in 1..=s.ctx.max_level() {
+            assert!(
+                b.limb(i).iter().all(|&x| x == 0),
+                "limb {i} of digit {j} is set"
+            );
+        }
+        assert!(b.limb(0).iter().any(|&x| x != 0));
+    }
+    let boot = s.boot.clone().with_sparse_keys(Arc::new(sparse)).unwrap();
+    let err = max_error(&s, &boot, &z);
+    eprintln!(
+        "with sparse-secret encapsulation: max error 2^{:.1}",
+        err.log2()
+    );
+    assert!(err < 2f64.powi(-20), "max error {err:e}");
 }

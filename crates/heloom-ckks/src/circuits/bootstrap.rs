@@ -47,6 +47,7 @@ use crate::circuits::polynomial::PolyBasis;
 use crate::context::Context;
 use crate::error::{CkksError, Result};
 use crate::evaluator::Evaluator;
+use crate::keys::{KeyGenerator, SecretKey, SwitchingKey};
 use heloom_math::{Form, Word};
 use heloom_pool::Threads;
 use num_complex::Complex64;
@@ -119,6 +120,66 @@ impl BootstrapConfig {
     }
 }
 
+/// The keys of sparse-secret encapsulation (Bossuat, Troncoso-Pastoriza, Hubaux, "Bootstrapping
+/// for approximate homomorphic encryption with negligible failure-probability by using
+/// sparse-secret encapsulation", ACNS 2022): the computation keeps its dense (ternary) secret
+/// `s`, and only bootstrapping's ModRaise sees a sparse one `s'` of Hamming weight `h'`, so
+/// `I` stays small (`K` from `h'`) without weakening the main key.
+///
+/// - `to_sparse` switches from `s` to `s'` at level 0 only: its limbs exist modulo `q_0` and
+///   the special primes (`q_0 P`, about 110 bits) and are zero elsewhere. An RLWE sample with
+///   a sparse secret is safe at that small modulus; over the whole chain it would not be.
+/// - `from_sparse` switches back from `s'` to `s` over the whole chain: an encryption of `s'`
+///   under the dense `s`, as secure as any other evaluation key.
+///
+/// Made on the client, from the secret key ([`sparse_secret_keys`]); public, like the other
+/// evaluation keys.
+#[derive(Clone, Debug)]
+pub struct SparseKeys<W: Word> {
+    /// Hamming weight `h'` of the sparse secret.
+    pub hamming_weight: usize,
+    /// From the dense secret to the sparse one, at level 0.
+    pub to_sparse: SwitchingKey<W>,
+    /// From the sparse secret back to the dense one, at every level.
+    pub from_sparse: SwitchingKey<W>,
+}
+
+/// Generates [`SparseKeys`] for `sk` with a fresh sparse secret of Hamming weight `h` (drawn
+/// from the operating system's CSPRNG, used here and dropped).
+pub fn sparse_secret_keys<W: Word>(
+    ctx: &Arc<Context<W>>,
+    sk: &SecretKey<W>,
+    h: usize,
+) -> Result<SparseKeys<W>> {
+    ctx.check_fingerprint(sk.fingerprint, "secret key")?;
+    let n = ctx.n();
+    if h == 0 || h > n {
+        return Err(CkksError::InvalidInput(format!(
+            "the sparse secret's Hamming weight must be 1..={n}; got {h}"
+        )));
+    }
+    let mut rng = crate::keys::os_rng();
+    let coeffs: Vec<i64> = heloom_math::sampler::ternary_hamming(&mut rng, n, h)?
+        .into_iter()
+        .map(i64::from)
+        .collect();
+    let sparse = SecretKey::from_coefficients(ctx, &coeffs)?;
+    // s -> s': keep only q_0 and the special primes.
+    let mut to_sparse = KeyGenerator::from_secret_key(ctx, &sparse)?.switching_key(&sk.s)?;
+    let top = ctx.max_level();
+    for b in &mut to_sparse.b {
+        for i in 1..=top {
+            b.limb_mut(i).fill(W::ZERO);
+        }
+    }
+    let from_sparse = KeyGenerator::from_secret_key(ctx, sk)?.switching_key(&sparse.s)?;
+    Ok(SparseKeys {
+        hamming_weight: h,
+        to_sparse,
+        from_sparse,
+    })
+}
+
 /// Bootstraps full-packing ciphertexts of one parameter set (see the module docs).
 #[derive(Clone, Debug)]
 pub struct Bootstrapper<W: Word> {
@@ -134,6 +195,8 @@ pub struct Bootstrapper<W: Word> {
     coeffs: Vec<f64>,
     /// The scale EvalMod runs at (the raised ciphertext's label).
     eval_scale: f64,
+    /// Sparse-secret encapsulation, when used.
+    sparse: Option<Arc<SparseKeys<W>>>,
 }
 
 /// A matrix on `L` slots by its generalized diagonals: offset `i` -> `diag_i`, where
@@ -375,7 +438,20 @@ impl<W: Word> Bootstrapper<W> {
             stc,
             coeffs,
             eval_scale,
+            sparse: None,
         })
+    }
+
+    /// Bootstraps with sparse-secret encapsulation: ModRaise runs under the sparse secret of
+    /// `keys` (so the config's `K` should come from its Hamming weight,
+    /// [`BootstrapConfig::for_hamming_weight`]), the rest under the key set's own secret.
+    pub fn with_sparse_keys(mut self, keys: Arc<SparseKeys<W>>) -> Result<Self> {
+        for k in [&keys.to_sparse, &keys.from_sparse] {
+            self.ctx
+                .check_fingerprint(k.fingerprint(), "sparse-secret switching key")?;
+        }
+        self.sparse = Some(keys);
+        Ok(self)
     }
 
     /// The settings.
@@ -406,12 +482,16 @@ impl<W: Word> Bootstrapper<W> {
     /// to the whole chain, and labelled with EvalMod's scale (CoeffToSlot accounts for it). It
     /// decrypts to `m + q_0 I`.
     pub fn mod_raise(&self, ev: &Evaluator<W>, ct: &Ciphertext<W>) -> Result<Ciphertext<W>> {
-        let low = ev.drop_to_level(ct, 0)?;
+        let mut low = ev.drop_to_level(ct, 0)?;
         if low.size() != 2 {
             return Err(CkksError::InvalidInput(format!(
                 "bootstrapping takes a ciphertext of 2 polynomials; this one has {} (relinearize it first)",
                 low.size()
             )));
+        }
+        if let Some(sp) = &self.sparse {
+            // Under s' from here to the switch back below.
+            low = self.switch(ev, &low, &sp.to_sparse)?;
         }
         let b0 = self.ctx.q_basis(0)?;
         let top = self.ctx.max_level();
@@ -440,8 +520,30 @@ impl<W: Word> Bootstrapper<W> {
             bl.forward(&mut lifted)?;
             polys.push(lifted);
         }
+        let raised = self
+            .ctx
+            .ciphertext_from_polys(polys, top, self.eval_scale, low.slots())?;
+        match &self.sparse {
+            Some(sp) => self.switch(ev, &raised, &sp.from_sparse),
+            None => Ok(raised),
+        }
+    }
+
+    /// `(c_0, c_1)` switched under `key`: `(c_0 + ks_0(c_1), ks_1(c_1))`.
+    fn switch(
+        &self,
+        ev: &Evaluator<W>,
+        ct: &Ciphertext<W>,
+        key: &SwitchingKey<W>,
+    ) -> Result<Ciphertext<W>> {
+        let level = ct.level();
+        let basis = self.ctx.q_basis(level)?;
+        let (mut c0, c1) =
+            self.ctx
+                .key_switch_with(&ct.polys()[1], level, key, ev.threads().effective())?;
+        basis.add_assign(&mut c0, &ct.polys()[0])?;
         self.ctx
-            .ciphertext_from_polys(polys, top, self.eval_scale, low.slots())
+            .ciphertext_from_polys(vec![c0, c1], level, ct.scale(), ct.slots())
     }
 
     /// EvalMod, for slots in `[-K, K]`: `(1/2pi) sin(2 pi x)` in every slot; with double

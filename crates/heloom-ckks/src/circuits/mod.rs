@@ -11,7 +11,7 @@ pub mod bootstrap;
 pub mod lintrans;
 pub mod polynomial;
 
-pub use bootstrap::{BootstrapConfig, Bootstrapper};
+pub use bootstrap::{sparse_secret_keys, BootstrapConfig, Bootstrapper, SparseKeys};
 pub use lintrans::LinearTransform;
 pub use polynomial::{evaluate_polynomial_on, PolyBasis};
 
