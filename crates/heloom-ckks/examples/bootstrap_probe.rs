@@ -38,18 +38,40 @@ fn main() -> Result<()> {
             BootstrapConfig::degree_for(config.k, config.double_angle)
         },
     );
+    let preset = if env("PRESET", 0) == 1 {
+        Some(heloom_ckks::circuits::bootstrap::preset(log_n)?)
+    } else {
+        None
+    };
+    if let Some(p) = &preset {
+        config = p.config;
+    }
     let mut bits = vec![env("Q0", 50) as u32];
     bits.extend(std::iter::repeat_n(40, comp));
     bits.extend(std::iter::repeat_n(45, config.stc_levels));
     bits.extend(std::iter::repeat_n(60, config.eval_mod_depth()));
     bits.extend(std::iter::repeat_n(60, config.cts_levels));
+    let params = match &preset {
+        Some(p) => p.params.clone(),
+        None if env("SSE", 0) == 1 => CkksParameters::builder(1 << log_n)
+            .prime_bits(bits.clone())
+            .special_bits(61)
+            .special_count(env("SPECIAL", 7))
+            .security(SecurityLevel::None)
+            .build()?,
+        None => CkksParameters::builder(1 << log_n)
+            .prime_bits(bits.clone())
+            .special_bits(60)
+            .security(SecurityLevel::None)
+            .secret(SecretDistribution::FixedHamming(h))
+            .build()?,
+    };
+    let bits: Vec<u32> = params
+        .moduli()
+        .iter()
+        .map(|&q| 64 - q.leading_zeros())
+        .collect();
     let total: u32 = bits.iter().sum();
-    let params = CkksParameters::builder(1 << log_n)
-        .prime_bits(bits.clone())
-        .special_bits(60)
-        .security(SecurityLevel::None)
-        .secret(SecretDistribution::FixedHamming(h))
-        .build()?;
     println!(
         "N = 2^{log_n}, h = {h}, K = {}, EvalMod degree {} (depth {}), CtS {} + StC {} levels, {} primes ({total} bits) + {} special, dnum {}, {} threads",
         config.k,
@@ -64,7 +86,7 @@ fn main() -> Result<()> {
     );
     let ctx = Context::<u64>::new(params)?;
     let t = Instant::now();
-    let boot = Bootstrapper::new(&ctx, config, threads)?;
+    let mut boot = Bootstrapper::new(&ctx, config, threads)?;
     println!("transforms encoded: {:.2} s", t.elapsed().as_secs_f64());
     let steps = boot.rotation_steps();
     let t = Instant::now();
@@ -75,15 +97,47 @@ fn main() -> Result<()> {
         keys.evaluation_keys.memory_bytes() as f64 / 1e9,
         t.elapsed().as_secs_f64()
     );
-    let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone()))?.with_threads(threads);
-    let dec = Decryptor::new(&ctx, &keys.secret_key)?;
+    let sse = preset
+        .as_ref()
+        .map(|p| p.sparse_weight)
+        .or(if env("SSE", 0) == 1 { Some(h) } else { None });
+    if let Some(weight) = sse {
+        let t = Instant::now();
+        let sparse =
+            heloom_ckks::circuits::bootstrap::sparse_secret_keys(&ctx, &keys.secret_key, weight)?;
+        boot = boot.with_sparse_keys(Arc::new(sparse))?;
+        println!(
+            "sparse-secret encapsulation keys (h' = {}): {:.2} s; log QP = {:.0} bits, security {:?}",
+            weight,
+            t.elapsed().as_secs_f64(),
+            ctx.params().log_qp(),
+            ctx.params().security()
+        );
+    }
+    let KeySet {
+        secret_key,
+        public_key,
+        evaluation_keys,
+    } = keys;
+    let ev = Evaluator::new(&ctx, Arc::new(evaluation_keys))?.with_threads(threads);
+    let dec = Decryptor::new(&ctx, &secret_key)?;
     let slots = ctx.n() / 2;
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let z: Vec<Complex64> = (0..slots)
         .map(|_| Complex64::new(rng.gen_range(-1.0..1.0), rng.gen_range(-1.0..1.0)))
         .collect();
-    let ct = Encryptor::new(&ctx).encrypt_complex(&z, &keys.public_key)?;
+    let ct = Encryptor::new(&ctx).encrypt_complex(&z, &public_key)?;
     let ct = ev.drop_to_level(&ct, 0)?;
+    let fresh = dec
+        .decrypt_complex(&ct)?
+        .iter()
+        .zip(&z)
+        .map(|(g, w)| (g - w).norm())
+        .fold(0.0, f64::max);
+    println!(
+        "the input at level 0: precision {:.1} bits worst",
+        -fresh.log2()
+    );
     let total_t = Instant::now();
     let t = Instant::now();
     let raised = boot.mod_raise(&ev, &ct)?;
@@ -92,8 +146,10 @@ fn main() -> Result<()> {
     let (re, im) = boot.coeffs_to_slots(&ev, &raised)?;
     let t_cts = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let mut re = boot.eval_mod(&ev, &re)?;
-    let mut im = boot.eval_mod(&ev, &im)?;
+    let re = boot.eval_mod(&ev, &re)?;
+    let im = boot.eval_mod(&ev, &im)?;
+    let mut re = ev.add(&re, &ev.conjugate(&re)?)?;
+    let mut im = ev.add(&im, &ev.conjugate(&im)?)?;
     let t_mod = t.elapsed().as_secs_f64();
     if env("DIAG", 0) == 1 {
         // Exact expectations from the level-0 plaintext's coefficients m_k: CoeffToSlot's slot t
@@ -151,6 +207,44 @@ fn main() -> Result<()> {
     im.set_scale(ct.scale());
     let t = Instant::now();
     let out = boot.slots_to_coeffs(&ev, &re, &im)?;
+    if env("DIAG", 0) == 1 {
+        // Split the final error: SlotToCoeff done in the clear on the decrypted EvalMod outputs
+        // against z (the error before SlotToCoeff) and against the decrypted output (its own).
+        let (yr, yi) = (dec.decrypt_complex(&re)?, dec.decrypt_complex(&im)?);
+        let bits = slots.trailing_zeros();
+        let q0 = ctx.params().moduli()[0] as f64;
+        let f = if boot.config().double_angle == 0 {
+            0.5 * q0 / boot.eval_scale()
+        } else {
+            f64::NAN
+        };
+        let mut w = vec![Complex64::new(0.0, 0.0); slots];
+        for t in 0..slots {
+            let k = ((t as u32).reverse_bits() >> (32 - bits)) as usize;
+            w[k] = Complex64::new(yr[t].re, yi[t].re) * f;
+        }
+        let n = ctx.n();
+        let two_n = 2 * n as u64;
+        let mut g = 1u64;
+        let mut before = 0.0f64;
+        let got = dec.decrypt_complex(&out)?;
+        let mut own = 0.0f64;
+        for j in 0..slots {
+            let mut acc = Complex64::new(0.0, 0.0);
+            for (k, wk) in w.iter().enumerate() {
+                let e = g * k as u64 % two_n;
+                acc += Complex64::from_polar(1.0, std::f64::consts::PI * e as f64 / n as f64) * wk;
+            }
+            before = before.max((acc - z[j]).norm());
+            own = own.max((acc - got[j]).norm());
+            g = g * 5 % two_n;
+        }
+        println!(
+            "error before SlotToCoeff (its input, transformed exactly) 2^{:.1}; SlotToCoeff's own 2^{:.1}",
+            before.log2(),
+            own.log2()
+        );
+    }
     let t_stc = t.elapsed().as_secs_f64();
     let all = total_t.elapsed().as_secs_f64();
     let got = dec.decrypt_complex(&out)?;

@@ -11,7 +11,10 @@ pub mod bootstrap;
 pub mod lintrans;
 pub mod polynomial;
 
-pub use bootstrap::{sparse_secret_keys, BootstrapConfig, Bootstrapper, SparseKeys};
+pub use bootstrap::{
+    preset as bootstrap_preset, sparse_secret_keys, BootstrapConfig, BootstrapPreset, Bootstrapper,
+    SparseKeys,
+};
 pub use lintrans::LinearTransform;
 pub use polynomial::{evaluate_polynomial_on, PolyBasis};
 
