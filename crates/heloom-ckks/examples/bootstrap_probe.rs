@@ -1,8 +1,11 @@
 //! Bootstrapping probe: builds a chain for `LOG_N` (default 12) with a secret of Hamming weight
 //! `H` (default 192), `COMP` computation levels of 40 bits (default 2), and prints the time of
 //! each phase, the precision over all slots of uniform complex inputs in [-1, 1] and the key
-//! memory, with `THREADS` threads (default: every core). An experiment, not a preset: the
-//! chain is not checked for 128-bit security (the sparse secret needs its own estimate).
+//! memory, with `THREADS` threads (default: every core). Such chains are experiments, not
+//! checked for 128-bit security. `PRESET=1` runs the 128-bit preset of `LOG_N` instead
+//! (`circuits::bootstrap::preset`); `SSE=1` a dense secret with encapsulation under weight
+//! `H`; `DIAG=1` splits the error by phase; `Q0`, `R` (double angles), `DEG`, `CTS`, `STC`
+//! override the chain and the settings.
 use heloom_ckks::circuits::bootstrap::{BootstrapConfig, Bootstrapper};
 use heloom_ckks::*;
 use num_complex::Complex64;
@@ -43,8 +46,10 @@ fn main() -> Result<()> {
     } else {
         None
     };
+    let mut h = h;
     if let Some(p) = &preset {
         config = p.config;
+        h = p.sparse_weight;
     }
     let mut bits = vec![env("Q0", 50) as u32];
     bits.extend(std::iter::repeat_n(40, comp));
@@ -73,7 +78,12 @@ fn main() -> Result<()> {
         .collect();
     let total: u32 = bits.iter().sum();
     println!(
-        "N = 2^{log_n}, h = {h}, K = {}, EvalMod degree {} (depth {}), CtS {} + StC {} levels, {} primes ({total} bits) + {} special, dnum {}, {} threads",
+        "N = 2^{log_n}, h = {h}{}, K = {}, EvalMod degree {} (depth {}), CtS {} + StC {} levels, {} primes ({total} bits) + {} special, dnum {}, {} threads",
+        if preset.is_some() || env("SSE", 0) == 1 {
+            " (sparse secret of ModRaise; the computation's is dense ternary)"
+        } else {
+            ""
+        },
         config.k,
         config.degree,
         config.eval_mod_depth(),
