@@ -684,12 +684,19 @@ impl<W: Word> Bootstrapper<W> {
         let scale = ct.scale();
         let raised = self.mod_raise(ev, ct)?;
         let (re, im) = self.coeffs_to_slots(ev, &raised)?;
-        let re = self.eval_mod(ev, &re)?;
-        let im = self.eval_mod(ev, &im)?;
-        // Both should be real; the noise has imaginary parts, which `re + i im` would turn
-        // into real errors. 2 Re = v + conj(v) removes them (the 2 is in SlotToCoeff).
-        let mut re = ev.add(&re, &ev.conjugate(&re)?)?;
-        let mut im = ev.add(&im, &ev.conjugate(&im)?)?;
+        // The two EvalMods are independent: side by side, each on half the threads (their
+        // polynomial evaluation has few parallel parts of its own). Both results should be
+        // real; the noise has imaginary parts, which `re + i im` would turn into real errors,
+        // so each becomes 2 Re = v + conj(v) (the 2 is in SlotToCoeff).
+        let real = |e: &Evaluator<W>, v: &Ciphertext<W>| -> Result<Ciphertext<W>> {
+            let m = self.eval_mod(e, v)?;
+            e.add(&m, &e.conjugate(&m)?)
+        };
+        let (re, im) = ev.threads().effective().join(
+            |t| real(&ev.with_threads(t), &re),
+            |t| real(&ev.with_threads(t), &im),
+        );
+        let (mut re, mut im) = (re?, im?);
         // The slots hold m_k / q_0 at scale q_0: at scale Delta they are m_k / Delta.
         re.set_scale(scale);
         im.set_scale(scale);
