@@ -37,6 +37,7 @@ from heloom import apps, client, offload, runtime
 from heloom._heloom import (
     POLICIES,
     AesResult,
+    Bootstrapper,
     Ciphertext,
     CkksParameters,
     Context,
@@ -80,6 +81,7 @@ from heloom.client import ClientError as ClientError
 
 # The CKKS API; the runtime, offload and application names stay importable from here too.
 __all__ = [
+    "Bootstrapper",
     "Ciphertext",
     "CkksParameters",
     "Context",

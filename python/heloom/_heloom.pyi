@@ -10,6 +10,7 @@ import numpy.typing as npt
 __all__ = [
     "POLICIES",
     "AesResult",
+    "Bootstrapper",
     "Ciphertext",
     "CkksParameters",
     "Context",
@@ -147,6 +148,11 @@ class CkksParameters:
         hamming_weight: int | None = None,
         security: Literal[128, 192, 256] | None = 128,
     ) -> CkksParameters: ...
+    @staticmethod
+    def bootstrappable(log_n: int = 16) -> CkksParameters:
+        """The 128-bit bootstrappable preset for N = 2^log_n (only 16 exists: smaller rings
+        cannot hold bootstrapping's own levels and 9 more at 128-bit security): a dense ternary
+        secret, 9 levels of scale 2^45 left after a bootstrap (``heloom.Bootstrapper``)."""
     @property
     def poly_degree(self) -> int:
         """Ring degree N (a power of two)."""
@@ -458,6 +464,58 @@ class Ciphertext:
     def from_bytes(ctx: Context, data: bytes) -> Ciphertext:
         """Loads a ciphertext made for ``ctx``'s parameters. Malformed bytes raise
         FormatError; a ciphertext of other parameters raises ParameterError."""
+
+@final
+class Bootstrapper:
+    """Refreshes ciphertexts: a ciphertext at level 0 comes back at ``output_level`` with the
+    same values (full packing: N/2 slots). Built once per context (it encodes the homomorphic
+    DFT's transforms); then ``ctx.keygen(rotations=boot.rotations, conjugate=True)`` and
+    ``boot.set_keys(keys)`` (on the client: with a dense secret it derives the sparse-secret
+    encapsulation keys from the secret key; they are public, like the other evaluation keys).
+
+    With the preset (``CkksParameters.bootstrappable(16)``) the settings are the preset's.
+    Otherwise the secret's Hamming weight (``hamming_weight`` of the parameters) or
+    ``sparse_weight`` (encapsulation under a sparse secret of that weight, for a dense secret)
+    chooses the interval ``K`` and the sine's degree; ``k``, ``degree``, ``cts_levels``,
+    ``stc_levels`` and ``double_angle`` override them. ``threads``: for encoding the
+    transforms (default: every core; the bootstrap itself runs on its evaluator's budget).
+    """
+
+    def __new__(
+        cls,
+        context: Context,
+        *,
+        sparse_weight: int | None = None,
+        k: float | None = None,
+        degree: int | None = None,
+        cts_levels: int | None = None,
+        stc_levels: int | None = None,
+        double_angle: int | None = None,
+        threads: int | None = None,
+    ) -> Bootstrapper: ...
+    @property
+    def rotations(self) -> list[int]:
+        """Rotation steps whose Galois keys bootstrapping needs (pass them to ``Context.keygen``
+        with ``conjugate=True``)."""
+    @property
+    def output_level(self) -> int:
+        """The level a bootstrapped ciphertext comes out at."""
+    @property
+    def depth(self) -> int:
+        """Levels bootstrapping uses (CoeffToSlot, EvalMod, SlotToCoeff)."""
+    @property
+    def sparse_weight(self) -> int | None:
+        """The sparse secret's Hamming weight when ModRaise runs under encapsulation, else
+        None."""
+    def set_keys(self, keys: KeySet) -> None:
+        """Attaches what bootstrapping needs from ``keys`` (a KeySet of this context, made with
+        ``rotations`` and ``conjugate=True``): with encapsulation, the switching keys to and
+        from a fresh sparse secret, derived from its secret key here on the client."""
+    def bootstrap(self, ct: Ciphertext, evaluator: Evaluator | None = None) -> Ciphertext:
+        """Bootstraps ``ct`` (full packing, two polynomials, any level) with ``evaluator`` (it
+        needs the relinearization, conjugation and ``rotations`` keys; default: the context's
+        default evaluator, that of the last ``keygen``): the same values at ``output_level``,
+        with ``ct``'s scale."""
 
 @final
 class Evaluator:

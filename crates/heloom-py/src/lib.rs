@@ -11,6 +11,7 @@
 //! layer's comparisons (`heloom-devices`) by `offload`; encrypted CryptoNets inference on MNIST
 //! (`heloom-apps`) by `mnist`.
 
+mod bootstrap;
 mod convert;
 mod errors;
 mod evaluator;
@@ -43,6 +44,7 @@ fn _heloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<objects::PyPlaintext>()?;
     m.add_class::<objects::PyCiphertext>()?;
     m.add_class::<evaluator::PyEvaluator>()?;
+    m.add_class::<bootstrap::PyBootstrapper>()?;
     graph::register(m)?;
     offload::register(m)?;
     m.add_function(wrap_pyfunction!(mnist::mnist, m)?)?;

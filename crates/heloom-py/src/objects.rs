@@ -544,6 +544,13 @@ pub struct PyKeySet {
     evaluation_keys: Py<PyEvaluationKeys>,
 }
 
+impl PyKeySet {
+    /// The secret key's words (for client-side derivations such as bootstrapping's keys).
+    pub(crate) fn secret_key_words(&self, py: Python<'_>) -> SkW {
+        self.secret_key.bind(py).get().sk.clone()
+    }
+}
+
 #[pymethods]
 impl PyKeySet {
     /// The secret key (decryption; stays with the client).

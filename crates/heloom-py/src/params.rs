@@ -117,6 +117,16 @@ impl PyCkksParameters {
         Ok(Self { p })
     }
 
+    /// The 128-bit bootstrappable preset for N = 2^log_n (only 16 exists: smaller rings cannot
+    /// hold bootstrapping's own levels and 9 more at 128-bit security): a dense ternary
+    /// secret, 9 levels of scale 2^45 left after a bootstrap (``heloom.Bootstrapper``).
+    #[staticmethod]
+    #[pyo3(signature = (log_n = 16))]
+    fn bootstrappable(log_n: u32) -> PyResult<Self> {
+        let p = heloom_ckks::circuits::bootstrap::preset(log_n).map_err(to_py)?;
+        Ok(Self { p: p.params })
+    }
+
     /// Ring degree N (a power of two).
     #[getter]
     fn poly_degree(&self) -> usize {

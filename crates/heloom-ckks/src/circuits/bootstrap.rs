@@ -242,17 +242,18 @@ pub fn sparse_secret_keys<W: Word>(
     })
 }
 
-/// Bootstraps full-packing ciphertexts of one parameter set (see the module docs).
+/// Bootstraps full-packing ciphertexts of one parameter set (see the module docs). Cheap to
+/// clone: the encoded transforms are shared.
 #[derive(Clone, Debug)]
 pub struct Bootstrapper<W: Word> {
     ctx: Arc<Context<W>>,
     config: BootstrapConfig,
     /// CoeffToSlot: `(1/N) U_0^H` without its bit reversal, as `cts_levels` transforms from
     /// the top level down.
-    cts: Vec<LinearTransform<W>>,
+    cts: Arc<[LinearTransform<W>]>,
     /// SlotToCoeff: `U_0` without its bit reversal, as `stc_levels` transforms from the level
     /// EvalMod leaves.
-    stc: Vec<LinearTransform<W>>,
+    stc: Arc<[LinearTransform<W>]>,
     /// EvalMod's Chebyshev coefficients on `[-K, K]`.
     coeffs: Vec<f64>,
     /// The scale EvalMod runs at (the raised ciphertext's label).
@@ -501,8 +502,8 @@ impl<W: Word> Bootstrapper<W> {
         Ok(Self {
             ctx: Arc::clone(ctx),
             config,
-            cts,
-            stc,
+            cts: cts.into(),
+            stc: stc.into(),
             coeffs,
             eval_scale,
             sparse: None,
@@ -519,6 +520,11 @@ impl<W: Word> Bootstrapper<W> {
         }
         self.sparse = Some(keys);
         Ok(self)
+    }
+
+    /// Whether sparse-secret encapsulation keys are attached ([`Self::with_sparse_keys`]).
+    pub fn has_sparse_keys(&self) -> bool {
+        self.sparse.is_some()
     }
 
     /// The scale EvalMod runs at (the raised ciphertext's label, about its primes' size).
@@ -542,7 +548,7 @@ impl<W: Word> Bootstrapper<W> {
         let mut s: Vec<i64> = self
             .cts
             .iter()
-            .chain(&self.stc)
+            .chain(self.stc.iter())
             .flat_map(|t| t.used_steps())
             .collect();
         s.sort_unstable();
@@ -647,7 +653,7 @@ impl<W: Word> Bootstrapper<W> {
         raised: &Ciphertext<W>,
     ) -> Result<(Ciphertext<W>, Ciphertext<W>)> {
         let mut a = raised.clone();
-        for t in &self.cts {
+        for t in self.cts.iter() {
             a = t.apply_rescaled(ev, &a)?;
         }
         let ac = ev.conjugate(&a)?;
@@ -664,7 +670,7 @@ impl<W: Word> Bootstrapper<W> {
         im: &Ciphertext<W>,
     ) -> Result<Ciphertext<W>> {
         let mut w = ev.add(re, &ev.multiply_by_i(im)?)?;
-        for t in &self.stc {
+        for t in self.stc.iter() {
             w = t.apply_rescaled(ev, &w)?;
         }
         Ok(w)

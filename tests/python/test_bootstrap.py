@@ -1,0 +1,60 @@
+"""Bootstrapping from Python (``heloom.Bootstrapper``) at a small, insecure ring (N = 2^10,
+chosen so the test takes about a second), and the 2^16 preset's parameters.
+
+Bound: the Rust tests measure 2^-25 to 2^-26.5 at these settings; 2^-18 leaves room.
+"""
+
+import numpy as np
+import pytest
+
+import heloom
+
+
+def small_params(hamming_weight: int | None) -> heloom.CkksParameters:
+    # q_0, one computation level, SlotToCoeff (3), EvalMod (9 for K = 8), CoeffToSlot (3).
+    bits = [50, 40] + [45] * 3 + [60] * 12
+    return heloom.CkksParameters(
+        1 << 10,
+        prime_bits=bits,
+        special_bits=60,
+        hamming_weight=hamming_weight,
+        security=None,
+    )
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_bootstrapping_restores_the_values(dense: bool) -> None:
+    ctx = heloom.Context(small_params(None if dense else 16))
+    boot = heloom.Bootstrapper(ctx, sparse_weight=16 if dense else None)
+    assert boot.output_level == 1
+    assert boot.sparse_weight == (16 if dense else None)
+    keys = ctx.keygen(rotations=boot.rotations, conjugate=True)
+    boot.set_keys(keys)
+    rng = np.random.default_rng(5)
+    z = rng.uniform(-1, 1, ctx.slots) + 1j * rng.uniform(-1, 1, ctx.slots)
+    ct = ctx.encrypt(z, keys.public_key)
+    low = ctx.evaluator(keys.evaluation_keys).drop_to_level(ct, 0)
+    out = boot.bootstrap(low)
+    assert out.level == 1
+    got = ctx.decrypt(out, keys.secret_key)
+    assert np.max(np.abs(got - z)) < 2.0**-18
+
+
+def test_a_dense_secret_needs_encapsulation_and_its_keys() -> None:
+    ctx = heloom.Context(small_params(None))
+    with pytest.raises(heloom.InputError, match="sparse_weight"):
+        heloom.Bootstrapper(ctx)
+    boot = heloom.Bootstrapper(ctx, sparse_weight=16)
+    keys = ctx.keygen(rotations=boot.rotations, conjugate=True)
+    ct = ctx.encrypt(np.zeros(ctx.slots), keys.public_key)
+    with pytest.raises(heloom.InputError, match="set_keys"):
+        boot.bootstrap(ct)
+
+
+def test_the_preset() -> None:
+    p = heloom.CkksParameters.bootstrappable(16)
+    assert p.poly_degree == 1 << 16
+    assert p.security == 128
+    assert p.log_qp <= 1747
+    with pytest.raises(heloom.ParameterError, match="2\\^16"):
+        heloom.CkksParameters.bootstrappable(15)
