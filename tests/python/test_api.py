@@ -23,6 +23,7 @@ CLASSES = [
     "Plaintext",
     "Ciphertext",
     "Evaluator",
+    "Bootstrapper",
     "GraphBuilder",
     "Value",
     "TaskGraph",
