@@ -12,13 +12,15 @@
 //! - [`plot`]: every SVG chart (plotters).
 //! - [`progress`]: progress bars for long runs.
 //! - [`report`]: what the reports share: parameter-set columns, saved files, option checks.
-//! - Harnesses: [`ntt`], [`ckks`] (and SEAL through TenSEAL), [`matmul`], [`cryptonets`],
+//! - Harnesses: [`ntt`], [`ckks`] (and SEAL through TenSEAL), [`bootstrap`], [`matmul`],
+//!   [`cryptonets`],
 //!   [`formats`], [`gpu`], [`profile`] (the runtime's cost profile), [`schedule`] (e^x job
 //!   streams under thread policies), [`offload`] (AES and HE work shared among devices, and
 //!   openssl), [`loadtest`] (`heloom serve` under many tenants' load, and killed and
 //!   restarted: fairness, latency, durability).
 //! - [`spawn`]: starting a `heloom serve` process and reading the address it prints.
 
+pub mod bootstrap;
 pub mod ckks;
 pub mod cryptonets;
 pub mod formats;

@@ -13,7 +13,8 @@ pub struct Target {
     pub value: Option<f64>,
     /// Threshold.
     pub target: f64,
-    /// `x` (at least the target) or a time unit such as `us` or `ms` (at most the target).
+    /// `x` or `bits` (at least the target), or a unit such as `us`, `ms` or `GB` (at most the
+    /// target).
     pub unit: &'static str,
     /// Whether it is met (`None` when not measured).
     pub met: Option<bool>,
@@ -36,7 +37,7 @@ impl Target {
         unmeasured: &str,
     ) -> Self {
         let met = value.map(|v| {
-            if unit == "x" {
+            if at_least(unit) {
                 v >= target
             } else {
                 v <= target
@@ -58,12 +59,18 @@ impl Target {
     }
 }
 
+/// Whether a target in `unit` is a floor (`x` ratios, `bits` of precision) rather than a
+/// ceiling (times, sizes).
+fn at_least(unit: &str) -> bool {
+    unit == "x" || unit == "bits"
+}
+
 /// The targets as printed under every benchmark's table: one line each,
 /// `[status] name: value unit (target >= or <= threshold unit)`, then how many are met.
 pub fn render(targets: &[Target]) -> String {
     let mut s = String::new();
     for t in targets {
-        let cmp = if t.unit == "x" { ">=" } else { "<=" };
+        let cmp = if at_least(t.unit) { ">=" } else { "<=" };
         let sep = if t.unit == "x" { "" } else { " " };
         let value = t
             .value

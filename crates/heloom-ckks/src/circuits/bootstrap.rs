@@ -55,6 +55,7 @@ use num_complex::Complex64;
 use std::collections::BTreeMap;
 use std::f64::consts::PI;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Settings of a [`Bootstrapper`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -680,6 +681,15 @@ impl<W: Word> Bootstrapper<W> {
     /// at [`Self::output_level`], with `ct`'s scale. `ev` needs the relinearization key, the
     /// conjugation key and the Galois keys of [`Self::rotation_steps`].
     pub fn bootstrap(&self, ev: &Evaluator<W>, ct: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        Ok(self.bootstrap_timed(ev, ct)?.0)
+    }
+
+    /// [`Self::bootstrap`], with the wall time of each phase.
+    pub fn bootstrap_timed(
+        &self,
+        ev: &Evaluator<W>,
+        ct: &Ciphertext<W>,
+    ) -> Result<(Ciphertext<W>, BootstrapTimes)> {
         let slots = self.ctx.n() / 2;
         if ct.slots() != slots {
             return Err(CkksError::InvalidInput(format!(
@@ -688,12 +698,18 @@ impl<W: Word> Bootstrapper<W> {
             )));
         }
         let scale = ct.scale();
+        let mut times = BootstrapTimes::default();
+        let t = Instant::now();
         let raised = self.mod_raise(ev, ct)?;
+        times.mod_raise_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
         let (re, im) = self.coeffs_to_slots(ev, &raised)?;
+        times.coeffs_to_slots_s = t.elapsed().as_secs_f64();
         // The two EvalMods are independent: side by side, each on half the threads (their
         // polynomial evaluation has few parallel parts of its own). Both results should be
         // real; the noise has imaginary parts, which `re + i im` would turn into real errors,
         // so each becomes 2 Re = v + conj(v) (the 2 is in SlotToCoeff).
+        let t = Instant::now();
         let real = |e: &Evaluator<W>, v: &Ciphertext<W>| -> Result<Ciphertext<W>> {
             let m = self.eval_mod(e, v)?;
             e.add(&m, &e.conjugate(&m)?)
@@ -703,10 +719,34 @@ impl<W: Word> Bootstrapper<W> {
             |t| real(&ev.with_threads(t), &im),
         );
         let (mut re, mut im) = (re?, im?);
+        times.eval_mod_s = t.elapsed().as_secs_f64();
         // The slots hold m_k / q_0 at scale q_0: at scale Delta they are m_k / Delta.
         re.set_scale(scale);
         im.set_scale(scale);
-        self.slots_to_coeffs(ev, &re, &im)
+        let t = Instant::now();
+        let out = self.slots_to_coeffs(ev, &re, &im)?;
+        times.slots_to_coeffs_s = t.elapsed().as_secs_f64();
+        Ok((out, times))
+    }
+}
+
+/// Wall time of each phase of a bootstrap, seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BootstrapTimes {
+    /// ModRaise (with encapsulation: both key switches).
+    pub mod_raise_s: f64,
+    /// CoeffToSlot and the split into real and imaginary parts.
+    pub coeffs_to_slots_s: f64,
+    /// Both EvalMods and their clean-up to real values.
+    pub eval_mod_s: f64,
+    /// SlotToCoeff.
+    pub slots_to_coeffs_s: f64,
+}
+
+impl BootstrapTimes {
+    /// The whole bootstrap.
+    pub fn total_s(&self) -> f64 {
+        self.mod_raise_s + self.coeffs_to_slots_s + self.eval_mod_s + self.slots_to_coeffs_s
     }
 }
 

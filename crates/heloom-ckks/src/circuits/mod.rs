@@ -12,8 +12,8 @@ pub mod lintrans;
 pub mod polynomial;
 
 pub use bootstrap::{
-    preset as bootstrap_preset, sparse_secret_keys, BootstrapConfig, BootstrapPreset, Bootstrapper,
-    SparseKeys,
+    preset as bootstrap_preset, sparse_secret_keys, BootstrapConfig, BootstrapPreset,
+    BootstrapTimes, Bootstrapper, SparseKeys,
 };
 pub use lintrans::LinearTransform;
 pub use polynomial::{evaluate_polynomial_on, PolyBasis};
