@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 #[test]
 fn the_n16_preset_bootstraps_a_dense_secret_to_22_bits_with_9_levels_left() {
-    let e = preset(15).unwrap_err();
-    assert!(e.to_string().contains("2^16"), "{e}");
+    let e = preset(14).unwrap_err();
+    assert!(e.to_string().contains("2^15"), "{e}");
 
     let p = preset(16).unwrap();
     assert_eq!(p.params.security(), SecurityLevel::Bits128);

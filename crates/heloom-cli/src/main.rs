@@ -213,6 +213,9 @@ enum BenchCommand {
         /// An insecure N = 2^12 chain instead (a smoke run of a few seconds).
         #[arg(long)]
         quick: bool,
+        /// The preset's log2 N: 16 (9 levels left) or 15 (1 level left, 16 bits of precision).
+        #[arg(long, default_value_t = 16, conflicts_with = "quick")]
+        log_n: u32,
         /// Comma-separated thread budgets (default: 1 and every core).
         #[arg(long, value_delimiter = ',')]
         threads: Vec<usize>,
@@ -606,12 +609,14 @@ fn main() -> Result<()> {
                 BenchCommand::Bootstrap {
                     json,
                     quick,
+                    log_n,
                     threads,
                     reps,
                     out,
                 },
         } => {
             let mut opts = bench::bootstrap::BootstrapBenchOptions::new(quick);
+            opts.log_n = log_n;
             if !threads.is_empty() {
                 for &t in &threads {
                     at_least_one("--threads", t)?;

@@ -16,7 +16,8 @@ use std::sync::{Arc, RwLock};
 /// ``boot.set_keys(keys)`` (on the client: with a dense secret it derives the sparse-secret
 /// encapsulation keys from the secret key; they are public, like the other evaluation keys).
 ///
-/// With the preset (``CkksParameters.bootstrappable(16)``) the settings are the preset's.
+/// With a preset (``CkksParameters.bootstrappable(16)`` or ``(15)``) the settings are the
+/// preset's.
 /// Otherwise the secret's Hamming weight (``hamming_weight`` of the parameters) or
 /// ``sparse_weight`` (encapsulation under a sparse secret of that weight, for a dense secret)
 /// chooses the interval ``K`` and the sine's degree; ``k``, ``degree``, ``cts_levels``,
@@ -68,8 +69,11 @@ impl PyBootstrapper {
             return Err(to_py(unsupported()));
         };
         let params = ctx.params();
-        let preset16 = preset(16).ok().filter(|p| &p.params == params);
-        let (mut config, sparse_weight) = match (&preset16, params.secret_distribution()) {
+        let known = [16, 15]
+            .into_iter()
+            .filter_map(|n| preset(n).ok())
+            .find(|p| &p.params == params);
+        let (mut config, sparse_weight) = match (&known, params.secret_distribution()) {
             (Some(p), _) => (p.config, Some(sparse_weight.unwrap_or(p.sparse_weight))),
             (None, SecretDistribution::FixedHamming(h)) => (
                 BootstrapConfig::for_hamming_weight(sparse_weight.unwrap_or(h)),

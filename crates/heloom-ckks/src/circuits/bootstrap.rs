@@ -140,40 +140,53 @@ pub struct BootstrapPreset {
     pub levels_left: usize,
 }
 
-/// The preset for `N = 2^log_n`. At `2^16`: `q_0` of 53 bits, 9 computation levels of 45 bits
-/// (scale `2^45`), SlotToCoeff 3 levels of 45 bits, EvalMod 9 of 60 bits (sparse secret of
-/// weight 32, `K = 10`, degree 127), CoeffToSlot 3 of 60 bits, 7 special primes of 61 bits
-/// (`dnum` 4): `log QP` about 1740 bits against the HE standard's 1747 for 128 bits with the
-/// dense ternary secret. The sparse secret only meets `q_0 P`, about 480 bits. Measured on
-/// an AMD EPYC Zen 4 with 2 threads: 24.5 bits worst and 26.3 mean over all slots of uniform
-/// complex inputs, 9 levels left. `q_0 / Delta = 2^8`: 2^10 lost 2 bits to EvalMod's error,
-/// 2^6 lost 2 to the sine's cubic term. Smaller rings cannot hold a full bootstrapping at
-/// 128-bit security with 9 levels left; `2^15` is refused with that explanation.
+/// The preset for `N = 2^log_n`, 15 or 16, both 128-bit secure by the HE standard's table with a
+/// dense ternary secret; ModRaise under a sparse secret of weight 32 (`K = 10`, a degree-127
+/// sine over 9 levels). Measured on an AMD EPYC Zen 4 over all slots of uniform complex inputs:
+///
+/// - `2^16`: `q_0` of 53 bits, 9 computation levels of 45 bits (scale `2^45`), SlotToCoeff 3
+///   levels of 45 bits, EvalMod 9 of 60 bits, CoeffToSlot 3 of 60 bits, 7 special primes of
+///   61 bits (`dnum` 4): `log QP` 1740 of the table's 1747. 24.5 bits worst, 26.3 mean.
+///   `q_0 / Delta = 2^8`: 2^10 lost 2 bits to EvalMod's error, 2^6 lost 2 to the sine's cubic
+///   term.
+/// - `2^15`: 1 computation level, CoeffToSlot and SlotToCoeff 2 levels each, EvalMod on 50-bit
+///   primes, 2 special primes (`dnum` 8): `log QP` 870 of 881. Only 16.0 bits worst, 17.8
+///   mean: EvalMod's rounding error grows with `2^60 / S_e`, and 60-bit EvalMod primes do
+///   not fit at 2^15. A preset for experiments and tests until EvalMod's evaluation amplifies
+///   its noise less.
+///
+/// Smaller rings are refused with the reason.
 pub fn preset(log_n: u32) -> Result<BootstrapPreset> {
-    if log_n != 16 {
-        return Err(CkksError::InvalidParameters(format!(
-            "no bootstrappable preset for N = 2^{log_n}: bootstrapping takes about 21 levels of its own, which with 9 levels for the computation fit 128-bit security only from N = 2^16 (the HE standard allows 881 bits of modulus at 2^15 against about 1,265 needed); use log_n = 16"
-        )));
-    }
     let sparse_weight = 32;
-    let config = BootstrapConfig::for_hamming_weight(sparse_weight);
-    let levels_left = 9;
+    let mut config = BootstrapConfig::for_hamming_weight(sparse_weight);
+    // (levels left, StC prime bits, EvalMod prime bits, CtS prime bits, special primes)
+    let (levels_left, stc_bits, eval_bits, cts_bits, special) = match log_n {
+        16 => (9, 45, 60, 60, 7),
+        15 => {
+            config.cts_levels = 2;
+            config.stc_levels = 2;
+            (1, 45, 50, 55, 2)
+        }
+        _ => {
+            return Err(CkksError::InvalidParameters(format!(
+                "no bootstrappable preset for N = 2^{log_n}: bootstrapping takes about 13 levels of its own, which fit 128-bit security only from N = 2^15 (the HE standard allows 881 bits of modulus there and 438 at 2^14); use log_n = 15 (1 level left) or 16 (9 levels left)"
+            )))
+        }
+    };
     let mut bits = vec![53];
     bits.extend(std::iter::repeat_n(45, levels_left));
-    bits.extend(std::iter::repeat_n(45, config.stc_levels));
-    bits.extend(std::iter::repeat_n(
-        60,
-        config.eval_mod_depth() + config.cts_levels,
-    ));
-    // 61-bit special primes: P then exceeds the largest digit (seven 60-bit primes) by 2^7,
-    // which keeps key switching's noise near 2^6 (its rounding) instead of sigma sqrt(N) =
+    bits.extend(std::iter::repeat_n(stc_bits, config.stc_levels));
+    bits.extend(std::iter::repeat_n(eval_bits, config.eval_mod_depth()));
+    bits.extend(std::iter::repeat_n(cts_bits, config.cts_levels));
+    // 61-bit special primes: P then exceeds the largest digit (seven 60-bit primes at 2^16) by
+    // 2^7, which keeps key switching's noise near 2^6 (its rounding) instead of sigma sqrt(N) =
     // 2^10. That noise lands on t = m + q_0 I at the top level, and 2^10 of it cost 5 bits
     // (18.8 against 24 bits worst, measured).
     let params = CkksParameters::builder(1 << log_n)
         .prime_bits(bits)
         .scale_bits(45)
         .special_bits(61)
-        .special_count(7)
+        .special_count(special)
         .build()?;
     Ok(BootstrapPreset {
         params,
