@@ -177,10 +177,7 @@ pub fn run(opts: &BootstrapBenchOptions, note: &dyn Fn(&str)) -> Result<Bootstra
     let mut key_bytes = evaluation_keys.memory_bytes() as u64;
     if let Some(h) = sparse_weight {
         let sparse = sparse_secret_keys(&ctx, &secret_key, h)?;
-        key_bytes += 2
-            * (sparse.to_sparse.dnum() as u64)
-            * 2
-            * (ctx.params().qp_moduli().count() * ctx.n() * 8) as u64;
+        key_bytes += (sparse.to_sparse.memory_bytes() + sparse.from_sparse.memory_bytes()) as u64;
         boot = boot.with_sparse_keys(Arc::new(sparse))?;
     }
     let keygen_s = t.elapsed().as_secs_f64();

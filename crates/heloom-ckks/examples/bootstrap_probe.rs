@@ -156,15 +156,7 @@ fn main() -> Result<()> {
     let (re, im) = boot.coeffs_to_slots(&ev, &raised)?;
     let t_cts = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let real = |e: &Evaluator<u64>, v: &Ciphertext<u64>| -> Result<Ciphertext<u64>> {
-        let m = boot.eval_mod(e, v)?;
-        e.add(&m, &e.conjugate(&m)?)
-    };
-    let (re, im) = ev.threads().effective().join(
-        |t| real(&ev.with_threads(t), &re),
-        |t| real(&ev.with_threads(t), &im),
-    );
-    let (mut re, mut im) = (re?, im?);
+    let (mut re, mut im) = boot.eval_mod_pair(&ev, &re, &im)?;
     let t_mod = t.elapsed().as_secs_f64();
     if env("DIAG", 0) == 1 {
         // Exact expectations from the level-0 plaintext's coefficients m_k: CoeffToSlot's slot t

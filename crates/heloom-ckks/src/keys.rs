@@ -113,6 +113,14 @@ impl<W: Word> SwitchingKey<W> {
     pub fn fingerprint(&self) -> u64 {
         self.fingerprint
     }
+    /// Bytes its polynomials occupy.
+    pub fn memory_bytes(&self) -> usize {
+        self.b
+            .iter()
+            .chain(&self.a)
+            .map(|p| p.as_slice().len() * (W::BITS as usize / 8))
+            .sum()
+    }
 }
 
 /// What the server needs to compute: the relinearization key and Galois keys by element.
@@ -192,13 +200,12 @@ impl<W: Word> EvaluationKeys<W> {
     }
     /// Total size in bytes of the keys in memory.
     pub fn memory_bytes(&self) -> usize {
-        let one = |k: &SwitchingKey<W>| {
-            k.b.iter()
-                .chain(&k.a)
-                .map(|p| p.as_slice().len() * (W::BITS as usize / 8))
+        self.relin.as_ref().map_or(0, SwitchingKey::memory_bytes)
+            + self
+                .galois
+                .values()
+                .map(SwitchingKey::memory_bytes)
                 .sum::<usize>()
-        };
-        self.relin.as_ref().map_or(0, one) + self.galois.values().map(one).sum::<usize>()
     }
 }
 

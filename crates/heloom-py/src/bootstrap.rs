@@ -185,13 +185,8 @@ impl PyBootstrapper {
                 )
             })?,
         };
-        if self.sparse_weight.is_some()
-            && self
-                .boot
-                .read()
-                .map(|b| !b.has_sparse_keys())
-                .unwrap_or(true)
-        {
+        let boot = self.current();
+        if self.sparse_weight.is_some() && !boot.has_sparse_keys() {
             return Err(input_error(
                 "this Bootstrapper uses sparse-secret encapsulation: call set_keys(keys) first",
             ));
@@ -199,7 +194,6 @@ impl PyBootstrapper {
         let (Words::W64(ev), Words::W64(c)) = (ev, ct.ct.clone()) else {
             return Err(to_py(unsupported()));
         };
-        let boot = self.current();
         let out = nogil(py, move || boot.bootstrap(&ev, &c))?;
         Ok(PyCiphertext::new(CtW::W64(out), &self.shared, None))
     }

@@ -660,6 +660,27 @@ impl<W: Word> Bootstrapper<W> {
         Ok(c)
     }
 
+    /// EvalMod on CoeffToSlot's two halves, each then made `2 Re = v + conj(v)`: both should
+    /// be real, and the noise's imaginary parts would turn into real errors in `re + i im` (the
+    /// 2 is in SlotToCoeff). The two run side by side, each on half of `ev`'s threads (their
+    /// polynomial evaluation has few parallel parts of its own). Scales as [`Self::eval_mod`].
+    pub fn eval_mod_pair(
+        &self,
+        ev: &Evaluator<W>,
+        re: &Ciphertext<W>,
+        im: &Ciphertext<W>,
+    ) -> Result<(Ciphertext<W>, Ciphertext<W>)> {
+        let real = |e: &Evaluator<W>, v: &Ciphertext<W>| -> Result<Ciphertext<W>> {
+            let m = self.eval_mod(e, v)?;
+            e.add(&m, &e.conjugate(&m)?)
+        };
+        let (re, im) = ev.threads().effective().join(
+            |t| real(&ev.with_threads(t), re),
+            |t| real(&ev.with_threads(t), im),
+        );
+        Ok((re?, im?))
+    }
+
     /// CoeffToSlot on a raised ciphertext: `(Re y, Im y)`, the coefficients of `t / q_0`.
     pub fn coeffs_to_slots(
         &self,
@@ -718,20 +739,8 @@ impl<W: Word> Bootstrapper<W> {
         let t = Instant::now();
         let (re, im) = self.coeffs_to_slots(ev, &raised)?;
         times.coeffs_to_slots_s = t.elapsed().as_secs_f64();
-        // The two EvalMods are independent: side by side, each on half the threads (their
-        // polynomial evaluation has few parallel parts of its own). Both results should be
-        // real; the noise has imaginary parts, which `re + i im` would turn into real errors,
-        // so each becomes 2 Re = v + conj(v) (the 2 is in SlotToCoeff).
         let t = Instant::now();
-        let real = |e: &Evaluator<W>, v: &Ciphertext<W>| -> Result<Ciphertext<W>> {
-            let m = self.eval_mod(e, v)?;
-            e.add(&m, &e.conjugate(&m)?)
-        };
-        let (re, im) = ev.threads().effective().join(
-            |t| real(&ev.with_threads(t), &re),
-            |t| real(&ev.with_threads(t), &im),
-        );
-        let (mut re, mut im) = (re?, im?);
+        let (mut re, mut im) = self.eval_mod_pair(ev, &re, &im)?;
         times.eval_mod_s = t.elapsed().as_secs_f64();
         // The slots hold m_k / q_0 at scale q_0: at scale Delta they are m_k / Delta.
         re.set_scale(scale);

@@ -294,7 +294,8 @@ impl<W: Word> LinearTransform<W> {
         self.level
     }
 
-    /// The baby-step count `g`.
+    /// The baby-step span `g`: the baby-step count, times the offsets' stride for
+    /// [`Self::new_sparse_complex`].
     pub fn baby(&self) -> usize {
         self.baby
     }

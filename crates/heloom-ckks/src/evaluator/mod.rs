@@ -55,18 +55,8 @@ fn const_residues<W: Word>(basis: &RnsBasis<W>, c: f64, scale: f64) -> Result<Ve
         .moduli()
         .iter()
         .map(|m| {
-            let q = m.value() as u128;
-            let mut p2 = 1u128 % q;
-            let mut b = 2u128 % q;
-            let mut x = e as u32;
-            while x > 0 {
-                if x & 1 == 1 {
-                    p2 = p2 * b % q;
-                }
-                b = b * b % q;
-                x >>= 1;
-            }
-            (reduce_i128(m, mant) as u128 * p2 % q) as u64
+            let p2 = m.pow(W::from_u64(2), e as u64);
+            m.mul(W::from_u64(reduce_i128(m, mant)), p2).to_u64()
         })
         .collect())
 }
