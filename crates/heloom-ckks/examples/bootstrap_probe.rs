@@ -4,7 +4,7 @@
 //! memory, with `THREADS` threads (default: every core). Such chains are experiments, not
 //! checked for 128-bit security. `PRESET=1` runs the 128-bit preset of `LOG_N` instead
 //! (`circuits::bootstrap::preset`); `SSE=1` a dense secret with encapsulation under weight
-//! `H`; `DIAG=1` splits the error by phase; `Q0`, `R` (double angles), `DEG`, `CTS`, `STC`
+//! `H`; `DIAG=1` splits the error by phase; `WARM=n` runs n bootstraps first; `Q0`, `R` (double angles), `DEG`, `CTS`, `STC`
 //! override the chain and the settings.
 use heloom_ckks::circuits::bootstrap::{BootstrapConfig, Bootstrapper};
 use heloom_ckks::*;
@@ -22,6 +22,12 @@ fn env(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// Resident and peak resident memory so far.
+fn rss() -> String {
+    let gb = |k| heloom_pool::proc_status_bytes(None, k).unwrap_or(0) as f64 / 1e9;
+    format!("resident {:.2} GB, peak {:.2} GB", gb("VmRSS"), gb("VmHWM"))
 }
 
 fn main() -> Result<()> {
@@ -97,15 +103,21 @@ fn main() -> Result<()> {
     let ctx = Context::<u64>::new(params)?;
     let t = Instant::now();
     let mut boot = Bootstrapper::new(&ctx, config, threads)?;
-    println!("transforms encoded: {:.2} s", t.elapsed().as_secs_f64());
+    println!(
+        "transforms encoded: {:.2} s, {:.2} GB ({})",
+        t.elapsed().as_secs_f64(),
+        boot.memory_bytes() as f64 / 1e9,
+        rss()
+    );
     let steps = boot.rotation_steps();
     let t = Instant::now();
     let keys = keygen(&ctx, &steps, true)?;
     println!(
-        "keys: {} rotations + conjugation + relinearization, {:.2} GB, {:.2} s",
+        "keys: {} rotations + conjugation + relinearization, {:.2} GB, {:.2} s ({})",
         steps.len(),
         keys.evaluation_keys.memory_bytes() as f64 / 1e9,
-        t.elapsed().as_secs_f64()
+        t.elapsed().as_secs_f64(),
+        rss()
     );
     let sse = preset
         .as_ref()
@@ -129,7 +141,11 @@ fn main() -> Result<()> {
         public_key,
         evaluation_keys,
     } = keys;
-    let ev = Evaluator::new(&ctx, Arc::new(evaluation_keys))?.with_threads(threads);
+    let mut ev = Evaluator::new(&ctx, Arc::new(evaluation_keys))?.with_threads(threads);
+    if let Ok(b) = std::env::var("HOISTED_MB") {
+        // `HOISTED_MB`: the hoisted-key budget, MB.
+        ev = ev.with_hoisted_key_budget(b.parse::<usize>().unwrap_or(0) << 20);
+    }
     let dec = Decryptor::new(&ctx, &secret_key)?;
     let slots = ctx.n() / 2;
     let mut rng = ChaCha8Rng::seed_from_u64(1);
@@ -148,16 +164,44 @@ fn main() -> Result<()> {
         "the input at level 0: precision {:.1} bits worst",
         -fresh.log2()
     );
+    // `WARM=n`: n timed bootstraps first (a fresh process's first one also pays for faulting
+    // its working memory in).
+    for i in 0..env("WARM", 0) {
+        let (_, times) = boot.bootstrap_timed(&ev, &ct)?;
+        println!(
+            "warm-up {i}: {times:?} total {:.2} s ({})",
+            times.total_s(),
+            rss()
+        );
+    }
+    // The most resident memory seen (sampled every 5 ms) since the last `phase_peak()`.
+    let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    {
+        let seen = Arc::clone(&seen);
+        std::thread::spawn(move || loop {
+            let r = heloom_pool::proc_status_bytes(None, "VmRSS").unwrap_or(0);
+            seen.fetch_max(r, std::sync::atomic::Ordering::Relaxed);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        });
+    }
+    let phase_peak = || {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        seen.swap(0, std::sync::atomic::Ordering::Relaxed) as f64 / 1e9
+    };
+    phase_peak();
     let total_t = Instant::now();
     let t = Instant::now();
     let raised = boot.mod_raise(&ev, &ct)?;
     let t_raise = t.elapsed().as_secs_f64();
+    let m_raise = phase_peak();
     let t = Instant::now();
     let (re, im) = boot.coeffs_to_slots(&ev, &raised)?;
     let t_cts = t.elapsed().as_secs_f64();
+    let m_cts = phase_peak();
     let t = Instant::now();
     let (mut re, mut im) = boot.eval_mod_pair(&ev, &re, &im)?;
     let t_mod = t.elapsed().as_secs_f64();
+    let m_mod = phase_peak();
     if env("DIAG", 0) == 1 {
         // Exact expectations from the level-0 plaintext's coefficients m_k: CoeffToSlot's slot t
         // holds I + m_(br(t)) / q0 (real part; + L for the imaginary part), EvalMod's output
@@ -214,6 +258,10 @@ fn main() -> Result<()> {
     im.set_scale(ct.scale());
     let t = Instant::now();
     let out = boot.slots_to_coeffs(&ev, &re, &im)?;
+    let m_stc = phase_peak();
+    println!(
+        "resident memory by phase (GB, sampled): ModRaise {m_raise:.2}, CoeffToSlot {m_cts:.2}, EvalMod {m_mod:.2}, SlotToCoeff {m_stc:.2}"
+    );
     if env("DIAG", 0) == 1 {
         // Split the final error: SlotToCoeff done in the clear on the decrypted EvalMod outputs
         // against z (the error before SlotToCoeff) and against the decrypted output (its own).
@@ -263,6 +311,14 @@ fn main() -> Result<()> {
         out.level(),
         -worst.log2(),
         -mean.log2()
+    );
+    println!(
+        "scratch buffers kept: {:.2} GB",
+        ctx.scratch_bytes() as f64 / 1e9
+    );
+    println!(
+        "peak resident memory: {:.2} GB",
+        heloom_pool::proc_status_bytes(None, "VmHWM").unwrap_or(0) as f64 / 1e9
     );
     Ok(())
 }

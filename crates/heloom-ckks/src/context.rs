@@ -158,6 +158,10 @@ impl<W: Word> Context<W> {
     pub(crate) fn pool(&self) -> &BufferPool<W> {
         &self.pool
     }
+    /// Bytes of scratch buffers kept for reuse by key switching and rescaling.
+    pub fn scratch_bytes(&self) -> usize {
+        self.pool.free_bytes()
+    }
     /// The encoder.
     pub fn encoder(&self) -> &Encoder {
         &self.encoder

@@ -60,7 +60,7 @@ pub use context::Context;
 pub use encoder::Encoder;
 pub use encrypt::{Decryptor, Encryptor};
 pub use error::{CkksError, MissingKeyKind, Result};
-pub use evaluator::Evaluator;
+pub use evaluator::{Evaluator, DEFAULT_HOISTED_KEY_BUDGET};
 pub use heloom_pool::Threads;
 pub use keys::{
     keygen, EvaluationKeys, KeyGenerator, KeyRole, KeySet, PublicKey, SecretKey, SwitchingKey,

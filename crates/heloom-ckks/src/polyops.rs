@@ -57,6 +57,26 @@ pub trait PolyOps {
     fn rotate_many(&self, ct: &Self::Ct, steps: &[i64]) -> Result<Vec<Self::Ct>> {
         steps.iter().map(|&s| self.rotate(ct, s)).collect()
     }
+    /// `acc += k * ct` with `ct` dropped to `level` and the product labelled `scale` (`acc =`
+    /// that product when `None`): the terms of a polynomial's baby-step sums. By default the
+    /// drop, the product and the sum one by one; the CPU evaluator fuses them into one pass
+    /// with no copies, with the same words.
+    fn multiply_int_accumulate(
+        &self,
+        acc: &mut Option<Self::Ct>,
+        ct: &Self::Ct,
+        level: usize,
+        k: i128,
+        scale: f64,
+    ) -> Result<()> {
+        let t = self.multiply_const_exact(&self.drop_to_level(ct, level)?, k)?;
+        let t = self.with_scale(t, scale)?;
+        *acc = Some(match acc.take() {
+            None => t,
+            Some(a) => self.add(&a, &t)?,
+        });
+        Ok(())
+    }
     /// `ct * values` slot-wise, the values encoded at `ct`'s level with scale `q_level` (the
     /// prime a following rescale divides by, as [`PolyOps::multiply_const`]): the result has
     /// scale `scale * q_level`; rescale it to get `ct`'s scale back.
@@ -172,6 +192,16 @@ impl<W: Word> PolyOps for Evaluator<W> {
     fn multiply_plain_slots(&self, ct: &Self::Ct, values: &[f64]) -> Result<Self::Ct> {
         let pt = encode_plain_slots(self.context(), values, ct.level())?;
         Evaluator::multiply_plain(self, ct, &pt)
+    }
+    fn multiply_int_accumulate(
+        &self,
+        acc: &mut Option<Self::Ct>,
+        ct: &Self::Ct,
+        level: usize,
+        k: i128,
+        scale: f64,
+    ) -> Result<()> {
+        Evaluator::multiply_int_accumulate(self, acc, ct, level, k, scale)
     }
 }
 

@@ -180,6 +180,14 @@ fn rotations<W: Word>(s: &Bounded<W>) {
             "hoisted rotate {k}: c_1 differs from the textbook form"
         );
     }
+    // With no budget for pre-permuted keys the digits are permuted instead: the same words.
+    let lean = s.ev.with_hoisted_key_budget(0).rotate_many(&a, &STEPS).unwrap();
+    for ((&k, r), l) in STEPS.iter().zip(&many).zip(&lean) {
+        assert!(
+            r.polys() == l.polys(),
+            "hoisted rotate {k}: digits permuted differ from the pre-permuted key"
+        );
+    }
     // rotation of a rescaled ciphertext (lower level)
     let lower =
         s.ev.rescale(&s.ev.multiply_const(&a, 1.0).unwrap())

@@ -7,7 +7,7 @@
 mod common;
 
 use common::secure_params;
-use heloom_ckks::circuits::lintrans::{baby_steps, rotate_values};
+use heloom_ckks::circuits::lintrans::{baby_steps, hoisted_baby_steps, rotate_values};
 use heloom_ckks::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -208,4 +208,17 @@ fn zero_transform_and_bad_inputs() {
     // The values helper rotates left.
     assert_eq!(rotate_values(&[1.0, 2.0, 3.0], 1), vec![2.0, 3.0, 1.0]);
     assert_eq!(rotate_values(&[1.0, 2.0, 3.0], -1), vec![3.0, 1.0, 2.0]);
+}
+
+#[test]
+fn hoisted_baby_steps_weigh_a_giant_rotation_as_two_baby_ones() {
+    // (b - 1) + 2 ceil(n / b): n = 63 gives 8 (7 + 2 * 8 = 23, against 3 + 32 at b = 4
+    // and a tie with b = 16, broken to the smaller b); n = 15 ties 4 and 8; n = 31 gives 8.
+    assert_eq!(hoisted_baby_steps(63), 8);
+    assert_eq!(hoisted_baby_steps(31), 8);
+    assert_eq!(hoisted_baby_steps(15), 4);
+    assert_eq!(hoisted_baby_steps(3), 2);
+    assert_eq!(hoisted_baby_steps(1), 1);
+    assert_eq!(hoisted_baby_steps(0), 1);
+    assert_eq!(hoisted_baby_steps(1023), 32);
 }

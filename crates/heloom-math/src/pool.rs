@@ -109,6 +109,18 @@ impl<W: Word> BufferPool<W> {
     pub fn free_buffers(&self) -> usize {
         self.free.lock().map(|f| f.len()).unwrap_or(0)
     }
+
+    /// Bytes held by the free buffers.
+    pub fn free_bytes(&self) -> usize {
+        self.free
+            .lock()
+            .map(|f| {
+                f.iter()
+                    .map(|b| b.capacity() * std::mem::size_of::<W>())
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
 }
 
 /// A slice borrowed from a [`BufferPool`], returned to it on drop.

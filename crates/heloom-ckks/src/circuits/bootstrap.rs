@@ -556,6 +556,15 @@ impl<W: Word> Bootstrapper<W> {
         self.stc.last().map_or(0, |t| t.level() - 1)
     }
 
+    /// Bytes held by the encoded CoeffToSlot and SlotToCoeff diagonals.
+    pub fn memory_bytes(&self) -> usize {
+        self.cts
+            .iter()
+            .chain(self.stc.iter())
+            .map(LinearTransform::memory_bytes)
+            .sum()
+    }
+
     /// The rotation steps whose Galois keys bootstrapping needs (conjugation too: generate the
     /// key set with `conjugate = true`).
     pub fn rotation_steps(&self) -> Vec<i64> {

@@ -30,9 +30,9 @@ pub fn accumulate<W: Word>(
     acc: &mut Option<Ciphertext<W>>,
     x: Ciphertext<W>,
 ) -> Result<()> {
-    *acc = Some(match acc.take() {
-        Some(y) => ev.add(&y, &x)?,
-        None => x,
-    });
+    match acc.as_mut() {
+        Some(y) => ev.add_assign(y, &x)?,
+        None => *acc = Some(x),
+    }
     Ok(())
 }

@@ -338,14 +338,9 @@ fn leaf<E: PolyOps>(
         if c == 0.0 && !(acc.is_none() && k == coeffs.len() - 1) {
             continue;
         }
-        let pk = e.drop_to_level(p.get(k)?, target + 1)?;
-        let ki = scaled_int(c, big / e.scale_of(&pk))?;
-        let t = e.multiply_const_exact(&pk, ki)?;
-        let t = e.with_scale(t, big)?;
-        acc = Some(match acc {
-            None => t,
-            Some(a) => e.add(&a, &t)?,
-        });
+        let pk = p.get(k)?;
+        let ki = scaled_int(c, big / e.scale_of(pk))?;
+        e.multiply_int_accumulate(&mut acc, pk, target + 1, ki, big)?;
     }
     let acc = match acc {
         Some(a) => a,

@@ -54,6 +54,28 @@ impl<W: Word> Evaluator<W> {
         self.combine(a, b, false)
     }
 
+    /// `a += b` in place: no copy of `a` when both share a level and a scale and `b` has no
+    /// more polynomials (sums of many terms), otherwise as [`Self::add`].
+    pub fn add_assign(&self, a: &mut Ciphertext<W>, b: &Ciphertext<W>) -> Result<()> {
+        if a.level != b.level
+            || !self.scales_match(a.scale, b.scale)
+            || a.polys.len() < b.polys.len()
+        {
+            *a = self.add(a, b)?;
+            return Ok(());
+        }
+        self.check(a)?;
+        self.check(b)?;
+        let basis = self.ctx.q_basis(a.level)?;
+        let (elt, mods) = (basis.eltwise(), basis.moduli());
+        for_each_limb(self.threads, &mut a.polys[..b.polys.len()], |p, i, x| {
+            Ok(elt.add_assign(&mods[i], x, b.polys[p].limb(i))?)
+        })?;
+        a.slots = a.slots.max(b.slots);
+        a.seed = None;
+        Ok(())
+    }
+
     /// `a - b`.
     pub fn sub(&self, a: &Ciphertext<W>, b: &Ciphertext<W>) -> Result<Ciphertext<W>> {
         self.combine(a, b, true)
@@ -84,6 +106,31 @@ impl<W: Word> Evaluator<W> {
             });
         }
         Ok(self.ctx.q_basis(level)?.truncated(&pt.poly)?)
+    }
+
+    /// Checks that `pt` belongs to this context and reaches `level`: its first `level + 1`
+    /// limbs are then the plaintext at `level` (no truncated copy needed).
+    pub(super) fn check_plain_at(&self, pt: &Plaintext<W>, level: usize) -> Result<()> {
+        self.ctx.check_fingerprint(pt.fingerprint, "plaintext")?;
+        if pt.level < level {
+            return Err(CkksError::OutOfLevels {
+                level: pt.level,
+                needed: level,
+                hint: format!(
+                    "plaintext at level {} is below the ciphertext's level {level}",
+                    pt.level
+                ),
+            });
+        }
+        if pt.poly.form() != Form::Ntt || pt.poly.num_limbs() <= level {
+            return Err(CkksError::ParameterMismatch(format!(
+                "the plaintext has {} limbs in {:?} form; level {level} needs {} in NTT form (corrupted?)",
+                pt.poly.num_limbs(),
+                pt.poly.form(),
+                level + 1
+            )));
+        }
+        Ok(())
     }
 
     /// `ct + pt` (scales must match; the plaintext is dropped to the ciphertext's level).

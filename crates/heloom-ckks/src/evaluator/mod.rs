@@ -131,7 +131,14 @@ pub struct Evaluator<W: Word> {
     /// Galois keys permuted by the inverse automorphism, for hoisted rotations (built on first
     /// use, shared by the evaluator's clones).
     hoisted: Arc<HoistedKeys<W>>,
+    /// Bytes [`Self::hoisted`] may hold; a key beyond it is used as is, its digits permuted.
+    hoisted_budget: usize,
 }
+
+/// The default of [`Evaluator::with_hoisted_key_budget`]: 256 MiB, every key of a parameter
+/// set up to N = 2^15 with a few dozen rotations, two keys at N = 2^16 (whose bootstrapping
+/// keys alone are 3.9 GB: a copy of each would add 2.7 GB for a few percent of speed).
+pub const DEFAULT_HOISTED_KEY_BUDGET: usize = 256 << 20;
 
 /// `sigma_g^-1(k)` for the Galois keys a hoisted rotation used: `sum_j sigma_g(d_j) k_j =
 /// sigma_g(sum_j d_j sigma_g^-1(k_j))` exactly (NTT-form products are pointwise), so a hoisted
@@ -148,6 +155,7 @@ impl<W: Word> Evaluator<W> {
             keys: Some(keys),
             threads: Threads::single(),
             hoisted: Arc::default(),
+            hoisted_budget: DEFAULT_HOISTED_KEY_BUDGET,
         })
     }
 
@@ -158,6 +166,7 @@ impl<W: Word> Evaluator<W> {
             keys: None,
             threads: Threads::single(),
             hoisted: Arc::default(),
+            hoisted_budget: DEFAULT_HOISTED_KEY_BUDGET,
         }
     }
 
@@ -170,6 +179,20 @@ impl<W: Word> Evaluator<W> {
             keys: self.keys.clone(),
             threads,
             hoisted: Arc::clone(&self.hoisted),
+            hoisted_budget: self.hoisted_budget,
+        }
+    }
+
+    /// The same evaluator with `bytes` for Galois keys permuted once for hoisted rotations
+    /// (default [`DEFAULT_HOISTED_KEY_BUDGET`]): such a key saves permuting every digit of
+    /// each hoisted rotation (about 5% of a rotation) for a copy of the key. Keys beyond the
+    /// budget are used as they are. Results are the same either way. The new evaluator starts
+    /// with an empty set of permuted keys (shared by its own clones).
+    pub fn with_hoisted_key_budget(&self, bytes: usize) -> Self {
+        Self {
+            hoisted_budget: bytes,
+            hoisted: Arc::default(),
+            ..self.clone()
         }
     }
 

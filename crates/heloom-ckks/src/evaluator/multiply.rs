@@ -116,13 +116,99 @@ impl<W: Word> Evaluator<W> {
         self.check(ct)?;
         let level = ct.level.min(pt.level);
         let mut c = self.drop_to_level(ct, level)?;
-        let p = self.plain_at(pt, level)?;
+        self.check_plain_at(pt, level)?;
         let basis = self.ctx.q_basis(level)?;
-        self.mul_polys_by(basis, &mut c.polys, &p)?;
+        // The plaintext's first limbs are its truncation: read them in place.
+        let (elt, mods) = (basis.eltwise(), basis.moduli());
+        for_each_limb(self.threads, &mut c.polys, |_, i, x| {
+            Ok(elt.mul_assign(&mods[i], x, pt.poly.limb(i))?)
+        })?;
         c.scale *= pt.scale;
         c.slots = c.slots.max(pt.slots);
         c.seed = None;
         Ok(c)
+    }
+
+    /// `acc += k * ct` with `ct` dropped to `level` (reading only its first limbs) and the
+    /// product labelled `scale`; `acc = k * ct` at `level` when it is `None`. One pass, no
+    /// copies, the same words as the drop, [`Self::multiply_const_exact`] and [`Self::add`]
+    /// one by one (which it falls back to when `acc` is not at `level` with `scale` and
+    /// `ct`'s size).
+    pub fn multiply_int_accumulate(
+        &self,
+        acc: &mut Option<Ciphertext<W>>,
+        ct: &Ciphertext<W>,
+        level: usize,
+        k: i128,
+        scale: f64,
+    ) -> Result<()> {
+        let fused = acc.as_ref().is_some_and(|a| {
+            a.level == level
+                && ct.level >= level
+                && a.polys.len() == ct.polys.len()
+                && self.scales_match(a.scale, scale)
+        });
+        let Some(a) = acc.as_mut().filter(|_| fused) else {
+            let mut t = self.multiply_const_exact(&self.drop_to_level(ct, level)?, k)?;
+            t.scale = scale;
+            match acc.as_mut() {
+                Some(a) => self.add_assign(a, &t)?,
+                None => *acc = Some(t),
+            }
+            return Ok(());
+        };
+        self.check(ct)?;
+        self.check(a)?;
+        let basis = self.ctx.q_basis(level)?;
+        let (elt, mods) = (basis.eltwise(), basis.moduli());
+        for_each_limb(self.threads, &mut a.polys, |p, i, x| {
+            let m = &mods[i];
+            Ok(elt.mul_scalar_add(m, x, ct.polys[p].limb(i), reduce_i128(m, k))?)
+        })?;
+        a.slots = a.slots.max(ct.slots);
+        a.seed = None;
+        Ok(())
+    }
+
+    /// `acc += ct * pt` (`acc = ct * pt` when it is `None`) in one pass over the limbs, with
+    /// no temporaries: the inner sums of linear transforms (HS18's baby-step sums). The
+    /// product is at `ct`'s level, which `pt` must reach; an `acc` already there must have
+    /// `ct.scale * pt.scale` and as many polynomials as `ct` (otherwise the product is
+    /// formed and added as by [`Self::add`]).
+    pub fn multiply_plain_accumulate(
+        &self,
+        acc: &mut Option<Ciphertext<W>>,
+        ct: &Ciphertext<W>,
+        pt: &Plaintext<W>,
+    ) -> Result<()> {
+        let fused = match acc.as_ref() {
+            Some(a) => {
+                a.level == ct.level
+                    && pt.level >= ct.level
+                    && a.polys.len() == ct.polys.len()
+                    && self.scales_match(a.scale, ct.scale * pt.scale)
+            }
+            None => false,
+        };
+        let Some(a) = acc.as_mut().filter(|_| fused) else {
+            let t = self.multiply_plain(ct, pt)?;
+            match acc.as_mut() {
+                Some(a) => self.add_assign(a, &t)?,
+                None => *acc = Some(t),
+            }
+            return Ok(());
+        };
+        self.check(ct)?;
+        self.check(a)?;
+        self.check_plain_at(pt, ct.level)?;
+        let basis = self.ctx.q_basis(ct.level)?;
+        let (elt, mods) = (basis.eltwise(), basis.moduli());
+        for_each_limb(self.threads, &mut a.polys, |p, i, x| {
+            Ok(elt.mul_add(&mods[i], x, ct.polys[p].limb(i), pt.poly.limb(i))?)
+        })?;
+        a.slots = a.slots.max(ct.slots).max(pt.slots);
+        a.seed = None;
+        Ok(())
     }
 
     /// `ct * values` (slot-wise), the values encoded at scale `q_l` so that a rescale restores

@@ -15,15 +15,20 @@ impl<W: Word> Evaluator<W> {
         })
     }
 
-    /// The Galois key of `g` permuted by `sigma_g^-1` (see [`HoistedKeys`]), built once.
+    /// The Galois key of `g` permuted by `sigma_g^-1` (see [`HoistedKeys`]), built once;
+    /// `None` when it would not fit the evaluator's hoisted-key budget.
     pub(super) fn hoisted_key(
         &self,
         g: u64,
         key: &SwitchingKey<W>,
-    ) -> Result<Arc<SwitchingKey<W>>> {
+    ) -> Result<Option<Arc<SwitchingKey<W>>>> {
         if let Ok(map) = self.hoisted.read() {
             if let Some(k) = map.get(&g) {
-                return Ok(Arc::clone(k));
+                return Ok(Some(Arc::clone(k)));
+            }
+            let held: usize = map.values().map(|k| k.memory_bytes()).sum();
+            if held + key.memory_bytes() > self.hoisted_budget {
+                return Ok(None);
             }
         }
         let n = self.ctx.n() as u64;
@@ -50,7 +55,7 @@ impl<W: Word> Evaluator<W> {
         if let Ok(mut map) = self.hoisted.write() {
             map.insert(g, Arc::clone(&k));
         }
-        Ok(k)
+        Ok(Some(k))
     }
 
     pub(super) fn apply_galois(
@@ -62,7 +67,22 @@ impl<W: Word> Evaluator<W> {
         threads: Threads,
     ) -> Result<Ciphertext<W>> {
         let perm = self.ctx.permutation(g)?;
-        let hk = self.hoisted_key(g, key)?;
+        let basis = self.ctx.q_basis(ct.level)?;
+        let Some(hk) = self.hoisted_key(g, key)? else {
+            // sum_j sigma_g(d_j) k_j with each digit limb permuted on the fly.
+            let (s0, s1) = self
+                .ctx
+                .key_inner_product_with(dec, key, Some(&perm), threads)?;
+            let (c0, c1) = threads.join(
+                |t| -> Result<RnsPoly<W>> {
+                    let mut k0 = self.ctx.mod_down_with(s0, ct.level, t)?;
+                    self.add_permuted(basis, &mut k0, &ct.polys[0], &perm, t)?;
+                    Ok(k0)
+                },
+                |t| self.ctx.mod_down_with(s1, ct.level, t),
+            );
+            return Ok(ct.with_polys(vec![c0?, c1?]));
+        };
         let (s0, s1) = self.ctx.key_inner_product_with(dec, &hk, None, threads)?;
         // sigma_g of both sums, limb by limb (every word of a0, a1 is written).
         let qp = self.ctx.qp_basis(ct.level)?;
@@ -83,7 +103,6 @@ impl<W: Word> Evaluator<W> {
         }
         pool.recycle(s0);
         pool.recycle(s1);
-        let basis = self.ctx.q_basis(ct.level)?;
         let (c0, c1) = threads.join(
             |t| -> Result<RnsPoly<W>> {
                 let mut k0 = self.ctx.mod_down_with(a0, ct.level, t)?;
