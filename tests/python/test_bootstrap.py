@@ -22,12 +22,17 @@ def small_params(hamming_weight: int | None) -> heloom.CkksParameters:
     )
 
 
-@pytest.mark.parametrize("dense", [False, True])
-def test_bootstrapping_restores_the_values(dense: bool) -> None:
+@pytest.mark.parametrize(("dense", "fewer_keys"), [(False, False), (True, False), (False, True)])
+def test_bootstrapping_restores_the_values(dense: bool, fewer_keys: bool) -> None:
     ctx = heloom.Context(small_params(None if dense else 16))
-    boot = heloom.Bootstrapper(ctx, sparse_weight=16 if dense else None)
+    boot = heloom.Bootstrapper(ctx, sparse_weight=16 if dense else None, fewer_keys=fewer_keys)
     assert boot.output_level == 1
     assert boot.sparse_weight == (16 if dense else None)
+    assert f"fewer_keys={fewer_keys}" in repr(boot)
+    if fewer_keys:
+        # Power-of-two baby steps only: fewer keys than the hoisted baby steps need.
+        full = heloom.Bootstrapper(ctx, sparse_weight=16 if dense else None)
+        assert len(boot.rotations) < len(full.rotations)
     keys = ctx.keygen(rotations=boot.rotations, conjugate=True)
     boot.set_keys(keys)
     rng = np.random.default_rng(5)

@@ -4,7 +4,7 @@
 //! memory, with `THREADS` threads (default: every core). Such chains are experiments, not
 //! checked for 128-bit security. `PRESET=1` runs the 128-bit preset of `LOG_N` instead
 //! (`circuits::bootstrap::preset`); `SSE=1` a dense secret with encapsulation under weight
-//! `H`; `DIAG=1` splits the error by phase; `WARM=n` runs n bootstraps first; `Q0`, `R` (double angles), `DEG`, `CTS`, `STC`
+//! `H`; `DIAG=1` splits the error by phase; `WARM=n` runs n bootstraps first; `FEWER=1` fewer keys; `Q0`, `R` (double angles), `DEG`, `CTS`, `STC`
 //! override the chain and the settings.
 use heloom_ckks::circuits::bootstrap::{BootstrapConfig, Bootstrapper};
 use heloom_ckks::*;
@@ -16,6 +16,11 @@ use std::time::Instant;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Peak bytes of live polynomial buffers since the last call, GB.
+fn live_peak() -> f64 {
+    heloom_math::take_peak_buffer_bytes() as f64 / 1e9
+}
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -57,6 +62,8 @@ fn main() -> Result<()> {
         config = p.config;
         h = p.sparse_weight;
     }
+    // `FEWER=1`: power-of-two baby-step keys only.
+    config.fewer_keys = env("FEWER", 0) == 1;
     let mut bits = vec![env("Q0", 50) as u32];
     bits.extend(std::iter::repeat_n(40, comp));
     bits.extend(std::iter::repeat_n(45, config.stc_levels));
@@ -186,7 +193,8 @@ fn main() -> Result<()> {
     }
     let phase_peak = || {
         std::thread::sleep(std::time::Duration::from_millis(10));
-        seen.swap(0, std::sync::atomic::Ordering::Relaxed) as f64 / 1e9
+        let r = seen.swap(0, std::sync::atomic::Ordering::Relaxed) as f64 / 1e9;
+        (r, live_peak())
     };
     phase_peak();
     let total_t = Instant::now();
@@ -260,7 +268,8 @@ fn main() -> Result<()> {
     let out = boot.slots_to_coeffs(&ev, &re, &im)?;
     let m_stc = phase_peak();
     println!(
-        "resident memory by phase (GB, sampled): ModRaise {m_raise:.2}, CoeffToSlot {m_cts:.2}, EvalMod {m_mod:.2}, SlotToCoeff {m_stc:.2}"
+        "peak memory by phase (GB resident sampled / live buffers): ModRaise {:.2} / {:.2}, CoeffToSlot {:.2} / {:.2}, EvalMod {:.2} / {:.2}, SlotToCoeff {:.2} / {:.2}",
+        m_raise.0, m_raise.1, m_cts.0, m_cts.1, m_mod.0, m_mod.1, m_stc.0, m_stc.1
     );
     if env("DIAG", 0) == 1 {
         // Split the final error: SlotToCoeff done in the clear on the decrypted EvalMod outputs

@@ -204,3 +204,28 @@ fn sparse_secret_encapsulation_bootstraps_a_dense_secret() {
     );
     assert!(err < 2f64.powi(-20), "max error {err:e}");
 }
+
+/// Fewer keys, more rotations: power-of-two baby steps only, a subset of the full key set's
+/// steps, and the same precision bound.
+#[test]
+fn fewer_keys_bootstrap_with_power_of_two_baby_steps() {
+    let s = setup();
+    let mut config = s.boot.config();
+    config.fewer_keys = true;
+    let lean = Bootstrapper::new(&s.ctx, config, Threads::new(2)).unwrap();
+    let (all, few) = (s.boot.rotation_steps(), lean.rotation_steps());
+    assert!(few.len() < all.len(), "{few:?} is not fewer than {all:?}");
+    for step in &few {
+        // Baby steps are powers of two times their stage's power-of-two stride, and so are
+        // the giant steps (plus and minus the baby span).
+        assert!(
+            step.unsigned_abs().is_power_of_two(),
+            "step {step} is not a power of two"
+        );
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let z = random(&mut rng, s.ctx.n() / 2, true);
+    let err = max_error(&s, &lean, &z);
+    eprintln!("fewer keys: max error 2^{:.1}", err.log2());
+    assert!(err < 2f64.powi(-20), "max error {err:e}");
+}

@@ -181,7 +181,10 @@ fn rotations<W: Word>(s: &Bounded<W>) {
         );
     }
     // With no budget for pre-permuted keys the digits are permuted instead: the same words.
-    let lean = s.ev.with_hoisted_key_budget(0).rotate_many(&a, &STEPS).unwrap();
+    let lean =
+        s.ev.with_hoisted_key_budget(0)
+            .rotate_many(&a, &STEPS)
+            .unwrap();
     for ((&k, r), l) in STEPS.iter().zip(&many).zip(&lean) {
         assert!(
             r.polys() == l.polys(),

@@ -13,6 +13,7 @@
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Alignment of every buffer in bytes.
 const ALIGN: usize = 64;
@@ -32,6 +33,22 @@ pub struct AlignedVec<W: Copy> {
 unsafe impl<W: Copy + Send> Send for AlignedVec<W> {}
 // SAFETY: shared references only read the words.
 unsafe impl<W: Copy + Sync> Sync for AlignedVec<W> {}
+
+/// Bytes of all live aligned buffers (polynomials, keys, scratch), and their peak.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static LIVE_PEAK: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes held by live polynomial buffers right now (what the allocator keeps for reuse is
+/// not counted): memory measurements that tell live data from allocator caching.
+pub fn live_buffer_bytes() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// The most bytes [`live_buffer_bytes`] reached since the last call (or the start), and a
+/// new start.
+pub fn take_peak_buffer_bytes() -> usize {
+    LIVE_PEAK.swap(LIVE.load(Ordering::Relaxed), Ordering::Relaxed)
+}
 
 impl<W: Copy> AlignedVec<W> {
     /// An empty buffer with room for `cap` words.
@@ -83,6 +100,9 @@ impl<W: Copy> AlignedVec<W> {
                     .unwrap_or(std::alloc::Layout::new::<W>()),
             ),
         }
+        let grown = (cap - self.cap) * size_of::<W>();
+        let now = LIVE.fetch_add(grown, Ordering::Relaxed) + grown;
+        LIVE_PEAK.fetch_max(now, Ordering::Relaxed);
         self.cap = cap;
     }
 
@@ -177,6 +197,7 @@ impl<W: Copy + Default> AlignedVec<W> {
 impl<W: Copy> Drop for AlignedVec<W> {
     fn drop(&mut self) {
         if self.cap > 0 {
+            LIVE.fetch_sub(self.cap * size_of::<W>(), Ordering::Relaxed);
             // SAFETY: the block came from mimalloc (`mi_realloc_aligned`) and is freed once.
             unsafe { libmimalloc_sys::mi_free(self.ptr.as_ptr().cast()) };
         }

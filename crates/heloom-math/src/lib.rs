@@ -55,6 +55,7 @@ macro_rules! threaded {
 pub mod automorphism;
 pub mod backend;
 mod buffer;
+pub use buffer::{live_buffer_bytes, take_peak_buffer_bytes};
 pub mod eltwise;
 mod error;
 pub mod kernels;

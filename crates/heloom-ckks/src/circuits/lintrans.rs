@@ -102,6 +102,9 @@ pub struct LinearTransform<W: Word> {
     /// `sum_a rot(I_a, a g) = rot(rot(.. rot(I_max, g) + I_(max-1) ..), a_min g)`, one
     /// Galois key for `g` and one for `a_min g` instead of one per group.
     horner: Option<i64>,
+    /// Baby steps from power-of-two keys, one rotation after another
+    /// ([`Self::with_fewer_keys`]).
+    fewer_keys: bool,
 }
 
 impl<W: Word> LinearTransform<W> {
@@ -161,6 +164,7 @@ impl<W: Word> LinearTransform<W> {
             level,
             groups,
             horner: None,
+            fewer_keys: false,
         })
     }
 
@@ -220,6 +224,7 @@ impl<W: Word> LinearTransform<W> {
             level,
             groups,
             horner: Some(baby * stride as i64),
+            fewer_keys: false,
         })
     }
 
@@ -334,6 +339,56 @@ impl<W: Word> LinearTransform<W> {
         self.groups.iter().map(|(_, t)| t.len()).sum()
     }
 
+    /// The transform with its baby steps taken from Galois keys for power-of-two steps only
+    /// (`on`): baby step `b` is `rot(rot(v, b - low), low)`, `low` the lowest set bit of `b`,
+    /// one rotation after another instead of all hoisted from one decomposition. About
+    /// `log2` as many baby-step keys as baby steps, each baby rotation a full key switch.
+    /// Results equal the hoisted ones up to the extra rotations' noise.
+    pub fn with_fewer_keys(mut self, on: bool) -> Self {
+        self.fewer_keys = on;
+        self
+    }
+
+    /// The baby-step rotations of `v`, in the order of `babies`: hoisted from one
+    /// decomposition, or with [`Self::with_fewer_keys`] chained from power-of-two steps.
+    fn baby_rotated(
+        &self,
+        ev: &Evaluator<W>,
+        v: &Ciphertext<W>,
+        babies: &[i64],
+    ) -> Result<Vec<Ciphertext<W>>> {
+        if !self.fewer_keys || babies.iter().any(|&b| b < 0) {
+            return ev.rotate_many(v, babies);
+        }
+        let mut done: BTreeMap<i64, Ciphertext<W>> = BTreeMap::new();
+        for &b in babies {
+            // Each step's chain of lower parts, lowest first.
+            let mut chain = vec![b];
+            let mut x = b;
+            while x != 0 && !done.contains_key(&x) {
+                x -= x & -x;
+                chain.push(x);
+            }
+            for w in chain.windows(2).rev() {
+                let (hi, lo) = (w[0], w[1]);
+                if done.contains_key(&hi) {
+                    continue;
+                }
+                let from = if lo == 0 { v } else { &done[&lo] };
+                let r = ev.rotate(from, hi - lo)?;
+                done.insert(hi, r);
+            }
+        }
+        babies
+            .iter()
+            .map(|b| {
+                done.get(b).cloned().ok_or_else(|| {
+                    CkksError::InvalidInput(format!("internal: baby step {b} not computed"))
+                })
+            })
+            .collect()
+    }
+
     /// Bytes held by the encoded diagonals.
     pub fn memory_bytes(&self) -> usize {
         self.groups
@@ -377,6 +432,12 @@ impl<W: Word> LinearTransform<W> {
             .collect();
         babies.sort_unstable();
         babies.dedup();
+        if self.fewer_keys && babies.iter().all(|&b| b > 0) {
+            // The lowest set bits of the steps (see Self::baby_rotated).
+            babies = babies.iter().map(|&b| b & -b).collect();
+            babies.sort_unstable();
+            babies.dedup();
+        }
         let giants: Vec<i64> = match self.horner_unit() {
             Some(g) => {
                 let keys = self.centred_groups();
@@ -433,7 +494,7 @@ impl<W: Word> LinearTransform<W> {
         }
         // Baby steps rot(v, b), hoisted: one decomposition of v for all of them.
         let babies = self.baby_rotations();
-        let rotated = ev.rotate_many(v.as_ref(), &babies)?;
+        let rotated = self.baby_rotated(ev, v.as_ref(), &babies)?;
         let baby = |b: i64| -> Result<&Ciphertext<W>> {
             if b == 0 {
                 return Ok(v.as_ref());
