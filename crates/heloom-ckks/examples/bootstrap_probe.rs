@@ -64,6 +64,14 @@ fn main() -> Result<()> {
     }
     // `FEWER=1`: power-of-two baby-step keys only.
     config.fewer_keys = env("FEWER", 0) == 1;
+    if preset.is_some() {
+        // `R` and `DEG` override the preset's EvalMod too.
+        if let Ok(r) = std::env::var("R") {
+            config.double_angle = r.parse().unwrap_or(0);
+            config.degree = BootstrapConfig::degree_for(config.k, config.double_angle);
+        }
+        config.degree = env("DEG", config.degree);
+    }
     let mut bits = vec![env("Q0", 50) as u32];
     bits.extend(std::iter::repeat_n(40, comp));
     bits.extend(std::iter::repeat_n(45, config.stc_levels));

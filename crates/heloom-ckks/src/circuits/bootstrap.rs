@@ -900,3 +900,90 @@ mod tests {
         }
     }
 }
+
+/// An evaluator that bootstraps ciphertexts when their levels run out: a computation asks for
+/// the levels its next step uses ([`Self::ensure_levels`]) or evaluates a polynomial
+/// ([`Self::evaluate_polynomial`]) and gets the input back refreshed when it holds too few.
+/// Counts the bootstraps it ran.
+#[derive(Debug)]
+pub struct AutoBootstrap<W: Word> {
+    ev: Evaluator<W>,
+    boot: Bootstrapper<W>,
+    count: std::sync::atomic::AtomicUsize,
+}
+
+impl<W: Word> AutoBootstrap<W> {
+    /// Bootstraps with `boot` on `ev` (its keys: relinearization, conjugation and
+    /// [`Bootstrapper::rotation_steps`], plus whatever the computation rotates by; its thread
+    /// budget runs every bootstrap).
+    pub fn new(ev: Evaluator<W>, boot: Bootstrapper<W>) -> Self {
+        Self {
+            ev,
+            boot,
+            count: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// The evaluator.
+    pub fn evaluator(&self) -> &Evaluator<W> {
+        &self.ev
+    }
+
+    /// The bootstrapper.
+    pub fn bootstrapper(&self) -> &Bootstrapper<W> {
+        &self.boot
+    }
+
+    /// Bootstraps run so far.
+    pub fn bootstraps(&self) -> usize {
+        self.count.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The most levels a step can ask for: what a bootstrapped ciphertext holds.
+    pub fn max_levels(&self) -> usize {
+        self.boot.output_level()
+    }
+
+    /// `ct` if it holds at least `needed` levels, else `ct` bootstrapped (a two-polynomial,
+    /// full-packing ciphertext). Asking for more than [`Self::max_levels`] is an error that
+    /// says to split the step.
+    pub fn ensure_levels(&self, ct: &Ciphertext<W>, needed: usize) -> Result<Ciphertext<W>> {
+        if ct.level() >= needed {
+            return Ok(ct.clone());
+        }
+        if needed > self.max_levels() {
+            return Err(CkksError::OutOfLevels {
+                level: ct.level(),
+                needed,
+                hint: format!(
+                    "a bootstrapped ciphertext holds {} levels and this step needs {needed}; split it into steps of at most {} levels",
+                    self.max_levels(),
+                    self.max_levels()
+                ),
+            });
+        }
+        let ct = if ct.size() == 3 {
+            self.ev.relinearize(ct)?
+        } else {
+            ct.clone()
+        };
+        let out = self.boot.bootstrap(&self.ev, &ct)?;
+        self.count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(out)
+    }
+
+    /// [`Evaluator::evaluate_polynomial`], bootstrapping `ct` first when it holds fewer levels
+    /// than the polynomial's depth.
+    pub fn evaluate_polynomial(
+        &self,
+        ct: &Ciphertext<W>,
+        coeffs: &[f64],
+        basis: PolyBasis,
+    ) -> Result<Ciphertext<W>> {
+        let degree = coeffs.iter().rposition(|&c| c != 0.0).unwrap_or(0);
+        let depth = Evaluator::<W>::polynomial_depth(degree, basis);
+        let ct = self.ensure_levels(ct, depth)?;
+        self.ev.evaluate_polynomial(&ct, coeffs, basis)
+    }
+}
