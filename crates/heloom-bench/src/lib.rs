@@ -18,14 +18,18 @@
 //!   streams under thread policies), [`offload`] (AES and HE work shared among devices, and
 //!   openssl), [`loadtest`] (`heloom serve` under many tenants' load, and killed and
 //!   restarted: fairness, latency, durability).
+//! - [`bootstrap_peers`]: Lattigo (a Go program) and OpenFHE (its Python wheel) run beside
+//!   [`bootstrap`] in subprocesses.
 //! - [`spawn`]: starting a `heloom serve` process and reading the address it prints.
 
 pub mod bootstrap;
+pub mod bootstrap_peers;
 pub mod ckks;
 pub mod cryptonets;
 pub mod formats;
 pub mod gpu;
 pub mod loadtest;
+pub mod logreg;
 pub mod matmul;
 pub mod ntt;
 pub mod offload;

@@ -205,7 +205,8 @@ enum BenchCommand {
     /// sparse-secret encapsulation, 9 levels of 2^45 left): time of each phase, precision
     /// (worst and mean bits over all slots of uniform complex inputs), levels left, key memory
     /// and peak resident memory, on 1 thread and every core, with the targets. Needs
-    /// about 14 GB of memory.
+    /// about 11 GB of memory. With --vs, Lattigo and/or OpenFHE run first, one at a time, at
+    /// their default bootstrapping parameters.
     Bootstrap {
         /// Print one JSON object instead of the table.
         #[arg(long)]
@@ -222,7 +223,59 @@ enum BenchCommand {
         /// Bootstraps per budget, the fastest reported (default 1).
         #[arg(long)]
         reps: Option<usize>,
+        /// The memory-lean key set: power-of-two baby-step keys only (15 rotation keys instead
+        /// of 27 at N = 2^16; the transforms' baby steps one rotation after another).
+        #[arg(long)]
+        fewer_keys: bool,
+        /// Comma-separated peers to run before heloom, each alone in a subprocess with the same
+        /// thread budgets: lattigo (Lattigo v6.1.1, N16QP1788H32768H32 or, for --log-n 15 and
+        /// --quick, N15QP880H16384H32; needs Go) and/or openfhe (OpenFHE's CKKS bootstrapping
+        /// example at 128 bits; needs a Python 3.10 with the `openfhe` wheel).
+        #[arg(long, value_delimiter = ',', value_enum)]
+        vs: Vec<bench::bootstrap_peers::Peer>,
+        /// The Go toolchain that builds the Lattigo program (default: `go` on PATH, else
+        /// /usr/local/go/bin/go).
+        #[arg(long, value_name = "PATH")]
+        go: Option<std::path::PathBuf>,
+        /// Lattigo's default set to run instead of the one matching N, e.g.
+        /// N16QP1788H32768H32 (9 levels of 2^45 left, as heloom's preset).
+        #[arg(long, value_name = "NAME")]
+        lattigo_params: Option<String>,
+        /// The Python 3.10 interpreter with `openfhe` (default: .venv-openfhe/bin/python when
+        /// it exists, else python3.10).
+        #[arg(long, value_name = "PATH")]
+        python_openfhe: Option<std::path::PathBuf>,
+        /// OpenFHE's ring dimension (default: heloom's N, which OpenFHE refuses when its
+        /// default chain needs a larger one at 128 bits; 0: OpenFHE's own choice, e.g. 2^17).
+        #[arg(long, value_name = "N")]
+        openfhe_ring_dim: Option<usize>,
+        /// Address-space cap of the OpenFHE process, GiB: running out ends in an error record.
+        #[arg(long, value_name = "GB", default_value_t = 20.0)]
+        openfhe_max_gb: f64,
         /// Also write bootstrap.json and bootstrap.txt into this directory.
+        #[arg(long, value_name = "DIR")]
+        out: Option<std::path::PathBuf>,
+    },
+    /// Bootstrapping's deep workload end to end: logistic-regression training on an encrypted
+    /// data set (2048 samples x 16 features) for more iterations than the levels hold, the
+    /// encrypted weights bootstrapped whenever they run out (128-bit N = 2^16 preset, about
+    /// 10 GB of memory), checked against the same descent in the clear: time per iteration,
+    /// bootstraps, the weights' error, the training accuracy.
+    Logreg {
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// An insecure N = 2^10 chain instead (a smoke run of about a second).
+        #[arg(long)]
+        quick: bool,
+        /// Gradient-descent iterations (each uses 5 levels; the preset leaves 9 after a
+        /// bootstrap, so every iteration after the first bootstraps).
+        #[arg(long, default_value_t = 4)]
+        iterations: usize,
+        /// Threads (default: every core).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Also write logreg.json and logreg.txt into this directory.
         #[arg(long, value_name = "DIR")]
         out: Option<std::path::PathBuf>,
     },
@@ -612,11 +665,28 @@ fn main() -> Result<()> {
                     log_n,
                     threads,
                     reps,
+                    fewer_keys,
+                    vs,
+                    go,
+                    lattigo_params,
+                    python_openfhe,
+                    openfhe_ring_dim,
+                    openfhe_max_gb,
                     out,
                 },
         } => {
             let mut opts = bench::bootstrap::BootstrapBenchOptions::new(quick);
             opts.log_n = log_n;
+            opts.fewer_keys = fewer_keys;
+            opts.vs = vs;
+            opts.go = go;
+            opts.lattigo_params = lattigo_params;
+            opts.python_openfhe = python_openfhe;
+            opts.openfhe_ring_dim = openfhe_ring_dim;
+            if openfhe_max_gb.is_nan() || openfhe_max_gb <= 0.0 {
+                anyhow::bail!("--openfhe-max-gb {openfhe_max_gb}: want a positive size in GiB");
+            }
+            opts.openfhe_max_gb = openfhe_max_gb;
             if !threads.is_empty() {
                 for &t in &threads {
                     at_least_one("--threads", t)?;
@@ -634,6 +704,31 @@ fn main() -> Result<()> {
                 json,
                 bench::bootstrap::save,
                 bench::bootstrap::render,
+            )?;
+            Ok(())
+        }
+        Command::Bench {
+            which:
+                BenchCommand::Logreg {
+                    json,
+                    quick,
+                    iterations,
+                    threads,
+                    out,
+                },
+        } => {
+            let mut opts = bench::logreg::LogregBenchOptions::new(quick);
+            opts.iterations = at_least_one("--iterations", iterations)?;
+            if let Some(t) = threads {
+                opts.threads = at_least_one("--threads", t)?;
+            }
+            let report = bench::logreg::run(&opts, &|m| eprintln!("heloom bench logreg: {m}"))?;
+            save_and_print(
+                &report,
+                out.as_deref(),
+                json,
+                bench::logreg::save,
+                bench::logreg::render,
             )?;
             Ok(())
         }

@@ -1,10 +1,11 @@
 //! `heloom bench bootstrap` end to end on its quick chain (N = 2^12, insecure, a second or
 //! two): every budget's bootstrap timed by phase and precise to 20 bits, the targets listed,
-//! the files written; and the refusal of bad arguments.
+//! the files written; peers that cannot run listed with their errors; and the refusal of bad
+//! arguments.
 
 mod common;
 
-use common::{heloom, out_dir, run_json_out};
+use common::{heloom, out_dir, run_json, run_json_out};
 
 #[test]
 fn quick_json_times_each_phase_and_measures_the_precision() -> Result<(), Box<dyn std::error::Error>>
@@ -50,9 +51,58 @@ fn quick_json_times_each_phase_and_measures_the_precision() -> Result<(), Box<dy
     Ok(())
 }
 
+/// Peers whose toolchains are missing are reported as failed, the benchmark still succeeds,
+/// and the speed target stays unmeasured with their errors (no Go or OpenFHE needed).
+#[test]
+fn peers_that_cannot_run_are_listed_with_their_errors() -> Result<(), Box<dyn std::error::Error>> {
+    let cache = out_dir("bench-bootstrap-peers-cache");
+    let v = run_json(
+        heloom()
+            .args(["bench", "bootstrap", "--quick", "--threads", "1", "--json"])
+            .args(["--vs", "lattigo,openfhe", "--go", "/nonexistent/go"])
+            .args(["--python-openfhe", "/nonexistent/python3.10"])
+            .env("XDG_CACHE_HOME", &cache),
+        "bench bootstrap --vs with missing peers failed",
+    )?;
+    let peers = v["peers"].as_array().ok_or("no peers")?;
+    assert_eq!(peers.len(), 2, "{peers:?}");
+    assert_eq!(peers[0]["peer"], "lattigo");
+    let e = peers[0]["error"].as_str().ok_or("no lattigo error")?;
+    assert!(e.contains("could not run /nonexistent/go"), "{e}");
+    assert_eq!(peers[1]["peer"], "openfhe");
+    let e = peers[1]["error"].as_str().ok_or("no openfhe error")?;
+    assert!(e.contains("/nonexistent/python3.10"), "{e}");
+    assert!(v["peers_caveat"]
+        .as_str()
+        .is_some_and(|c| c.contains("not a like-for-like")));
+    let speed = v["targets"]
+        .as_array()
+        .ok_or("no targets")?
+        .iter()
+        .find(|t| {
+            t["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("3x faster"))
+        })
+        .ok_or("no speed target")?;
+    assert!(speed["met"].is_null(), "{speed}");
+    let status = speed["status"].as_str().unwrap_or("");
+    assert!(
+        status.starts_with("not measured: no peer finished (lattigo: "),
+        "{status}"
+    );
+    let _ = std::fs::remove_dir_all(&cache);
+    Ok(())
+}
+
 #[test]
 fn bad_arguments_are_refused() -> Result<(), Box<dyn std::error::Error>> {
-    for args in [["--threads", "0"], ["--reps", "0"]] {
+    for args in [
+        ["--threads", "0"],
+        ["--reps", "0"],
+        ["--vs", "seal"],
+        ["--openfhe-max-gb", "0"],
+    ] {
         let out = heloom()
             .args(["bench", "bootstrap", "--quick"])
             .args(args)
