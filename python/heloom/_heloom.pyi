@@ -521,6 +521,12 @@ class Bootstrapper:
         needs the relinearization, conjugation and ``rotations`` keys; default: the context's
         default evaluator, that of the last ``keygen``): the same values at ``output_level``,
         with ``ct``'s scale."""
+    def ensure_levels(
+        self, ct: Ciphertext, levels: int, evaluator: Evaluator | None = None
+    ) -> Ciphertext:
+        """``ct`` itself when it holds at least ``levels`` levels, else ``ct`` bootstrapped (as
+        ``bootstrap``): call it before each step of a computation that outlasts the levels.
+        Asking for more than ``output_level`` is an error that says to split the step."""
 
 @final
 class Evaluator:

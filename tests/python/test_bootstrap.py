@@ -63,3 +63,21 @@ def test_the_preset() -> None:
     assert p.log_qp <= 1747
     with pytest.raises(heloom.ParameterError, match="2\\^15"):
         heloom.CkksParameters.bootstrappable(14)
+
+
+def test_ensure_levels_bootstraps_only_when_the_levels_run_out() -> None:
+    ctx = heloom.Context(small_params(16))
+    boot = heloom.Bootstrapper(ctx)
+    keys = ctx.keygen(rotations=boot.rotations, conjugate=True)
+    rng = np.random.default_rng(9)
+    z = rng.uniform(-1, 1, ctx.slots)
+    ct = ctx.encrypt(z, keys.public_key)
+    ev = ctx.evaluator(keys.evaluation_keys)
+    # Enough levels: the very same ciphertext back.
+    assert boot.ensure_levels(ct, 1) is ct
+    low = ev.drop_to_level(ct, 0)
+    fresh = boot.ensure_levels(low, 1)
+    assert fresh.level == boot.output_level == 1
+    assert np.max(np.abs(ctx.decrypt(fresh, keys.secret_key).real - z)) < 2.0**-18
+    with pytest.raises(heloom.LevelError, match="split it"):
+        boot.ensure_levels(low, 2)

@@ -4,7 +4,7 @@
 use crate::errors::{input_error, to_py};
 use crate::evaluator::PyEvaluator;
 use crate::objects::{nogil, PyCiphertext, PyContext, PyKeySet, Shared};
-use crate::words::{CtW, Words};
+use crate::words::{each, CtW, Words};
 use heloom_ckks::circuits::bootstrap::{preset, sparse_secret_keys, BootstrapConfig, Bootstrapper};
 use heloom_ckks::{CkksError, SecretDistribution};
 use pyo3::prelude::*;
@@ -200,6 +200,35 @@ impl PyBootstrapper {
         };
         let out = nogil(py, move || boot.bootstrap(&ev, &c))?;
         Ok(PyCiphertext::new(CtW::W64(out), &self.shared, None))
+    }
+
+    /// ``ct`` itself when it holds at least ``levels`` levels, else ``ct`` bootstrapped (as
+    /// ``bootstrap``): call it before each step of a computation that outlasts the levels.
+    /// Asking for more than ``output_level`` is an error that says to split the step.
+    #[pyo3(signature = (ct, levels, evaluator = None))]
+    fn ensure_levels(
+        &self,
+        py: Python<'_>,
+        ct: Py<PyCiphertext>,
+        levels: usize,
+        evaluator: Option<&PyEvaluator>,
+    ) -> PyResult<Py<PyCiphertext>> {
+        let level = each!(&ct.borrow(py).ct => |c| c.level());
+        let out_level = self.current().output_level();
+        if level >= levels {
+            return Ok(ct);
+        }
+        if levels > out_level {
+            return Err(to_py(CkksError::OutOfLevels {
+                level,
+                needed: levels,
+                hint: format!(
+                    "a bootstrapped ciphertext holds {out_level} levels and this step needs {levels}; split it into steps of at most {out_level} levels"
+                ),
+            }));
+        }
+        let fresh = self.bootstrap(py, &ct.borrow(py), evaluator)?;
+        Py::new(py, fresh)
     }
 
     fn __repr__(&self) -> String {
