@@ -131,7 +131,7 @@ impl<W: Word> Evaluator<W> {
 
     /// `acc += k * ct` with `ct` dropped to `level` (reading only its first limbs) and the
     /// product labelled `scale`; `acc = k * ct` at `level` when it is `None`. One pass, no
-    /// copies, the same words as the drop, [`Self::multiply_const_exact`] and [`Self::add`]
+    /// copies, the same words as the drop, a multiplication by `k` and [`Self::add`]
     /// one by one (which it falls back to when `acc` is not at `level` with `scale` and
     /// `ct`'s size).
     pub fn multiply_int_accumulate(
