@@ -21,7 +21,9 @@
 
 use crate::{AppError, Result};
 use heloom_ckks::circuits::bootstrap::AutoBootstrap;
-use heloom_ckks::{Ciphertext, PolyBasis};
+use heloom_ckks::{
+    BootstrapConfig, Ciphertext, CkksParameters, PolyBasis, SecretDistribution, SecurityLevel,
+};
 use heloom_math::Word;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -31,6 +33,20 @@ pub const SIGMOID3: [f64; 4] = [0.5, 0.15012, 0.0, -0.001593];
 
 /// Levels one iteration uses (see the module docs).
 pub const LEVELS_PER_ITERATION: usize = 5;
+
+/// An insecure N = 2^10 chain (tests and smoke runs) that leaves exactly one iteration's
+/// levels after bootstrapping, with its bootstrapping settings: a secret of Hamming weight 16,
+/// `q_0` of 50 bits, [`LEVELS_PER_ITERATION`] primes of 40 bits.
+pub fn small_insecure_setting() -> Result<(CkksParameters, BootstrapConfig)> {
+    let config = BootstrapConfig::for_hamming_weight(16);
+    let params = CkksParameters::builder(1 << 10)
+        .prime_bits(config.chain_bits(50, &[40; LEVELS_PER_ITERATION]))
+        .special_bits(60)
+        .security(SecurityLevel::None)
+        .secret(SecretDistribution::FixedHamming(16))
+        .build()?;
+    Ok((params, config))
+}
 
 /// A training set: `z[i] = y[i] * x[i]`, feature 0 of every `x[i]` the constant 1.
 #[derive(Clone, Debug)]

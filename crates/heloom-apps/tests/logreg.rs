@@ -3,32 +3,17 @@
 //! bootstrap), checked against the same gradient descent in the clear.
 
 use heloom_apps::logreg::{
-    rotation_steps, train_encrypted, train_plain, Dataset, LEVELS_PER_ITERATION,
+    rotation_steps, small_insecure_setting, train_encrypted, train_plain, Dataset,
+    LEVELS_PER_ITERATION,
 };
 use heloom_ckks::circuits::bootstrap::AutoBootstrap;
 use heloom_ckks::*;
 use std::sync::Arc;
 
-const H: usize = 16;
-
 #[test]
 fn encrypted_training_bootstraps_between_iterations_and_matches_the_clear() {
-    let config = BootstrapConfig::for_hamming_weight(H);
     // q_0, 5 computation levels, SlotToCoeff, EvalMod, CoeffToSlot.
-    let mut bits = vec![50];
-    bits.extend(std::iter::repeat_n(40, LEVELS_PER_ITERATION));
-    bits.extend(std::iter::repeat_n(45, config.stc_levels));
-    bits.extend(std::iter::repeat_n(
-        60,
-        config.eval_mod_depth() + config.cts_levels,
-    ));
-    let params = CkksParameters::builder(1 << 10)
-        .prime_bits(bits)
-        .special_bits(60)
-        .security(SecurityLevel::None)
-        .secret(SecretDistribution::FixedHamming(H))
-        .build()
-        .expect("ok");
+    let (params, config) = small_insecure_setting().expect("parameters");
     let ctx = Context::<u64>::new(params).expect("context");
     let boot = Bootstrapper::new(&ctx, config, Threads::new(2)).expect("ok");
     assert_eq!(boot.output_level(), LEVELS_PER_ITERATION);

@@ -148,14 +148,8 @@ pub struct BootstrapReport {
 
 fn quick_setting() -> Result<(CkksParameters, BootstrapConfig, Option<usize>)> {
     let config = BootstrapConfig::for_hamming_weight(32);
-    let mut bits = vec![53, 45];
-    bits.extend(std::iter::repeat_n(45, config.stc_levels));
-    bits.extend(std::iter::repeat_n(
-        60,
-        config.eval_mod_depth() + config.cts_levels,
-    ));
     let params = CkksParameters::builder(1 << 12)
-        .prime_bits(bits)
+        .prime_bits(config.chain_bits(53, &[45]))
         .scale_bits(45)
         .special_bits(61)
         .security(SecurityLevel::None)

@@ -9,13 +9,11 @@ use crate::report::save_json_and_text;
 use crate::timing::Machine;
 use anyhow::Result;
 use heloom_apps::logreg::{
-    rotation_steps, train_encrypted, train_plain, Dataset, LEVELS_PER_ITERATION,
+    rotation_steps, small_insecure_setting, train_encrypted, train_plain, Dataset,
+    LEVELS_PER_ITERATION,
 };
 use heloom_ckks::circuits::bootstrap::{preset, sparse_secret_keys, AutoBootstrap};
-use heloom_ckks::{
-    keygen, BootstrapConfig, Bootstrapper, CkksParameters, Context, Decryptor, Encryptor,
-    Evaluator, SecretDistribution, SecurityLevel, Threads,
-};
+use heloom_ckks::{keygen, Bootstrapper, Context, Decryptor, Encryptor, Evaluator, Threads};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -104,20 +102,7 @@ pub fn run(opts: &LogregBenchOptions, note: &dyn Fn(&str)) -> Result<LogregRepor
     let machine = Machine::now();
     let threads = Threads::new(opts.threads.max(1));
     let (params, mut config, sparse, setting) = if opts.quick {
-        let config = BootstrapConfig::for_hamming_weight(16);
-        let mut bits = vec![50];
-        bits.extend(std::iter::repeat_n(40, LEVELS_PER_ITERATION));
-        bits.extend(std::iter::repeat_n(45, config.stc_levels));
-        bits.extend(std::iter::repeat_n(
-            60,
-            config.eval_mod_depth() + config.cts_levels,
-        ));
-        let params = CkksParameters::builder(1 << 10)
-            .prime_bits(bits)
-            .special_bits(60)
-            .security(SecurityLevel::None)
-            .secret(SecretDistribution::FixedHamming(16))
-            .build()?;
+        let (params, config) = small_insecure_setting()?;
         (
             params,
             config,

@@ -72,11 +72,7 @@ fn main() -> Result<()> {
         }
         config.degree = env("DEG", config.degree);
     }
-    let mut bits = vec![env("Q0", 50) as u32];
-    bits.extend(std::iter::repeat_n(40, comp));
-    bits.extend(std::iter::repeat_n(45, config.stc_levels));
-    bits.extend(std::iter::repeat_n(60, config.eval_mod_depth()));
-    bits.extend(std::iter::repeat_n(60, config.cts_levels));
+    let bits = config.chain_bits(env("Q0", 50) as u32, &vec![40; comp]);
     let params = match &preset {
         Some(p) => p.params.clone(),
         None if env("SSE", 0) == 1 => CkksParameters::builder(1 << log_n)

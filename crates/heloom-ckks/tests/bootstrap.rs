@@ -32,14 +32,8 @@ fn setup() -> Setup {
 fn setup_with(secret: SecretDistribution) -> Setup {
     let config = BootstrapConfig::for_hamming_weight(H);
     // q_0, one level for the computation, SlotToCoeff, EvalMod, CoeffToSlot.
-    let mut bits = vec![50, 40];
-    bits.extend(std::iter::repeat_n(45, config.stc_levels));
-    bits.extend(std::iter::repeat_n(
-        60,
-        config.eval_mod_depth() + config.cts_levels,
-    ));
     let params = CkksParameters::builder(1 << 10)
-        .prime_bits(bits)
+        .prime_bits(config.chain_bits(50, &[40]))
         .special_bits(60)
         .security(SecurityLevel::None)
         .secret(secret)

@@ -498,14 +498,6 @@ pub fn return_freed_memory() {
     }
 }
 
-/// Hands what mimalloc holds unused back to the OS now (`mi_collect(force)`): after
-/// [`return_freed_memory`], the pages of everything freed since then. For a benchmark that
-/// runs another program after its own part.
-pub fn release_freed_memory() {
-    // SAFETY: `mi_collect` takes no pointers; it frees and purges what mimalloc holds unused.
-    unsafe { libmimalloc_sys::mi_collect(true) };
-}
-
 /// Whether freed memory stays mapped (mimalloc's purge delay is negative).
 pub fn freed_memory_retained() -> bool {
     // SAFETY: reads one integer from mimalloc's option table.

@@ -5,8 +5,10 @@ use crate::errors::{input_error, to_py};
 use crate::evaluator::PyEvaluator;
 use crate::objects::{nogil, PyCiphertext, PyContext, PyKeySet, Shared};
 use crate::words::{each, CtW, Words};
-use heloom_ckks::circuits::bootstrap::{preset, sparse_secret_keys, BootstrapConfig, Bootstrapper};
-use heloom_ckks::{CkksError, SecretDistribution};
+use heloom_ckks::circuits::bootstrap::{
+    preset, sparse_secret_keys, AutoBootstrap, BootstrapConfig, Bootstrapper,
+};
+use heloom_ckks::{Ciphertext, CkksError, Evaluator, SecretDistribution};
 use pyo3::prelude::*;
 use std::sync::{Arc, RwLock};
 
@@ -39,6 +41,33 @@ fn unsupported() -> CkksError {
 }
 
 impl PyBootstrapper {
+    /// The evaluator (``evaluator`` or the context's default), the bootstrapper with its
+    /// encapsulation keys checked, and ``ct``'s words: what a bootstrap runs on.
+    fn ready(
+        &self,
+        evaluator: Option<&PyEvaluator>,
+        ct: &PyCiphertext,
+    ) -> PyResult<(Evaluator<u64>, Bootstrapper<u64>, Ciphertext<u64>)> {
+        let ev = match evaluator {
+            Some(e) => e.ev.clone(),
+            None => self.shared.default_evaluator().ok_or_else(|| {
+                input_error(
+                    "no evaluator with keys: call Context.keygen(rotations=boot.rotations, conjugate=True) first, or pass evaluator=",
+                )
+            })?,
+        };
+        let boot = self.current();
+        if self.sparse_weight.is_some() && !boot.has_sparse_keys() {
+            return Err(input_error(
+                "this Bootstrapper uses sparse-secret encapsulation: call set_keys(keys) first",
+            ));
+        }
+        let (Words::W64(ev), CtW::W64(c)) = (ev, ct.ct.clone()) else {
+            return Err(to_py(unsupported()));
+        };
+        Ok((ev, boot, c))
+    }
+
     fn current(&self) -> Bootstrapper<u64> {
         match self.boot.read() {
             Ok(b) => b.clone(),
@@ -181,23 +210,7 @@ impl PyBootstrapper {
         ct: &PyCiphertext,
         evaluator: Option<&PyEvaluator>,
     ) -> PyResult<PyCiphertext> {
-        let ev = match evaluator {
-            Some(e) => e.ev.clone(),
-            None => self.shared.default_evaluator().ok_or_else(|| {
-                input_error(
-                    "no evaluator with keys: call Context.keygen(rotations=boot.rotations, conjugate=True) first, or pass evaluator=",
-                )
-            })?,
-        };
-        let boot = self.current();
-        if self.sparse_weight.is_some() && !boot.has_sparse_keys() {
-            return Err(input_error(
-                "this Bootstrapper uses sparse-secret encapsulation: call set_keys(keys) first",
-            ));
-        }
-        let (Words::W64(ev), Words::W64(c)) = (ev, ct.ct.clone()) else {
-            return Err(to_py(unsupported()));
-        };
+        let (ev, boot, c) = self.ready(evaluator, ct)?;
         let out = nogil(py, move || boot.bootstrap(&ev, &c))?;
         Ok(PyCiphertext::new(CtW::W64(out), &self.shared, None))
     }
@@ -213,22 +226,14 @@ impl PyBootstrapper {
         levels: usize,
         evaluator: Option<&PyEvaluator>,
     ) -> PyResult<Py<PyCiphertext>> {
-        let level = each!(&ct.borrow(py).ct => |c| c.level());
-        let out_level = self.current().output_level();
-        if level >= levels {
+        if each!(&ct.borrow(py).ct => |c| c.level()) >= levels {
             return Ok(ct);
         }
-        if levels > out_level {
-            return Err(to_py(CkksError::OutOfLevels {
-                level,
-                needed: levels,
-                hint: format!(
-                    "a bootstrapped ciphertext holds {out_level} levels and this step needs {levels}; split it into steps of at most {out_level} levels"
-                ),
-            }));
-        }
-        let fresh = self.bootstrap(py, &ct.borrow(py), evaluator)?;
-        Py::new(py, fresh)
+        let (ev, boot, c) = self.ready(evaluator, &ct.borrow(py))?;
+        let out = nogil(py, move || {
+            AutoBootstrap::new(ev, boot).ensure_levels(&c, levels)
+        })?;
+        Py::new(py, PyCiphertext::new(CtW::W64(out), &self.shared, None))
     }
 
     fn __repr__(&self) -> String {

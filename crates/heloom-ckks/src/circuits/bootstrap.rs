@@ -120,6 +120,20 @@ impl BootstrapConfig {
         self.cts_levels + self.eval_mod_depth() + self.stc_levels
     }
 
+    /// Prime sizes of an experimental chain for these settings: `q_0`, the computation's
+    /// primes (`computation`, lowest first), SlotToCoeff's at 45 bits, EvalMod's and
+    /// CoeffToSlot's at 60 (the layout of [`preset`], for test and benchmark chains).
+    pub fn chain_bits(&self, q0: u32, computation: &[u32]) -> Vec<u32> {
+        let mut bits = vec![q0];
+        bits.extend_from_slice(computation);
+        bits.extend(std::iter::repeat_n(45, self.stc_levels));
+        bits.extend(std::iter::repeat_n(
+            60,
+            self.eval_mod_depth() + self.cts_levels,
+        ));
+        bits
+    }
+
     /// EvalMod's depth: its Chebyshev polynomial on `[-K, K]`, then the double angles.
     pub fn eval_mod_depth(&self) -> usize {
         crate::evaluator::Evaluator::<u64>::polynomial_depth(

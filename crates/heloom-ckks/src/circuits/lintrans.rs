@@ -41,6 +41,9 @@ type Groups<W> = Vec<(i64, GroupTerms<W>)>;
 /// One giant-step group's `(B, diagonal, values)` terms.
 type GroupTerms<W> = Vec<(i64, Plaintext<W>, Option<Arc<[f64]>>)>;
 
+/// The groups by centred giant step (Horner form).
+type ByGiant<'a, W> = BTreeMap<i64, Vec<&'a GroupTerms<W>>>;
+
 /// The baby-step count for `n` consecutive diagonals: the power of two nearest `sqrt(n)` from
 /// below (`1` for `n <= 2`), which balances baby and giant rotations.
 pub fn baby_steps(n: usize) -> usize {
@@ -98,10 +101,11 @@ pub struct LinearTransform<W: Word> {
     baby: usize,
     level: usize,
     groups: Groups<W>,
-    /// The giant-step unit `g` when the giant steps run in Horner form (sparse transforms):
-    /// `sum_a rot(I_a, a g) = rot(rot(.. rot(I_max, g) + I_(max-1) ..), a_min g)`, one
-    /// Galois key for `g` and one for `a_min g` instead of one per group.
-    horner: Option<i64>,
+    /// Whether the giant steps run in Horner form (sparse transforms), in units of the baby
+    /// span `g` = [`Self::baby`]: `sum_(a > 0) rot(I_a, a g) = rot(.. rot(rot(I_max, g) +
+    /// I_(max-1), g) .., g)` and likewise with `-g` for `a < 0`: two Galois keys instead of
+    /// one per group.
+    horner: bool,
     /// Baby steps from power-of-two keys, one rotation after another
     /// ([`Self::with_fewer_keys`]).
     fewer_keys: bool,
@@ -163,7 +167,7 @@ impl<W: Word> LinearTransform<W> {
             baby,
             level,
             groups,
-            horner: None,
+            horner: false,
             fewer_keys: false,
         })
     }
@@ -223,7 +227,7 @@ impl<W: Word> LinearTransform<W> {
             baby: baby as usize * stride,
             level,
             groups,
-            horner: Some(baby * stride as i64),
+            horner: true,
             fewer_keys: false,
         })
     }
@@ -398,18 +402,15 @@ impl<W: Word> LinearTransform<W> {
             .sum()
     }
 
-    /// The giant-step unit when the giant steps run in Horner form and some group needs a
-    /// rotation.
-    fn horner_unit(&self) -> Option<i64> {
-        let g = self.horner?;
-        self.centred_groups().keys().any(|&a| a != 0).then_some(g)
-    }
-
-    /// The groups by giant step taken in `(-period/2, period/2]` (a step that is a multiple of
-    /// the period rotates nothing).
-    fn centred_groups(&self) -> BTreeMap<i64, Vec<&GroupTerms<W>>> {
+    /// In Horner form, when some group needs a rotation: the giant-step unit and the groups by
+    /// giant step taken in `(-period/2, period/2]` (a step that is a multiple of the period
+    /// rotates nothing).
+    fn horner_groups(&self) -> Option<(i64, ByGiant<'_, W>)> {
+        if !self.horner {
+            return None;
+        }
         let p = self.period as i64;
-        let mut m: BTreeMap<i64, Vec<&GroupTerms<W>>> = BTreeMap::new();
+        let mut m: ByGiant<'_, W> = BTreeMap::new();
         for (a, terms) in &self.groups {
             let mut c = a.rem_euclid(p);
             if c > p / 2 {
@@ -417,12 +418,12 @@ impl<W: Word> LinearTransform<W> {
             }
             m.entry(c).or_default().push(terms);
         }
-        m
+        m.keys().any(|&a| a != 0).then_some((self.baby as i64, m))
     }
 
     /// The rotation steps an application uses (Galois keys needed): the baby steps of the
-    /// non-zero diagonals, then the giant steps of the non-empty groups (in Horner form the
-    /// unit giant step and the lowest group's, when it is not a multiple of the period).
+    /// non-zero diagonals, then the giant steps of the non-empty groups (in Horner form `g`
+    /// and `-g`, for the directions some group rotates in).
     pub fn used_steps(&self) -> Vec<i64> {
         let mut babies: Vec<i64> = self
             .groups
@@ -438,17 +439,14 @@ impl<W: Word> LinearTransform<W> {
             babies.sort_unstable();
             babies.dedup();
         }
-        let giants: Vec<i64> = match self.horner_unit() {
-            Some(g) => {
-                let keys = self.centred_groups();
-                [
-                    (g, keys.keys().any(|&a| a > 0)),
-                    (-g, keys.keys().any(|&a| a < 0)),
-                ]
-                .into_iter()
-                .filter_map(|(s, used)| used.then_some(s))
-                .collect()
-            }
+        let giants: Vec<i64> = match self.horner_groups() {
+            Some((g, keys)) => [
+                (g, keys.keys().any(|&a| a > 0)),
+                (-g, keys.keys().any(|&a| a < 0)),
+            ]
+            .into_iter()
+            .filter_map(|(s, used)| used.then_some(s))
+            .collect(),
             None => self
                 .groups
                 .iter()
@@ -507,12 +505,11 @@ impl<W: Word> LinearTransform<W> {
                     CkksError::InvalidInput(format!("internal: baby step {b} not computed"))
                 })
         };
-        if let Some(g) = self.horner_unit() {
+        if let Some((g, by_giant)) = self.horner_groups() {
             // Two Horner chains over the giant steps, away from zero: for a > 0,
             // acc = rot(acc, g) + I_a from the highest a down, and one last rot by g; for a < 0
             // the same with -g. As many rotations as one per group, with two keys. Each inner
             // sum and rotation uses every thread (limb by limb).
-            let by_giant = self.centred_groups();
             let mut total: Option<Ciphertext<W>> = None;
             for (sign, unit) in [(1i64, g), (-1, -g)] {
                 let far = by_giant.keys().map(|a| a * sign).max().unwrap_or(0);

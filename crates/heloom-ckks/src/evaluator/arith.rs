@@ -94,23 +94,12 @@ impl<W: Word> Evaluator<W> {
     }
 
     pub(super) fn plain_at(&self, pt: &Plaintext<W>, level: usize) -> Result<RnsPoly<W>> {
-        self.ctx.check_fingerprint(pt.fingerprint, "plaintext")?;
-        if pt.level < level {
-            return Err(CkksError::OutOfLevels {
-                level: pt.level,
-                needed: level,
-                hint: format!(
-                    "plaintext at level {} is below the ciphertext's level {level}",
-                    pt.level
-                ),
-            });
-        }
+        self.check_plain_level(pt, level)?;
         Ok(self.ctx.q_basis(level)?.truncated(&pt.poly)?)
     }
 
-    /// Checks that `pt` belongs to this context and reaches `level`: its first `level + 1`
-    /// limbs are then the plaintext at `level` (no truncated copy needed).
-    pub(super) fn check_plain_at(&self, pt: &Plaintext<W>, level: usize) -> Result<()> {
+    /// Checks that `pt` belongs to this context and reaches `level`.
+    fn check_plain_level(&self, pt: &Plaintext<W>, level: usize) -> Result<()> {
         self.ctx.check_fingerprint(pt.fingerprint, "plaintext")?;
         if pt.level < level {
             return Err(CkksError::OutOfLevels {
@@ -122,6 +111,13 @@ impl<W: Word> Evaluator<W> {
                 ),
             });
         }
+        Ok(())
+    }
+
+    /// [`Self::check_plain_level`], and that its first `level + 1` limbs are the plaintext at
+    /// `level` in NTT form (read in place: no truncated copy needed).
+    pub(super) fn check_plain_at(&self, pt: &Plaintext<W>, level: usize) -> Result<()> {
+        self.check_plain_level(pt, level)?;
         if pt.poly.form() != Form::Ntt || pt.poly.num_limbs() <= level {
             return Err(CkksError::ParameterMismatch(format!(
                 "the plaintext has {} limbs in {:?} form; level {level} needs {} in NTT form (corrupted?)",
