@@ -151,9 +151,8 @@ class CkksParameters:
     @staticmethod
     def bootstrappable(log_n: int = 16) -> CkksParameters:
         """The 128-bit bootstrappable preset for N = 2^log_n with a dense ternary secret
-        (``heloom.Bootstrapper``): 16 leaves 9 levels of scale 2^45 (24.5 bits worst, 26.3
-        mean); 15 leaves 1 (16.0 bits worst, 17.8 mean: for experiments); smaller rings are
-        refused."""
+        (``heloom.Bootstrapper``): 16 leaves 9 levels of scale 2^45 (27.5 bits worst, 29.4
+        mean); 15 leaves 1 (22.1 bits worst, 24.0 mean); smaller rings are refused."""
     @property
     def poly_degree(self) -> int:
         """Ring degree N (a power of two)."""
@@ -479,9 +478,12 @@ class Bootstrapper:
     Otherwise the secret's Hamming weight (``hamming_weight`` of the parameters) or
     ``sparse_weight`` (encapsulation under a sparse secret of that weight, for a dense secret)
     chooses the interval ``K`` and the sine's degree; ``k``, ``degree``, ``cts_levels``,
-    ``stc_levels`` and ``double_angle`` override them. ``fewer_keys=True`` trades time for
-    memory: rotation keys for power-of-two baby steps only (at N = 2^16, 15 keys and 2.3 GB
-    instead of 27 and 3.9 GB; the bootstrap about 6% slower). ``threads``: for encoding the
+    ``stc_levels``, ``double_angle``, ``arcsine_degree`` (an odd degree, 0 for none: the arcsine
+    correction after the sine) and ``message_ratio_bits`` (0, or ``r`` to bring the message to
+    ``q_0 / 2^r`` before ModRaise; with a 60-bit ``q_0`` and the arcsine, as the N = 2^16
+    preset) override them. ``fewer_keys=True`` trades time for memory: rotation keys for
+    power-of-two baby steps only (at N = 2^16, 15 keys instead of 27; the bootstrap about 6%
+    slower). ``threads``: for encoding the
     transforms (default: every core; the bootstrap itself runs on its evaluator's budget).
     """
 
@@ -495,6 +497,8 @@ class Bootstrapper:
         cts_levels: int | None = None,
         stc_levels: int | None = None,
         double_angle: int | None = None,
+        arcsine_degree: int | None = None,
+        message_ratio_bits: int | None = None,
         fewer_keys: bool = False,
         threads: int | None = None,
     ) -> Bootstrapper: ...

@@ -10,9 +10,12 @@ import pytest
 import heloom
 
 
-def small_params(hamming_weight: int | None) -> heloom.CkksParameters:
-    # q_0, one computation level, SlotToCoeff (3), EvalMod (9 for K = 8), CoeffToSlot (3).
-    bits = [50, 40] + [45] * 3 + [60] * 12
+def small_params(
+    hamming_weight: int | None, *, q0: int = 50, arcsine: int = 0
+) -> heloom.CkksParameters:
+    # q_0, one computation level, SlotToCoeff (3), EvalMod (8 for K = 8, 2 more for a degree-3
+    # arcsine), CoeffToSlot (3).
+    bits = [q0, 40] + [45] * 3 + [60] * (11 + arcsine)
     return heloom.CkksParameters(
         1 << 10,
         prime_bits=bits,
@@ -81,3 +84,19 @@ def test_ensure_levels_bootstraps_only_when_the_levels_run_out() -> None:
     assert np.max(np.abs(ctx.decrypt(fresh, keys.secret_key).real - z)) < 2.0**-18
     with pytest.raises(heloom.LevelError, match="split it"):
         boot.ensure_levels(low, 2)
+
+
+def test_the_arcsine_correction_with_the_message_near_q0() -> None:
+    # The N = 2^16 preset's EvalMod at N = 2^10: a 60-bit q_0, the message brought to q_0 / 2^4,
+    # the sine's cubic term undone by a degree-3 arcsine (2 more levels).
+    ctx = heloom.Context(small_params(16, q0=60, arcsine=2))
+    boot = heloom.Bootstrapper(ctx, arcsine_degree=3, message_ratio_bits=4)
+    assert boot.output_level == 1
+    keys = ctx.keygen(rotations=boot.rotations, conjugate=True)
+    rng = np.random.default_rng(7)
+    z = rng.uniform(-1, 1, ctx.slots) + 1j * rng.uniform(-1, 1, ctx.slots)
+    low = ctx.evaluator(keys.evaluation_keys).drop_to_level(ctx.encrypt(z, keys.public_key), 0)
+    out = boot.bootstrap(low)
+    assert np.max(np.abs(ctx.decrypt(out, keys.secret_key) - z)) < 2.0**-18
+    with pytest.raises(heloom.InputError, match="odd"):
+        heloom.Bootstrapper(ctx, arcsine_degree=2)

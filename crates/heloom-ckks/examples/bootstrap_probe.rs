@@ -62,6 +62,8 @@ fn main() -> Result<()> {
         config = p.config;
         h = p.sparse_weight;
     }
+    config.arcsine_degree = env("ASIN", config.arcsine_degree);
+    config.message_ratio_bits = env("RATIO", config.message_ratio_bits as usize) as u32;
     // `FEWER=1`: power-of-two baby-step keys only.
     config.fewer_keys = env("FEWER", 0) == 1;
     if preset.is_some() {
@@ -72,13 +74,15 @@ fn main() -> Result<()> {
         }
         config.degree = env("DEG", config.degree);
     }
-    let bits = config.chain_bits(env("Q0", 50) as u32, &vec![40; comp]);
+    let comp_bits = env("COMPBITS", 40) as u32;
+    let bits = config.chain_bits(env("Q0", 50) as u32, &vec![comp_bits; comp]);
     let params = match &preset {
         Some(p) => p.params.clone(),
         None if env("SSE", 0) == 1 => CkksParameters::builder(1 << log_n)
             .prime_bits(bits.clone())
             .special_bits(61)
             .special_count(env("SPECIAL", 7))
+            .scale_bits(comp_bits)
             .security(SecurityLevel::None)
             .build()?,
         None => CkksParameters::builder(1 << log_n)
@@ -237,17 +241,54 @@ fn main() -> Result<()> {
         let bits = slots.trailing_zeros();
         let br = |t: usize| ((t as u32).reverse_bits() >> (32 - bits)) as usize;
         let (xr, xi) = boot.coeffs_to_slots(&ev, &raised)?;
-        let (x_re, x_im) = (dec.decrypt_complex(&xr)?, dec.decrypt_complex(&xi)?);
+        // CoeffToSlot leaves x / K.
+        let kk = boot.config().k;
+        let scaled = |v: Vec<Complex64>| v.into_iter().map(|z| z * kk).collect::<Vec<_>>();
+        let (x_re, x_im) = (
+            scaled(dec.decrypt_complex(&xr)?),
+            scaled(dec.decrypt_complex(&xi)?),
+        );
+        // With the arcsine correction EvalMod's output is 2 pi (x - I) / (2 pi), not the sine.
+        let asin = boot.config().arcsine_degree > 0;
+        let target = |f: f64| {
+            if asin {
+                2.0 * std::f64::consts::PI * f
+            } else {
+                (2.0 * std::f64::consts::PI * f).sin()
+            }
+        };
         let (y_re, y_im) = (dec.decrypt_complex(&re)?, dec.decrypt_complex(&im)?);
         let mut cts_err = 0.0f64;
         let mut want = Vec::new();
         let mut got = Vec::new();
+        // EvalMod's own error: against the sine of its decrypted input, by |I|.
+        let mut own = Vec::new();
         for t in 0..slots {
             for (x, y, k) in [(&x_re, &y_re, br(t)), (&x_im, &y_im, br(t) + slots)] {
-                let f = m[k] / q0 as f64;
+                let f = m[k] * boot.message_factor() as f64 / q0 as f64;
                 cts_err = cts_err.max((x[t].re - x[t].re.round() - f).abs());
-                want.push((2.0 * std::f64::consts::PI * f).sin());
+                want.push(target(f));
                 got.push(y[t].re);
+                own.push((x[t].re, y[t].re));
+            }
+        }
+        {
+            let c = got.iter().zip(&want).map(|(g, w)| g * w).sum::<f64>()
+                / want.iter().map(|w| w * w).sum::<f64>();
+            let mut by_i: std::collections::BTreeMap<i64, (f64, f64, usize)> = Default::default();
+            for &(x, y) in &own {
+                let e = (y / c - target(x - x.round())).abs();
+                let b = by_i.entry(x.round() as i64).or_insert((0.0, 0.0, 0));
+                b.0 = b.0.max(e);
+                b.1 += e * e;
+                b.2 += 1;
+            }
+            for (i, (mx, ss, n)) in by_i {
+                println!(
+                    "  EvalMod own error at I = {i}: max 2^{:.1}, rms 2^{:.1} ({n} coefficients)",
+                    mx.log2(),
+                    (ss / n as f64).sqrt().log2()
+                );
             }
         }
         let c = got.iter().zip(&want).map(|(g, w)| g * w).sum::<f64>()
@@ -257,13 +298,14 @@ fn main() -> Result<()> {
             .zip(&want)
             .map(|(g, w)| (g - c * w).abs() / c.abs())
             .fold(0.0, f64::max);
-        let max_f = m.iter().map(|v| v.abs()).fold(0.0, f64::max) / q0 as f64;
+        let max_f = m.iter().map(|v| v.abs()).fold(0.0, f64::max) * boot.message_factor() as f64
+            / q0 as f64;
         println!(
             "CoeffToSlot error 2^{:.1} in x (max |m/q0| 2^{:.1}); EvalMod error 2^{:.1} relative to sin(2 pi m/q0) (factor {c:.5}); both times q0/Delta = 2^{:.1}",
             cts_err.log2(),
             max_f.log2(),
             mod_err.log2(),
-            (q0 as f64 / ct.scale()).log2()
+            (q0 as f64 / (ct.scale() * boot.message_factor() as f64)).log2()
         );
     }
     re.set_scale(ct.scale());
@@ -282,7 +324,7 @@ fn main() -> Result<()> {
         let bits = slots.trailing_zeros();
         let q0 = ctx.params().moduli()[0] as f64;
         let f = if boot.config().double_angle == 0 {
-            0.5 * q0 / boot.eval_scale()
+            0.5 * q0 / (boot.eval_scale() * boot.message_factor() as f64)
         } else {
             f64::NAN
         };

@@ -87,6 +87,21 @@ pub trait PolyOps {
     /// the ciphertext's slot count repeats across them). An empty or too long vector, a
     /// non-finite value or a ciphertext at level 0 is an error.
     fn multiply_plain_slots(&self, ct: &Self::Ct, values: &[f64]) -> Result<Self::Ct>;
+    /// The level [`PolyOps::bootstrap`] leaves a ciphertext at, when this backend bootstraps
+    /// (`None`, the default: it does not, and levels that run out are an error). Polynomial
+    /// evaluation bootstraps its input first when its depth exceeds the input's level and fits
+    /// this one.
+    fn bootstrap_level(&self) -> Option<usize> {
+        None
+    }
+    /// `ct` (two polynomials) bootstrapped: the same values at [`PolyOps::bootstrap_level`],
+    /// with its scale. The default refuses.
+    fn bootstrap(&self, ct: &Self::Ct) -> Result<Self::Ct> {
+        let _ = ct;
+        Err(CkksError::InvalidInput(
+            "this backend does not bootstrap: evaluate with circuits::bootstrap::AutoBootstrap (an evaluator with a Bootstrapper and its keys), or record the graph with GraphBuilder::with_bootstrapping".into(),
+        ))
+    }
 }
 
 /// Checks what [`PolyOps::multiply_plain_slots`] can check without the ring degree: at least

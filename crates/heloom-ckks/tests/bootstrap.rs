@@ -78,15 +78,17 @@ fn bootstrapping_restores_the_values_at_a_higher_level() {
     let slots = s.ctx.n() / 2;
     let mut rng = ChaCha8Rng::seed_from_u64(7);
 
-    // ModRaise and CoeffToSlot: every slot is I + m/q_0 with |m/q_0| <= 2^-9 and |I| <= K.
+    // ModRaise and CoeffToSlot: every slot is (I + m/q_0) / K with |m/q_0| <= 2^-9 and |I| <= K.
     let z = random(&mut rng, slots, true);
     let ct = encrypt_at_level_0(&s, &z);
     let raised = s.boot.mod_raise(&s.ev, &ct).unwrap();
     assert_eq!(raised.level(), s.ctx.max_level());
     let (re, im) = s.boot.coeffs_to_slots(&s.ev, &raised).unwrap();
+    let k = s.boot.config().k;
     let mut biggest = 0.0f64;
     for c in [&re, &im] {
         for v in dec.decrypt_complex(c).unwrap() {
+            let v = v * k;
             let frac = (v.re - v.re.round()).abs();
             assert!(frac < 2e-3, "slot {v} is not near an integer");
             assert!(v.im.abs() < 1e-4, "slot {v} is not real");
@@ -222,4 +224,56 @@ fn fewer_keys_bootstrap_with_power_of_two_baby_steps() {
     let err = max_error(&s, &lean, &z);
     eprintln!("fewer keys: max error 2^{:.1}", err.log2());
     assert!(err < 2f64.powi(-20), "max error {err:e}");
+}
+
+/// The arcsine correction with the message brought to `q_0 / 2^4` (a 60-bit `q_0`, the N = 2^16
+/// preset's layout): bootstraps within the same bound, costs the arcsine's 2 levels, refuses an
+/// even degree and a ciphertext whose scale leaves no room for the factor.
+#[test]
+fn arcsine_correction_with_a_small_message_ratio() {
+    let mut config = BootstrapConfig::for_hamming_weight(H);
+    let plain_depth = config.eval_mod_depth();
+    config.arcsine_degree = 3;
+    config.message_ratio_bits = 4;
+    assert_eq!(config.eval_mod_depth(), plain_depth + 2);
+    let params = CkksParameters::builder(1 << 10)
+        .prime_bits(config.chain_bits(60, &[40]))
+        .special_bits(60)
+        .security(SecurityLevel::None)
+        .secret(SecretDistribution::FixedHamming(H))
+        .build()
+        .unwrap();
+    let ctx = Context::new(params).unwrap();
+    let mut even = config;
+    even.arcsine_degree = 4;
+    let e = Bootstrapper::new(&ctx, even, Threads::new(1)).unwrap_err();
+    assert!(e.to_string().contains("odd"), "{e}");
+    let boot = Bootstrapper::new(&ctx, config, Threads::new(2)).unwrap();
+    // q_0 / 2^40 = 2^20: the message is multiplied by 2^16.
+    assert_eq!(boot.message_factor(), 1 << 16);
+    assert_eq!(boot.output_level(), 1);
+    let keys = keygen(&ctx, &boot.rotation_steps(), true).unwrap();
+    let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).unwrap();
+    let s = Setup {
+        ctx,
+        keys,
+        boot,
+        ev,
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(13);
+    let z = random(&mut rng, s.ctx.n() / 2, true);
+    let err = max_error(&s, &s.boot, &z);
+    eprintln!(
+        "arcsine, message at q_0 / 2^4: max error 2^{:.1}",
+        err.log2()
+    );
+    assert!(err < 2f64.powi(-20), "max error {err:e}");
+
+    // A scale of 2^52 times 2^16 would put the message above q_0: refused.
+    let pt = s.ctx.encode_complex_at(&z, 0, 2f64.powi(52)).unwrap();
+    let big = Encryptor::new(&s.ctx)
+        .encrypt_plaintext(&pt, &s.keys.public_key)
+        .unwrap();
+    let e = s.boot.bootstrap(&s.ev, &big).unwrap_err();
+    assert!(e.to_string().contains("too large"), "{e}");
 }

@@ -214,7 +214,7 @@ enum BenchCommand {
         /// An insecure N = 2^12 chain instead (a smoke run of a few seconds).
         #[arg(long)]
         quick: bool,
-        /// The preset's log2 N: 16 (9 levels left) or 15 (1 level left, 16 bits of precision).
+        /// The preset's log2 N: 16 (9 levels left) or 15 (1 level left).
         #[arg(long, default_value_t = 16, conflicts_with = "quick")]
         log_n: u32,
         /// Comma-separated thread budgets (default: 1 and every core).

@@ -23,9 +23,11 @@ use std::sync::{Arc, RwLock};
 /// Otherwise the secret's Hamming weight (``hamming_weight`` of the parameters) or
 /// ``sparse_weight`` (encapsulation under a sparse secret of that weight, for a dense secret)
 /// chooses the interval ``K`` and the sine's degree; ``k``, ``degree``, ``cts_levels``,
-/// ``stc_levels`` and ``double_angle`` override them. ``fewer_keys=True`` trades time for
-/// memory: rotation keys for power-of-two baby steps only (at N = 2^16, 15 keys and 2.3 GB
-/// instead of 27 and 3.9 GB; the bootstrap about 6% slower). ``threads``: for encoding the
+/// ``stc_levels``, ``double_angle``, ``arcsine_degree`` (an odd degree, 0 for none: the arcsine
+/// correction after the sine) and ``message_ratio_bits`` (0, or ``r`` to bring the message to
+/// ``q_0 / 2^r`` before ModRaise; with a 60-bit ``q_0`` and the arcsine, as the N = 2^16 preset)
+/// override them. ``fewer_keys=True`` trades time for memory: rotation keys for power-of-two
+/// baby steps only (at N = 2^16, 15 keys instead of 27; the bootstrap about 6% slower). ``threads``: for encoding the
 /// transforms (default: every core; the bootstrap itself runs on its evaluator's budget).
 #[pyclass(name = "Bootstrapper", module = "heloom", frozen)]
 pub struct PyBootstrapper {
@@ -81,7 +83,8 @@ impl PyBootstrapper {
     #[new]
     #[pyo3(signature = (
         context, *, sparse_weight = None, k = None, degree = None, cts_levels = None,
-        stc_levels = None, double_angle = None, fewer_keys = false, threads = None
+        stc_levels = None, double_angle = None, arcsine_degree = None,
+        message_ratio_bits = None, fewer_keys = false, threads = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -93,6 +96,8 @@ impl PyBootstrapper {
         cts_levels: Option<usize>,
         stc_levels: Option<usize>,
         double_angle: Option<u32>,
+        arcsine_degree: Option<usize>,
+        message_ratio_bits: Option<u32>,
         fewer_keys: bool,
         threads: Option<i64>,
     ) -> PyResult<Self> {
@@ -135,6 +140,12 @@ impl PyBootstrapper {
         }
         if let Some(c) = stc_levels {
             config.stc_levels = c;
+        }
+        if let Some(d) = arcsine_degree {
+            config.arcsine_degree = d;
+        }
+        if let Some(r) = message_ratio_bits {
+            config.message_ratio_bits = r;
         }
         config.fewer_keys = fewer_keys;
         let budget = match threads {

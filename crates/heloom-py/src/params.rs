@@ -118,9 +118,8 @@ impl PyCkksParameters {
     }
 
     /// The 128-bit bootstrappable preset for N = 2^log_n with a dense ternary secret
-    /// (``heloom.Bootstrapper``): 16 leaves 9 levels of scale 2^45 (24.5 bits worst, 26.3
-    /// mean); 15 leaves 1 (16.0 bits worst, 17.8 mean: for experiments); smaller rings are
-    /// refused.
+    /// (``heloom.Bootstrapper``): 16 leaves 9 levels of scale 2^45 (27.5 bits worst, 29.4
+    /// mean); 15 leaves 1 (22.1 bits worst, 24.0 mean); smaller rings are refused.
     #[staticmethod]
     #[pyo3(signature = (log_n = 16))]
     fn bootstrappable(log_n: u32) -> PyResult<Self> {

@@ -21,8 +21,9 @@
 //! (`a u32, k i128`), 8 square, 9 relinearize, 10 rescale (`a u32`), 11 drop (`a u32,
 //! level u16`), 13 rotate (`a u32, step i64`), 14 mul-plain (`a u32, plain u32`, then, when
 //! `plain` is the number of plaintext vectors defined so far, the new vector: `len u32`
-//! (1..=65536), `value f64` each). Plaintext vectors are thus numbered in order of first use
-//! and written once; a graph without ops 13 and 14 has the bytes it had before they existed.
+//! (1..=65536), `value f64` each), 15 bootstrap (`a u32`; the level after it is where the
+//! bootstrap lands). Plaintext vectors are thus numbered in order of first use and written
+//! once; a graph without ops 13 to 15 has the bytes it had before they existed.
 //!
 //! Nothing stored is trusted: the loader replays every node through a [`GraphBuilder`] on the
 //! stored chain, which recomputes each level, scale and size and refuses what the evaluator
@@ -118,6 +119,7 @@ impl TaskGraph {
                 }
                 NodeOp::DropToLevel(a, l) => op(&mut p, 11, a, &(l as u16).to_le_bytes()),
                 NodeOp::Rotate(a, step) => op(&mut p, 13, a, &step.to_le_bytes()),
+                NodeOp::Bootstrap(a) => op(&mut p, 15, a, &[]),
                 NodeOp::MulPlain(a, k) => {
                     op(&mut p, 14, a, &[]);
                     id(&mut p, k);
@@ -386,7 +388,13 @@ fn replay(
             }
             v
         }
-        k => return Err(bad(format!("node {i} has op {k}: ops 0..=14 exist"))),
+        15 => {
+            let x = operand(r)?;
+            // The level it lands on follows the op, as an input's does.
+            let level = usize::from(u16::from_le_bytes(r.peek(0, "level")?));
+            b.bootstrap_to(&x, level)?
+        }
+        k => return Err(bad(format!("node {i} has op {k}: ops 0..=15 exist"))),
     };
     Ok(v)
 }

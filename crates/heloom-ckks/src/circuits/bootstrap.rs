@@ -12,25 +12,30 @@
 //!    where `U_0[j][k] = zeta^(5^j k)` is the decoding matrix on the complex coefficient vector
 //!    (CKKS17 Sec. 3.3; the encoder's slot convention). It is labelled with EvalMod's scale
 //!    `S_e` (its primes' size) instead and CoeffToSlot multiplies by `S_e / q_0`: EvalMod then
-//!    runs at about `2^60` while `q_0` sits only about `2^10` above the scale `Delta`, so
-//!    EvalMod's rounding error (about `2^-39` in `x`) is multiplied by `q_0 / Delta = 2^10`
-//!    instead of `2^20` (measured at N = 2^14, h = 192: 24.4 bits worst and 26.1 mean
-//!    against 15.9 and 17.7 with `q_0 = 2^60`). The coefficients `m_k` are about `Delta /
-//!    sqrt(N/2)`, so the sine's cubic error stays near `2^-30`.
+//!    runs at about `2^60` whatever `q_0` is. What reaches the output is EvalMod's error times
+//!    the message ratio `q_0 / Delta`, so the message should sit close to `q_0`; the sine's
+//!    cubic term (below) pushes the other way. Optionally the level-0 message is first
+//!    multiplied by an integer that brings it to `q_0 / 2^r` (Lattigo's message ratio): with
+//!    a 60-bit `q_0` the key switch back from the sparse secret, whose noise is absolute, stays
+//!    far below it (measured at N = 2^16: `r = 4` with a 60-bit `q_0` and the arcsine gave
+//!    27.6 bits worst and 29.7 mean, against 24.4 and 26.3 for `q_0 / Delta = 2^8` without).
 //! 2. **CoeffToSlot**: `U_0^-1 = (2/N) U_0^H` (the canonical embedding of a real polynomial is
 //!    inverted by its conjugate transpose), so a transform by `(1/N) U_0^H` gives `y / 2`, and
 //!    a conjugation splits it: `Re y = a + conj(a)`, `Im y = i (conj(a) - a)`. The slots now
-//!    hold the coefficients `t_k / q_0 = I_k + m_k / q_0` (CHKKS18 Sec. 4.1).
+//!    hold the coefficients `t_k / q_0 = I_k + m_k / q_0` (CHKKS18 Sec. 4.1), divided by `K`
+//!    (in the last stage's diagonals) so that EvalMod's Chebyshev variable needs no level of
+//!    its own.
 //! 3. **EvalMod**: `(1/2pi) sin(2 pi x)` is `x - I` up to `O((m/q_0)^3)`, so a Chebyshev
 //!    approximation of it on `[-K, K]` (`K` bounding `|I|`) leaves `m_k / q_0` (CHKKS18 Sec.
-//!    4.2; Chebyshev interpolation as in Chen, Chillotti, Song, Eurocrypt 2019). By default
+//!    4.2; Chebyshev interpolation as in Chen, Chillotti, Song, Eurocrypt 2019). Optionally
 //!    the polynomial approximates `cos(2 pi (x - 1/4) / 2^r)` and `r` double angles
-//!    (`cos 2a = 2 cos^2 a - 1`) bring it to `sin(2 pi x)`: a low degree, whose Chebyshev
-//!    recurrence amplifies rounding noise far less than a degree-255 sine does (measured:
-//!    2^-41.7 against 2^-47 in x at N = 2^14, K = 16). Setting the scale to the input's
-//!    `Delta` makes the slots `m_k / Delta` (the `2 pi` and the squarings' scale drift are
-//!    folded into SlotToCoeff).
-//! 4. **SlotToCoeff**: `w = re + i im` and a transform by `U_0` gives back the slots.
+//!    (`cos 2a = 2 cos^2 a - 1`) bring it to `sin(2 pi x)`. An optional arcsine correction
+//!    (the Taylor polynomial of `arcsin(2 pi y) / (2 pi)`, CHKKS18 Sec. 4.2) removes the cubic
+//!    term, which lets the message sit at `q_0 / 2^4`. Setting the scale to the input's `Delta`
+//!    makes the slots `m_k / Delta` (the `2 pi`, the message factor and the squarings' scale
+//!    drift are folded into SlotToCoeff).
+//! 4. **SlotToCoeff**: `w = re + i im` and a transform by `U_0` gives back the slots; the
+//!    constant factor of step 3 is spread over its stages.
 //!
 //! Both transforms are factored: `U_0 = F_(L/2) ... F_1 BR` with `F_h` the special FFT's
 //! butterfly layers (three diagonals each) and `BR` the bit reversal, which both transforms
@@ -49,6 +54,7 @@ use crate::error::{CkksError, Result};
 use crate::evaluator::Evaluator;
 use crate::keys::{KeyGenerator, SecretKey, SwitchingKey};
 use crate::params::CkksParameters;
+use crate::polyops::PolyOps;
 use heloom_math::{Form, Word};
 use heloom_pool::Threads;
 use num_complex::Complex64;
@@ -81,16 +87,36 @@ pub struct BootstrapConfig {
     /// decomposition ([`LinearTransform::with_fewer_keys`]). At N = 2^16: 15 rotation keys
     /// instead of 27 (2.2 GB instead of 3.9), the transforms about a third slower.
     pub fewer_keys: bool,
+    /// Degree of the arcsine correction after the sine (odd, 0 for none): the Taylor
+    /// polynomial of `arcsin(2 pi y) / (2 pi)` turns EvalMod's `sin(2 pi x) / (2 pi)` back into
+    /// `x - I` up to `O(x^(d + 2))` instead of `O(x^3)` (CHKKS18 Sec. 4.2; Lee et al.,
+    /// "High-precision bootstrapping of RNS-CKKS", 2020). The message may then sit much closer
+    /// to `q_0` (`q_0 / Delta` of `2^4` instead of `2^8`), which divides EvalMod's rounding
+    /// error, as seen in the output, by as much: about 4 more bits for 2 levels at degree 3.
+    pub arcsine_degree: usize,
+    /// `log2` of the message ratio `q_0 / Delta'` ModRaise works at, 0 to keep the input's
+    /// (`q_0 / Delta`). Otherwise the level-0 ciphertext is first multiplied by the integer
+    /// `n = 2^k` that brings the nominal scale `Delta` (the parameters') to `q_0 / 2^r`: exact, no
+    /// level. A large `q_0` (60 bits) then keeps the key switch back from the sparse secret,
+    /// whose noise is absolute, far below the message (Lattigo's `LogMessageRatio`; Bossuat et
+    /// al. 2022), while the small ratio keeps EvalMod's error small in the output. Needs the
+    /// arcsine correction below about `2^6`.
+    pub message_ratio_bits: u32,
 }
 
 impl BootstrapConfig {
-    /// Settings for a secret of Hamming weight `h`: `K` at 6 standard deviations of `I`'s
-    /// coefficients (at least 4), the sine directly (no double angle: at `q_0 / Delta = 2^10`
-    /// it was as precise as three double angles, 24.4 against 24.1 bits worst at N = 2^14 and
-    /// K = 25, with one level less), and a degree that resolves its `2K` periods.
+    /// Settings for a secret of Hamming weight `h`: `K` the smallest integer with
+    /// `P(|I_k| > K) <= 2^-50` for each coefficient ([`Self::failure_log2`]; a coefficient past
+    /// `K` would come out wrong, so at most `2^-34` per bootstrap at N = 2^16), the sine
+    /// directly (no double angle: at `q_0 / Delta = 2^10` it was as precise as three double
+    /// angles, 24.4 against 24.1 bits worst at N = 2^14 and K = 25, with one level less), and
+    /// the lowest degree that resolves its `2K` periods ([`Self::degree_for`]). For `h = 32`:
+    /// `K = 12` (`2^-55.7` per coefficient, `2^-39.7` per bootstrap at N = 2^16), degree 127.
     pub fn for_hamming_weight(h: usize) -> Self {
-        let sigma = ((h as f64 + 1.0) / 12.0).sqrt();
-        let k = (6.0 * sigma).ceil().max(4.0);
+        let mut k = 4.0;
+        while Self::failure_log2(h, k) > -50.0 {
+            k += 1.0;
+        }
         let double_angle = 0;
         Self {
             k,
@@ -99,20 +125,74 @@ impl BootstrapConfig {
             cts_levels: 3,
             stc_levels: 3,
             fewer_keys: false,
+            arcsine_degree: 0,
+            message_ratio_bits: 0,
         }
     }
 
-    /// A Chebyshev degree for `K` and `r` double angles: about `1.3` nodes per radian of the
-    /// approximated function's range plus a margin, as one less than a power of two (the
-    /// baby-step giant-step evaluation's best shapes).
-    pub fn degree_for(k: f64, double_angle: u32) -> usize {
-        if double_angle == 0 {
-            // The sine's 2K periods on [-K, K]: 2 pi K radians (degree 127 for K = 10, whose
-            // interpolation error is far below 2^-60).
-            return ((2.0 * PI * k * 1.3) as usize + 40).next_power_of_two() - 1;
+    /// `log2` of the probability that one coefficient of `I` has `|I_k| > K` for a secret of
+    /// Hamming weight `h`: `I_k` is the rounding of `h + 1` independent uniform terms on
+    /// `[-1/2, 1/2)` (`c_0 / q_0` and the `c_1 s / q_0` products), an Irwin-Hall sum. Exact
+    /// (its lower tail `sum_j (-1)^j C(n, j) (a - j)^n / n!`, terms falling fast) far in the
+    /// tail; elsewhere the sub-Gaussian bound `2 exp(-6 t^2 / n)`, an upper bound.
+    pub fn failure_log2(h: usize, k: f64) -> f64 {
+        let n = (h + 1) as f64;
+        // |I_k| > K when the sum reaches K + 1/2.
+        let t = k.floor() + 0.5;
+        let a = n / 2.0 - t;
+        if a <= 0.0 {
+            return f64::NEG_INFINITY;
         }
-        let radians = 2.0 * PI * (k + 1.0) / f64::from(1u32 << double_angle.min(20));
-        ((radians * 1.3) as usize + 30).next_power_of_two() - 1
+        let bound = (2.0f64).ln() - 6.0 * t * t / n;
+        if a > n / 4.0 {
+            return bound / std::f64::consts::LN_2;
+        }
+        let ln_fact = |m: f64| (1..=m as u64).map(|i| (i as f64).ln()).sum::<f64>();
+        let ln_nfact = ln_fact(n);
+        let mut sum = 0.0;
+        let mut j = 0.0;
+        while j <= a.floor() {
+            let ln_term = ln_fact(n) - ln_fact(j) - ln_fact(n - j) + n * (a - j).ln() - ln_nfact;
+            let term = ln_term.exp();
+            sum += if (j as u64).is_multiple_of(2) {
+                term
+            } else {
+                -term
+            };
+            j += 1.0;
+        }
+        if sum <= 0.0 {
+            return bound / std::f64::consts::LN_2;
+        }
+        ((2.0 * sum).ln() / std::f64::consts::LN_2).min(bound / std::f64::consts::LN_2)
+    }
+
+    /// The lowest degree `2^j - 1` (the baby-step giant-step evaluation's best shapes) whose
+    /// Chebyshev interpolation on `[-1, 1]` of EvalMod's function for `K` and `r` double angles
+    /// leaves out coefficients of at most `2^-48` each (they fall super-exponentially past the
+    /// function's frequency, so their sum is about the first; far below EvalMod's rounding):
+    /// `sin(2 pi K y) / (2 pi)`, or `cos(2 pi (K y - 1/4) / 2^r)`. 127 for `K` up to 13.
+    pub fn degree_for(k: f64, double_angle: u32) -> usize {
+        let r = f64::from(1u32 << double_angle.min(20));
+        let f = |y: f64| {
+            if double_angle == 0 {
+                (2.0 * PI * k * y).sin() / (2.0 * PI)
+            } else {
+                (2.0 * PI * (k * y - 0.25) / r).cos()
+            }
+        };
+        // Computed in f64 to about 2^-51 each at this width.
+        let wide = 1023;
+        let c = chebyshev_coefficients(f, -1.0, 1.0, wide);
+        let mut d = 7;
+        while d < wide {
+            let tail = c[d + 1..].iter().map(|x| x.abs()).fold(0.0, f64::max);
+            if tail <= 2f64.powi(-48) {
+                return d;
+            }
+            d = 2 * d + 1;
+        }
+        wide
     }
 
     /// Levels bootstrapping uses: CoeffToSlot, EvalMod's depth, SlotToCoeff.
@@ -134,15 +214,26 @@ impl BootstrapConfig {
         bits
     }
 
-    /// EvalMod's depth: its Chebyshev polynomial on `[-K, K]`, then the double angles.
+    /// EvalMod's depth: its Chebyshev polynomial (on `[-1, 1]`: CoeffToSlot divides by `K`),
+    /// the double angles and the arcsine correction.
     pub fn eval_mod_depth(&self) -> usize {
         crate::evaluator::Evaluator::<u64>::polynomial_depth(
             self.degree,
-            PolyBasis::Chebyshev {
-                a: -self.k,
-                b: self.k,
-            },
+            PolyBasis::Chebyshev { a: -1.0, b: 1.0 },
         ) + self.double_angle as usize
+            + self.arcsine_depth()
+    }
+
+    /// Levels of the arcsine correction (0 without one).
+    pub fn arcsine_depth(&self) -> usize {
+        if self.arcsine_degree == 0 {
+            0
+        } else {
+            crate::evaluator::Evaluator::<u64>::polynomial_depth(
+                self.arcsine_degree,
+                PolyBasis::Power,
+            )
+        }
     }
 }
 
@@ -161,31 +252,38 @@ pub struct BootstrapPreset {
 }
 
 /// The preset for `N = 2^log_n`, 15 or 16, both 128-bit secure by the HE standard's table with a
-/// dense ternary secret; ModRaise under a sparse secret of weight 32 (`K = 10`, a degree-127
-/// sine over 9 levels). Measured on an AMD EPYC Zen 4 over all slots of uniform complex inputs:
+/// dense ternary secret; ModRaise under a sparse secret of weight 32 (`K = 12`, a degree-127
+/// sine over 8 levels, CoeffToSlot mapping `[-K, K]` to `[-1, 1]`).
 ///
-/// - `2^16`: `q_0` of 53 bits, 9 computation levels of 45 bits (scale `2^45`), SlotToCoeff 3
-///   levels of 45 bits, EvalMod 9 of 60 bits, CoeffToSlot 3 of 60 bits, 7 special primes of
-///   61 bits (`dnum` 4): `log QP` 1740 of the table's 1747. 24.5 bits worst, 26.3 mean.
-///   `q_0 / Delta = 2^8`: 2^10 lost 2 bits to EvalMod's error, 2^6 lost 2 to the sine's cubic
-///   term.
-/// - `2^15`: 1 computation level, CoeffToSlot and SlotToCoeff 2 levels each, EvalMod on 50-bit
-///   primes, 2 special primes (`dnum` 8): `log QP` 870 of 881. Only 16.0 bits worst, 17.8
-///   mean: EvalMod's rounding error grows with `2^60 / S_e`, and 60-bit EvalMod primes do
-///   not fit at 2^15. A preset for experiments and tests until EvalMod's evaluation amplifies
-///   its noise less.
+/// - `2^16`: `q_0` of 60 bits, 9 computation levels of 45 bits (scale `2^45`), SlotToCoeff 3
+///   levels of 45 bits, EvalMod 10 of 60 bits (the sine, then a degree-3 arcsine correction),
+///   CoeffToSlot 3 of 60 bits, 6 special primes of 61 bits (`dnum` 5): `log QP` 1746 of the
+///   table's 1747. ModRaise scales the message to `q_0 / 2^4` first
+///   ([`BootstrapConfig::message_ratio_bits`]). Measured on an Intel Xeon (Emerald Rapids) over
+///   all slots of uniform complex inputs: 27.5 bits worst, 29.4 mean with `K = 12` (27.6 / 29.7
+///   with `K = 10`; 24.4 / 26.3 with the message at `q_0 / 2^8`, `q_0` of 53 bits and no
+///   arcsine: the sine's cubic term then kept the message far from `q_0`, and EvalMod's error
+///   came out multiplied by `2^8`).
+/// - `2^15`: `q_0` of 53 bits (`q_0 / Delta = 2^8`), 1 computation level, CoeffToSlot and
+///   SlotToCoeff 2 levels each, EvalMod and CoeffToSlot on 57-bit primes, 2 special primes
+///   (`dnum` 7), no room for the arcsine's levels: `log QP` 880 of 881. 22.1 bits worst, 24.0
+///   mean (EvalMod's rounding at a 57-bit scale limits it; 50-bit primes gave 15.9 / 17.9).
 ///
 /// Smaller rings are refused with the reason.
 pub fn preset(log_n: u32) -> Result<BootstrapPreset> {
     let sparse_weight = 32;
     let mut config = BootstrapConfig::for_hamming_weight(sparse_weight);
-    // (levels left, StC prime bits, EvalMod prime bits, CtS prime bits, special primes)
-    let (levels_left, stc_bits, eval_bits, cts_bits, special) = match log_n {
-        16 => (9, 45, 60, 60, 7),
+    // (q_0 bits, levels left, StC prime bits, EvalMod prime bits, CtS prime bits, special primes)
+    let (q0_bits, levels_left, stc_bits, eval_bits, cts_bits, special) = match log_n {
+        16 => {
+            config.arcsine_degree = 3;
+            config.message_ratio_bits = 4;
+            (60, 9, 45, 60, 60, 6)
+        }
         15 => {
             config.cts_levels = 2;
             config.stc_levels = 2;
-            (1, 45, 50, 55, 2)
+            (53, 1, 45, 57, 57, 2)
         }
         _ => {
             return Err(CkksError::InvalidParameters(format!(
@@ -193,15 +291,15 @@ pub fn preset(log_n: u32) -> Result<BootstrapPreset> {
             )))
         }
     };
-    let mut bits = vec![53];
+    let mut bits = vec![q0_bits];
     bits.extend(std::iter::repeat_n(45, levels_left));
     bits.extend(std::iter::repeat_n(stc_bits, config.stc_levels));
     bits.extend(std::iter::repeat_n(eval_bits, config.eval_mod_depth()));
     bits.extend(std::iter::repeat_n(cts_bits, config.cts_levels));
-    // 61-bit special primes: P then exceeds the largest digit (seven 60-bit primes at 2^16) by
-    // 2^7, which keeps key switching's noise near 2^6 (its rounding) instead of sigma sqrt(N) =
+    // 61-bit special primes: P then exceeds the largest digit (six 60-bit primes at 2^16) by
+    // 2^6, which keeps key switching's noise near its rounding instead of sigma sqrt(N) =
     // 2^10. That noise lands on t = m + q_0 I at the top level, and 2^10 of it cost 5 bits
-    // (18.8 against 24 bits worst, measured).
+    // (18.8 against 24 bits worst, measured with q_0 of 53 bits).
     let params = CkksParameters::builder(1 << log_n)
         .prime_bits(bits)
         .scale_bits(45)
@@ -288,10 +386,14 @@ pub struct Bootstrapper<W: Word> {
     /// SlotToCoeff: `U_0` without its bit reversal, as `stc_levels` transforms from the level
     /// EvalMod leaves.
     stc: Arc<[LinearTransform<W>]>,
-    /// EvalMod's Chebyshev coefficients on `[-K, K]`.
+    /// EvalMod's Chebyshev coefficients on `[-1, 1]` (CoeffToSlot divides by `K`).
     coeffs: Vec<f64>,
+    /// The arcsine correction's power-basis coefficients (empty without one).
+    arcsine: Vec<f64>,
     /// The scale EvalMod runs at (the raised ciphertext's label).
     eval_scale: f64,
+    /// The integer ModRaise first multiplies by ([`BootstrapConfig::message_ratio_bits`]).
+    message_factor: u64,
     /// Sparse-secret encapsulation, when used.
     sparse: Option<Arc<SparseKeys<W>>>,
 }
@@ -415,6 +517,35 @@ fn merged<W: Word>(
     Ok(out)
 }
 
+/// The Taylor polynomial of degree `d` (odd; empty for 0) of `arcsin(w y) / (2 pi)` in `y`:
+/// the arcsine correction for a sine output `sin(2 pi x) / w`.
+fn arcsine_coefficients(d: usize, w: f64) -> Vec<f64> {
+    if d == 0 {
+        return Vec::new();
+    }
+    let mut c = vec![0.0; d + 1];
+    // arcsin u = sum_n (2n)! / (4^n (n!)^2 (2n + 1)) u^(2n + 1).
+    let mut a = 1.0;
+    for n in 0..=(d - 1) / 2 {
+        if n > 0 {
+            a *= (2 * n - 1) as f64 / (2 * n) as f64;
+        }
+        let j = 2 * n + 1;
+        c[j] = a / j as f64 * w.powi(j as i32) / (2.0 * PI);
+    }
+    c
+}
+
+/// The integer `2^k` that brings `scale` nearest to `q_0 / 2^ratio_bits` (1 for `ratio_bits` 0
+/// or a scale already there).
+fn message_factor(q0: u64, scale: f64, ratio_bits: u32) -> f64 {
+    if ratio_bits == 0 {
+        return 1.0;
+    }
+    let k = ((q0 as f64).log2() - scale.log2()).round() as i64 - i64::from(ratio_bits);
+    2f64.powi(k.clamp(0, 40) as i32)
+}
+
 /// Chebyshev interpolation coefficients of `f` on `[a, b]` at `degree + 1` Chebyshev nodes
 /// (`sum_k c_k T_k(y)`, `y` the point mapped to `[-1, 1]`).
 pub fn chebyshev_coefficients(f: impl Fn(f64) -> f64, a: f64, b: f64, degree: usize) -> Vec<f64> {
@@ -451,6 +582,14 @@ impl<W: Word> Bootstrapper<W> {
             return Err(CkksError::InvalidInput(format!(
                 "bootstrapping needs K >= 1 and a degree >= 3; got K = {}, degree {}",
                 config.k, config.degree
+            )));
+        }
+        if config.arcsine_degree != 0
+            && (config.arcsine_degree.is_multiple_of(2) || config.arcsine_degree > 15)
+        {
+            return Err(CkksError::InvalidInput(format!(
+                "the arcsine correction's degree must be 0 (none) or odd up to 15; got {}",
+                config.arcsine_degree
             )));
         }
         let stages = (ctx.n() / 2).trailing_zeros() as usize;
@@ -492,7 +631,12 @@ impl<W: Word> Bootstrapper<W> {
         let q = ctx.params().moduli();
         let q0 = q[0] as f64;
         let eval_scale = q[top - config.cts_levels] as f64;
+        let message_factor = message_factor(q[0], ctx.params().scale(), config.message_ratio_bits);
+        // The 1 / K that maps [-K, K] to EvalMod's Chebyshev interval [-1, 1] rides along
+        // too: a multiplication by a constant there would cost a level.
         scale_diags(&mut inverse[0], 0.5 * eval_scale / q0);
+        // On the last stage: the earlier stages' rounding then stays relative to x, not x / K.
+        scale_diags(&mut inverse[stages - 1], 1.0 / config.k);
         let cts = merged(
             ctx,
             &inverse,
@@ -510,36 +654,48 @@ impl<W: Word> Bootstrapper<W> {
         // sin(2 pi x) at the scale S' each squaring moved from S_e to S^2 / q_l. Labelled with
         // the input's scale Delta its slots are (S_e or S' / 2 pi) m / (q_0 Delta) * q_0, so
         // SlotToCoeff takes q_0 / S_e (or q_0 / (2 pi S')): the output then has the input's
-        // scale exactly.
-        // The factor goes into SlotToCoeff's last stage: it is about 2^-10, and applied first
-        // it would shrink the slots' plaintext to about 2^22 against a rounding noise of 2^6
-        // per operation (dense secret), 16 bits; applied last, the values stay large until the
-        // final product (measured at N = 2^16: 18.9 bits worst for the transform first).
+        // scale exactly (with the message factor n: q_0 / (n S_e)).
         let mut forward = forward;
-        let last = forward.len() - 1;
-        let coeffs = if config.double_angle == 0 {
-            scale_diags(&mut forward[last], 0.5 * q0 / eval_scale);
-            chebyshev_coefficients(
-                |x| (2.0 * PI * x).sin() / (2.0 * PI),
-                -config.k,
-                config.k,
+        // The output factor (about 2^-8 to 2^-12, also undoing the message factor) spread over
+        // every stage: on the last stage alone its diagonals would be encoded with that many
+        // bits fewer (measured: 2^-25 against 2^-28 error), on the first the slots would shrink
+        // before the rest of the transform's roundings (18.9 bits worst).
+        let spread = |forward: &mut Vec<Diags>, f: f64| {
+            let per = f.powf(1.0 / forward.len() as f64);
+            for st in forward.iter_mut() {
+                scale_diags(st, per);
+            }
+        };
+        // With the arcsine correction the output is x - I itself at the sine's output scale
+        // (the correction keeps its input's scale).
+        let k = config.k;
+        let asin = config.arcsine_degree != 0;
+        let (coeffs, arcsine) = if config.double_angle == 0 {
+            spread(&mut forward, 0.5 * q0 / (eval_scale * message_factor));
+            let c = chebyshev_coefficients(
+                |y| (2.0 * PI * k * y).sin() / (2.0 * PI),
+                -1.0,
+                1.0,
                 config.degree,
-            )
+            );
+            (c, arcsine_coefficients(config.arcsine_degree, 2.0 * PI))
         } else {
             let mut scale = eval_scale;
-            let mut level = stc_top + config.double_angle as usize;
+            let mut level = stc_top + config.arcsine_depth() + config.double_angle as usize;
             for _ in 0..config.double_angle {
                 scale = scale * scale / q[level] as f64;
                 level -= 1;
             }
-            scale_diags(&mut forward[last], 0.5 * q0 / (scale * 2.0 * PI));
+            let two_pi = if asin { 1.0 } else { 2.0 * PI };
+            spread(&mut forward, 0.5 * q0 / (scale * two_pi * message_factor));
             let r = f64::from(1u32 << config.double_angle);
-            chebyshev_coefficients(
-                |x| (2.0 * PI * (x - 0.25) / r).cos(),
-                -config.k,
-                config.k,
+            let c = chebyshev_coefficients(
+                |y| (2.0 * PI * (k * y - 0.25) / r).cos(),
+                -1.0,
+                1.0,
                 config.degree,
-            )
+            );
+            (c, arcsine_coefficients(config.arcsine_degree, 1.0))
         };
         let stc = merged(
             ctx,
@@ -555,7 +711,9 @@ impl<W: Word> Bootstrapper<W> {
             cts: cts.into(),
             stc: stc.into(),
             coeffs,
+            arcsine,
             eval_scale,
+            message_factor: message_factor as u64,
             sparse: None,
         })
     }
@@ -580,6 +738,12 @@ impl<W: Word> Bootstrapper<W> {
     /// The scale EvalMod runs at (the raised ciphertext's label, about its primes' size).
     pub fn eval_scale(&self) -> f64 {
         self.eval_scale
+    }
+
+    /// The integer ModRaise multiplies the level-0 message by
+    /// ([`BootstrapConfig::message_ratio_bits`]; 1 when off).
+    pub fn message_factor(&self) -> u64 {
+        self.message_factor
     }
 
     /// The settings.
@@ -626,6 +790,23 @@ impl<W: Word> Bootstrapper<W> {
                 low.size()
             )));
         }
+        let q0 = self.ctx.params().moduli()[0];
+        if self.message_factor > 1 {
+            // The scaled message must stay a small fraction of q_0 (EvalMod's sine is x - I
+            // only near the integers).
+            let scaled = low.scale() * self.message_factor as f64;
+            if scaled > q0 as f64 / 8.0 {
+                return Err(CkksError::InvalidInput(format!(
+                    "the ciphertext's scale 2^{:.1} is too large for this bootstrapper: it scales messages by 2^{:.0} for a ratio q_0 / scale of 2^{} (q_0 = 2^{:.1}); bootstrap ciphertexts at the parameters' scale 2^{:.1}",
+                    low.scale().log2(),
+                    (self.message_factor as f64).log2(),
+                    self.config.message_ratio_bits,
+                    (q0 as f64).log2(),
+                    self.ctx.params().scale().log2()
+                )));
+            }
+            low = ev.multiply_const_exact(&low, i128::from(self.message_factor))?;
+        }
         if let Some(sp) = &self.sparse {
             // Under s' from here to the switch back below.
             low = self.switch(ev, &low, &sp.to_sparse)?;
@@ -633,7 +814,6 @@ impl<W: Word> Bootstrapper<W> {
         let b0 = self.ctx.q_basis(0)?;
         let top = self.ctx.max_level();
         let bl = self.ctx.q_basis(top)?;
-        let q0 = self.ctx.params().moduli()[0];
         let half = q0 / 2;
         let mut polys = Vec::with_capacity(2);
         for p in low.polys() {
@@ -688,18 +868,15 @@ impl<W: Word> Bootstrapper<W> {
     /// The result's scale is still the input's: [`Self::bootstrap`] re-labels it.
     pub fn eval_mod(&self, ev: &Evaluator<W>, ct: &Ciphertext<W>) -> Result<Ciphertext<W>> {
         let scale = ct.scale();
-        let mut c = ev.evaluate_polynomial(
-            ct,
-            &self.coeffs,
-            PolyBasis::Chebyshev {
-                a: -self.config.k,
-                b: self.config.k,
-            },
-        )?;
+        let mut c =
+            ev.evaluate_polynomial(ct, &self.coeffs, PolyBasis::Chebyshev { a: -1.0, b: 1.0 })?;
         for _ in 0..self.config.double_angle {
             let sq = ev.relinearize(&ev.square(&c)?)?;
             let sq = ev.multiply_int(&sq, 2)?;
             c = ev.rescale(&ev.add_const(&sq, -1.0)?)?;
+        }
+        if !self.arcsine.is_empty() {
+            c = ev.evaluate_polynomial(&c, &self.arcsine, PolyBasis::Power)?;
         }
         c.set_scale(scale);
         Ok(c)
@@ -837,6 +1014,36 @@ mod tests {
         }
         let e = g * k as u64 % two_n;
         Complex64::from_polar(1.0, PI * e as f64 / n as f64)
+    }
+
+    #[test]
+    fn k_bounds_i_with_negligible_failure_and_the_degree_resolves_it() {
+        // Irwin-Hall of 33 terms, exact: P(|I| >= 12) = 2^-45.1, P(|I| >= 13) = 2^-55.7
+        // (computed with rational arithmetic).
+        let f11 = BootstrapConfig::failure_log2(32, 11.0);
+        let f12 = BootstrapConfig::failure_log2(32, 12.0);
+        assert!((f11 + 45.1).abs() < 0.2, "{f11}");
+        assert!((f12 + 55.7).abs() < 0.2, "{f12}");
+        // Past the exact range, the sub-Gaussian bound: above the truth, still falling.
+        let wide = BootstrapConfig::failure_log2(192, 30.0);
+        assert!(wide < BootstrapConfig::failure_log2(192, 25.0));
+        let c = BootstrapConfig::for_hamming_weight(32);
+        assert_eq!((c.k, c.degree), (12.0, 127));
+        // The degree resolves the sine's 2K periods on [-1, 1] and no more.
+        assert_eq!(BootstrapConfig::degree_for(12.0, 0), 127);
+        assert_eq!(BootstrapConfig::degree_for(25.0, 0), 255);
+        assert_eq!(BootstrapConfig::degree_for(4.0, 0), 63);
+        let coeffs = chebyshev_coefficients(|y| (2.0 * PI * 12.0 * y).sin(), -1.0, 1.0, 127);
+        for &y in &[-0.93, -0.41, 0.07, 0.66, 1.0] {
+            let (mut t0, mut t1, mut v) = (1.0, y, coeffs[0] + coeffs[1] * y);
+            for c in &coeffs[2..] {
+                let t2 = 2.0 * y * t1 - t0;
+                v += c * t2;
+                (t0, t1) = (t1, t2);
+            }
+            let want = (2.0 * PI * 12.0 * y).sin();
+            assert!((v - want).abs() < 1e-12, "{y}: {v} vs {want}");
+        }
     }
 
     #[test]
@@ -983,15 +1190,7 @@ impl<W: Word> AutoBootstrap<W> {
                 ),
             });
         }
-        let ct = if ct.size() == 3 {
-            self.ev.relinearize(ct)?
-        } else {
-            ct.clone()
-        };
-        let out = self.boot.bootstrap(&self.ev, &ct)?;
-        self.count
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(out)
+        PolyOps::bootstrap(self, ct)
     }
 
     /// [`Evaluator::evaluate_polynomial`], bootstrapping `ct` first when it holds fewer levels
@@ -1006,5 +1205,93 @@ impl<W: Word> AutoBootstrap<W> {
         let depth = Evaluator::<W>::polynomial_depth(degree, basis);
         let ct = self.ensure_levels(ct, depth)?;
         self.ev.evaluate_polynomial(&ct, coeffs, basis)
+    }
+}
+
+/// An [`Evaluator`] that bootstraps: every circuit written against [`PolyOps`] (polynomials,
+/// linear transforms, task graphs with bootstrap nodes) runs on it, and polynomial evaluation
+/// bootstraps its input when the levels run out.
+impl<W: Word> PolyOps for AutoBootstrap<W> {
+    type Ct = Ciphertext<W>;
+    fn moduli(&self) -> &[u64] {
+        self.ev.moduli()
+    }
+    fn level_of(&self, ct: &Self::Ct) -> usize {
+        ct.level()
+    }
+    fn scale_of(&self, ct: &Self::Ct) -> f64 {
+        ct.scale()
+    }
+    fn size_of(&self, ct: &Self::Ct) -> usize {
+        ct.size()
+    }
+    fn with_scale(&self, ct: Self::Ct, scale: f64) -> Result<Self::Ct> {
+        self.ev.with_scale(ct, scale)
+    }
+    fn add(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
+        self.ev.add(a, b)
+    }
+    fn sub(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
+        self.ev.sub(a, b)
+    }
+    fn add_const(&self, ct: &Self::Ct, c: f64) -> Result<Self::Ct> {
+        self.ev.add_const(ct, c)
+    }
+    fn multiply_int(&self, ct: &Self::Ct, k: i64) -> Result<Self::Ct> {
+        self.ev.multiply_int(ct, k)
+    }
+    fn multiply_const_exact(&self, ct: &Self::Ct, k: i128) -> Result<Self::Ct> {
+        PolyOps::multiply_const_exact(&self.ev, ct, k)
+    }
+    fn multiply_const(&self, ct: &Self::Ct, c: f64) -> Result<Self::Ct> {
+        self.ev.multiply_const(ct, c)
+    }
+    fn multiply(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
+        self.ev.multiply(a, b)
+    }
+    fn square(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        self.ev.square(a)
+    }
+    fn relinearize(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        self.ev.relinearize(a)
+    }
+    fn rescale(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        self.ev.rescale(a)
+    }
+    fn drop_to_level(&self, a: &Self::Ct, level: usize) -> Result<Self::Ct> {
+        self.ev.drop_to_level(a, level)
+    }
+    fn rotate(&self, ct: &Self::Ct, step: i64) -> Result<Self::Ct> {
+        self.ev.rotate(ct, step)
+    }
+    fn rotate_many(&self, ct: &Self::Ct, steps: &[i64]) -> Result<Vec<Self::Ct>> {
+        self.ev.rotate_many(ct, steps)
+    }
+    fn multiply_plain_slots(&self, ct: &Self::Ct, values: &[f64]) -> Result<Self::Ct> {
+        self.ev.multiply_plain_slots(ct, values)
+    }
+    fn multiply_int_accumulate(
+        &self,
+        acc: &mut Option<Self::Ct>,
+        ct: &Self::Ct,
+        level: usize,
+        k: i128,
+        scale: f64,
+    ) -> Result<()> {
+        self.ev.multiply_int_accumulate(acc, ct, level, k, scale)
+    }
+    fn bootstrap_level(&self) -> Option<usize> {
+        Some(self.max_levels())
+    }
+    fn bootstrap(&self, ct: &Self::Ct) -> Result<Self::Ct> {
+        let ct = if ct.size() == 3 {
+            self.ev.relinearize(ct)?
+        } else {
+            ct.clone()
+        };
+        let out = self.boot.bootstrap(&self.ev, &ct)?;
+        self.count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(out)
     }
 }

@@ -102,7 +102,9 @@ impl<W: Word> Evaluator<W> {
 }
 
 /// [`Evaluator::evaluate_polynomial`] on any [`PolyOps`]: with an evaluator it computes, with
-/// a graph builder it records the same operations.
+/// a graph builder it records the same operations. A backend that bootstraps
+/// ([`PolyOps::bootstrap_level`]) bootstraps the input first when it holds fewer levels than
+/// the polynomial's depth.
 pub fn evaluate_polynomial_on<E: PolyOps>(
     e: &E,
     ct: &E::Ct,
@@ -127,6 +129,15 @@ pub fn evaluate_polynomial_on<E: PolyOps>(
     let coeffs = trim(coeffs);
     let degree = coeffs.len() - 1;
     let depth = Evaluator::<u64>::polynomial_depth(degree, basis);
+    // Automatic bootstrapping: a backend that bootstraps refreshes an input with too few levels
+    // for the polynomial (when a refreshed one has enough).
+    let refreshed;
+    let ct = if depth > e.level_of(ct) && e.bootstrap_level().is_some_and(|l| l >= depth) {
+        refreshed = e.bootstrap(ct)?;
+        &refreshed
+    } else {
+        ct
+    };
     let level = e.level_of(ct);
     if depth > level {
         return Err(CkksError::OutOfLevels {

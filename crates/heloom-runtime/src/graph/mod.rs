@@ -65,6 +65,9 @@ pub enum NodeOp {
     /// `a * p` slot-wise for the graph's plaintext vector `p` ([`TaskGraph::plain`]), encoded
     /// at scale `q_l`.
     MulPlain(NodeId, usize),
+    /// `a` bootstrapped: the same values at the node's level, with `a`'s scale (run by a
+    /// backend that bootstraps, such as `heloom_ckks::circuits::bootstrap::AutoBootstrap`).
+    Bootstrap(NodeId),
 }
 
 impl NodeOp {
@@ -83,7 +86,8 @@ impl NodeOp {
             | NodeOp::DropToLevel(a, _)
             | NodeOp::SetScale(a, _)
             | NodeOp::Rotate(a, _)
-            | NodeOp::MulPlain(a, _) => vec![a],
+            | NodeOp::MulPlain(a, _)
+            | NodeOp::Bootstrap(a) => vec![a],
         }
     }
 
@@ -105,6 +109,7 @@ impl NodeOp {
             NodeOp::SetScale(..) => "set-scale",
             NodeOp::Rotate(..) => "rotate",
             NodeOp::MulPlain(..) => "mul-plain",
+            NodeOp::Bootstrap(..) => "bootstrap",
         }
     }
 
@@ -149,6 +154,8 @@ pub enum TaskKind {
     MulPlainRescale,
     /// Additions (ciphertext or plaintext) and other cheap ops.
     Add,
+    /// A bootstrap (with whatever light ops ride along).
+    Bootstrap,
     /// Anything else (e.g. a lone relinearization).
     Other,
 }
@@ -161,6 +168,7 @@ impl TaskKind {
             TaskKind::SquareRelinRescale => "square-relin-rescale",
             TaskKind::MulPlainRescale => "mul-plain-rescale",
             TaskKind::Add => "add",
+            TaskKind::Bootstrap => "bootstrap",
             TaskKind::Other => "other",
         }
     }
@@ -175,7 +183,10 @@ impl TaskKind {
     /// (`n_r`): 2 for ciphertext-ciphertext multiplications, 1 otherwise.
     pub fn nominal_threads(self) -> usize {
         match self {
-            TaskKind::MulRelinRescale | TaskKind::SquareRelinRescale | TaskKind::Other => 2,
+            TaskKind::MulRelinRescale
+            | TaskKind::SquareRelinRescale
+            | TaskKind::Bootstrap
+            | TaskKind::Other => 2,
             TaskKind::MulPlainRescale | TaskKind::Add => 1,
         }
     }
@@ -273,6 +284,8 @@ pub struct GraphBuilder {
     inputs: RefCell<Vec<NodeId>>,
     boundaries: RefCell<Vec<NodeId>>,
     plains: RefCell<Vec<Arc<[f64]>>>,
+    /// Where a recorded bootstrap lands, when the graph may bootstrap.
+    bootstrap_level: Option<usize>,
 }
 
 fn invalid<T>(msg: impl Into<String>) -> heloom_ckks::Result<T> {
@@ -309,6 +322,55 @@ impl GraphBuilder {
             inputs: RefCell::new(Vec::new()),
             boundaries: RefCell::new(Vec::new()),
             plains: RefCell::new(Vec::new()),
+            bootstrap_level: None,
+        }
+    }
+
+    /// Lets the graph bootstrap, to `level` (the bootstrapper's output level): polynomial
+    /// evaluation then bootstraps its input when its levels run out, and so does every
+    /// multiplication (ciphertext, constant or plaintext) of an operand at level 0. Each
+    /// bootstrap is a [`NodeOp::Bootstrap`] node in a task of its own; run such a graph on a
+    /// backend that bootstraps (`heloom_ckks::circuits::bootstrap::AutoBootstrap`).
+    pub fn with_bootstrapping(mut self, level: usize) -> heloom_ckks::Result<Self> {
+        if level == 0 || level >= self.moduli.len() {
+            return invalid(format!(
+                "a bootstrap must land on a level from 1 to the chain's top level {}; got {level}",
+                self.moduli.len().saturating_sub(1)
+            ));
+        }
+        self.bootstrap_level = Some(level);
+        Ok(self)
+    }
+
+    /// Records `ct` bootstrapped to `level` (its own task), whether or not the builder
+    /// bootstraps on its own ([`Self::with_bootstrapping`]); the graph reader replays these.
+    pub fn bootstrap_to(&self, ct: &Value, level: usize) -> heloom_ckks::Result<Value> {
+        if ct.size != 2 {
+            return invalid("bootstrap takes a two-polynomial ciphertext; relinearize first");
+        }
+        if level == 0 || level >= self.moduli.len() {
+            return invalid(format!(
+                "a bootstrap must land on a level from 1 to the chain's top level {}; got {level}",
+                self.moduli.len().saturating_sub(1)
+            ));
+        }
+        let v = self.push(NodeOp::Bootstrap(ct.node), level, ct.scale, 2);
+        self.end_task(&v);
+        Ok(v)
+    }
+
+    /// `v`, bootstrapped first when it sits at level 0 and the builder bootstraps.
+    fn refreshed(&self, v: &Value) -> heloom_ckks::Result<Value> {
+        match self.bootstrap_level {
+            Some(level) if v.level == 0 => {
+                let v = if v.size == 3 {
+                    self.relinearize(v)?
+                } else {
+                    *v
+                };
+                self.bootstrap_to(&v, level)
+            }
+            _ => Ok(*v),
         }
     }
 
@@ -659,7 +721,9 @@ fn classify(nodes: &[Node], members: &[NodeId]) -> (TaskKind, usize) {
         .map_or(1, nq_of);
     // A rotation is a key switch, as a relinearization is.
     let relin = has(&|o| matches!(o, NodeOp::Relinearize(..) | NodeOp::Rotate(..)));
-    let kind = if has(&|o| matches!(o, NodeOp::Multiply(..))) && relin {
+    let kind = if has(&|o| matches!(o, NodeOp::Bootstrap(..))) {
+        TaskKind::Bootstrap
+    } else if has(&|o| matches!(o, NodeOp::Multiply(..))) && relin {
         TaskKind::MulRelinRescale
     } else if has(&|o| matches!(o, NodeOp::Square(..))) && relin {
         TaskKind::SquareRelinRescale
@@ -721,6 +785,7 @@ impl PolyOps for GraphBuilder {
         ))
     }
     fn multiply_const(&self, ct: &Value, c: f64) -> heloom_ckks::Result<Value> {
+        let ct = &self.refreshed(ct)?;
         above_level_0(
             ct.level,
             "multiplying by a non-integer constant needs a level to rescale",
@@ -731,6 +796,7 @@ impl PolyOps for GraphBuilder {
         if a.size != 2 || b.size != 2 {
             return invalid("multiply takes two-polynomial ciphertexts; relinearize first");
         }
+        let (a, b) = (&self.refreshed(a)?, &self.refreshed(b)?);
         Ok(self.push(
             NodeOp::Multiply(a.node, b.node),
             a.level.min(b.level),
@@ -742,6 +808,7 @@ impl PolyOps for GraphBuilder {
         if a.size != 2 {
             return invalid("square takes a two-polynomial ciphertext; relinearize first");
         }
+        let a = &self.refreshed(a)?;
         Ok(self.push(NodeOp::Square(a.node), a.level, a.scale * a.scale, 3))
     }
     fn relinearize(&self, a: &Value) -> heloom_ckks::Result<Value> {
@@ -775,9 +842,21 @@ impl PolyOps for GraphBuilder {
         Ok(self.push(NodeOp::Rotate(ct.node, step), ct.level, ct.scale, 2))
     }
     fn multiply_plain_slots(&self, ct: &Value, values: &[f64]) -> heloom_ckks::Result<Value> {
+        let ct = &self.refreshed(ct)?;
         heloom_ckks::polyops::check_plain_slots(values, ct.level)?;
         let id = self.plain_id(values);
         Ok(self.push_at_q_level(NodeOp::MulPlain(ct.node, id), ct))
+    }
+    fn bootstrap_level(&self) -> Option<usize> {
+        self.bootstrap_level
+    }
+    fn bootstrap(&self, ct: &Value) -> heloom_ckks::Result<Value> {
+        match self.bootstrap_level {
+            Some(level) => self.bootstrap_to(ct, level),
+            None => invalid(
+                "this graph builder does not bootstrap: build it with GraphBuilder::with_bootstrapping(level)",
+            ),
+        }
     }
 }
 
@@ -785,11 +864,21 @@ fn missing(t: usize, o: NodeId) -> GraphError {
     GraphError::Invalid(format!("task {t}: operand node {o} is not available"))
 }
 
-/// Cost-model op of a node and its limb count, if it costs anything.
-fn node_cost(nodes: &[Node], v: NodeId) -> Option<(OpKind, usize)> {
+/// Key switches a [`NodeOp::Bootstrap`] is priced at, each at the chain's top level: about what
+/// a full-slot bootstrap runs (CoeffToSlot and SlotToCoeff rotations, EvalMod's
+/// relinearizations), most of them near the top. An estimate for scheduling, not a measurement.
+pub const BOOTSTRAP_KEY_SWITCHES: f64 = 120.0;
+
+/// Cost-model op of a node, its limb count and how many of it the node costs, if anything
+/// (`top_nq`: the chain's limb count, where a bootstrap runs).
+fn node_cost(nodes: &[Node], v: NodeId, top_nq: usize) -> Option<(OpKind, usize, f64)> {
     let node = &nodes[v];
     let in_nq = |o: NodeId| nodes[o].level + 1;
-    Some(match node.op {
+    if let NodeOp::Bootstrap(_) = node.op {
+        return Some((OpKind::Relin, top_nq, BOOTSTRAP_KEY_SWITCHES));
+    }
+    let one = |(op, nq): (OpKind, usize)| Some((op, nq, 1.0));
+    one(match node.op {
         NodeOp::Input(_) | NodeOp::SetScale(..) => return None,
         NodeOp::Add(a, b) | NodeOp::Sub(a, b) => (OpKind::Add, in_nq(a).min(in_nq(b))),
         NodeOp::AddConst(a, _) | NodeOp::MulInt(a, _) => (OpKind::AddPlain, in_nq(a)),
@@ -804,6 +893,7 @@ fn node_cost(nodes: &[Node], v: NodeId) -> Option<(OpKind, usize)> {
         NodeOp::Relinearize(a) if nodes[a].size == 3 => (OpKind::Relin, in_nq(a)),
         NodeOp::Relinearize(_) => return None,
         NodeOp::Rescale(a) => (OpKind::Rescale, in_nq(a)),
+        NodeOp::Bootstrap(_) => return None,
     })
 }
 
@@ -877,8 +967,8 @@ impl TaskGraph {
     pub fn task_cost(&self, model: &dyn CostModel, t: usize, threads: usize) -> SplitCost {
         let mut c = SplitCost::default();
         for &v in &self.tasks[t].nodes {
-            if let Some((op, nq)) = node_cost(&self.nodes, v) {
-                c.add(op.contention_class(), model.op_ms(op, nq, threads));
+            if let Some((op, nq, count)) = node_cost(&self.nodes, v, self.moduli.len()) {
+                c.add(op.contention_class(), count * model.op_ms(op, nq, threads));
             }
         }
         c
@@ -1030,6 +1120,19 @@ impl TaskGraph {
                     GraphError::Invalid(format!("node {v}: plaintext {id} does not exist"))
                 })?;
                 ev.multiply_plain_slots(arg(0)?, p)?
+            }
+            NodeOp::Bootstrap(_) => {
+                if ev.bootstrap_level() != Some(node.level) {
+                    return Err(GraphError::Invalid(format!(
+                        "node {v} bootstraps to level {}, but this backend {}; run the graph on an AutoBootstrap whose bootstrapper lands there",
+                        node.level,
+                        match ev.bootstrap_level() {
+                            Some(l) => format!("bootstraps to level {l}"),
+                            None => "does not bootstrap".into(),
+                        }
+                    )));
+                }
+                ev.bootstrap(arg(0)?)?
             }
         };
         let (level, size) = (ev.level_of(&out), ev.size_of(&out));
