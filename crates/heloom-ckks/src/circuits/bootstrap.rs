@@ -143,17 +143,16 @@ impl BootstrapConfig {
         if a <= 0.0 {
             return f64::NEG_INFINITY;
         }
-        let bound = (2.0f64).ln() - 6.0 * t * t / n;
+        let bound = 1.0 - 6.0 * t * t / n / std::f64::consts::LN_2;
         if a > n / 4.0 {
-            return bound / std::f64::consts::LN_2;
+            return bound;
         }
+        // C(n, j) / n! = 1 / (j! (n - j)!).
         let ln_fact = |m: f64| (1..=m as u64).map(|i| (i as f64).ln()).sum::<f64>();
-        let ln_nfact = ln_fact(n);
         let mut sum = 0.0;
         let mut j = 0.0;
         while j <= a.floor() {
-            let ln_term = ln_fact(n) - ln_fact(j) - ln_fact(n - j) + n * (a - j).ln() - ln_nfact;
-            let term = ln_term.exp();
+            let term = (n * (a - j).ln() - ln_fact(j) - ln_fact(n - j)).exp();
             sum += if (j as u64).is_multiple_of(2) {
                 term
             } else {
@@ -162,9 +161,9 @@ impl BootstrapConfig {
             j += 1.0;
         }
         if sum <= 0.0 {
-            return bound / std::f64::consts::LN_2;
+            return bound;
         }
-        ((2.0 * sum).ln() / std::f64::consts::LN_2).min(bound / std::f64::consts::LN_2)
+        (2.0 * sum).log2().min(bound)
     }
 
     /// The lowest degree `2^j - 1` (the baby-step giant-step evaluation's best shapes) whose

@@ -332,14 +332,20 @@ impl GraphBuilder {
     /// bootstrap is a [`NodeOp::Bootstrap`] node in a task of its own; run such a graph on a
     /// backend that bootstraps (`heloom_ckks::circuits::bootstrap::AutoBootstrap`).
     pub fn with_bootstrapping(mut self, level: usize) -> heloom_ckks::Result<Self> {
+        self.check_bootstrap_level(level)?;
+        self.bootstrap_level = Some(level);
+        Ok(self)
+    }
+
+    /// A bootstrap lands above level 0 and within the chain.
+    fn check_bootstrap_level(&self, level: usize) -> heloom_ckks::Result<()> {
         if level == 0 || level >= self.moduli.len() {
             return invalid(format!(
                 "a bootstrap must land on a level from 1 to the chain's top level {}; got {level}",
                 self.moduli.len().saturating_sub(1)
             ));
         }
-        self.bootstrap_level = Some(level);
-        Ok(self)
+        Ok(())
     }
 
     /// Records `ct` bootstrapped to `level` (its own task), whether or not the builder
@@ -348,12 +354,7 @@ impl GraphBuilder {
         if ct.size != 2 {
             return invalid("bootstrap takes a two-polynomial ciphertext; relinearize first");
         }
-        if level == 0 || level >= self.moduli.len() {
-            return invalid(format!(
-                "a bootstrap must land on a level from 1 to the chain's top level {}; got {level}",
-                self.moduli.len().saturating_sub(1)
-            ));
-        }
+        self.check_bootstrap_level(level)?;
         let v = self.push(NodeOp::Bootstrap(ct.node), level, ct.scale, 2);
         self.end_task(&v);
         Ok(v)
