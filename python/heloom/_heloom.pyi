@@ -468,7 +468,8 @@ class Ciphertext:
 @final
 class Bootstrapper:
     """Refreshes ciphertexts: a ciphertext at level 0 comes back at ``output_level`` with the
-    same values (full packing: N/2 slots). Built once per context (it encodes the homomorphic
+    same values (full packing: N/2 slots, or ``slots`` fewer: sparse packing). Built once per
+    context (it encodes the homomorphic
     DFT's transforms); then ``ctx.keygen(rotations=boot.rotations, conjugate=True)`` and
     ``boot.set_keys(keys)`` (on the client: with a dense secret it derives the sparse-secret
     encapsulation keys from the secret key; they are public, like the other evaluation keys).
@@ -483,7 +484,9 @@ class Bootstrapper:
     ``q_0 / 2^r`` before ModRaise; with a 60-bit ``q_0`` and the arcsine, as the N = 2^16
     preset) override them. ``fewer_keys=True`` trades time for memory: rotation keys for
     power-of-two baby steps only (at N = 2^16, 15 keys instead of 27; the bootstrap about 6%
-    slower). ``threads``: for encoding the
+    slower). ``slots``: sparse packing on that many slots (a power of two from
+    ``2^max(cts_levels, stc_levels)``): the raised ciphertext is projected onto their subring,
+    the transforms are smaller and one EvalMod serves both halves. ``threads``: for encoding the
     transforms (default: every core; the bootstrap itself runs on its evaluator's budget).
     """
 
@@ -500,8 +503,12 @@ class Bootstrapper:
         arcsine_degree: int | None = None,
         message_ratio_bits: int | None = None,
         fewer_keys: bool = False,
+        slots: int | None = None,
         threads: int | None = None,
     ) -> Bootstrapper: ...
+    @property
+    def slots(self) -> int:
+        """The slot count it bootstraps: ``N/2`` (full packing) or fewer (sparse packing)."""
     @property
     def rotations(self) -> list[int]:
         """Rotation steps whose Galois keys bootstrapping needs (pass them to ``Context.keygen``

@@ -100,3 +100,27 @@ def test_the_arcsine_correction_with_the_message_near_q0() -> None:
     assert np.max(np.abs(ctx.decrypt(out, keys.secret_key) - z)) < 2.0**-18
     with pytest.raises(heloom.InputError, match="odd"):
         heloom.Bootstrapper(ctx, arcsine_degree=2)
+
+
+def test_sparse_packing_bootstraps_fewer_slots() -> None:
+    # 64 of the 512 slots, with the arcsine correction (fewer slots make larger coefficients,
+    # whose sine error it removes): smaller transforms, one EvalMod, the same bound.
+    ctx = heloom.Context(small_params(16, q0=60, arcsine=2))
+    boot = heloom.Bootstrapper(ctx, arcsine_degree=3, message_ratio_bits=4, slots=64)
+    assert boot.slots == 64
+    assert "slots=64" in repr(boot)
+    keys = ctx.keygen(rotations=boot.rotations, conjugate=True)
+    rng = np.random.default_rng(9)
+    z = rng.uniform(-1, 1, 64) + 1j * rng.uniform(-1, 1, 64)
+    ct = ctx.encrypt(z, keys.public_key)
+    assert ct.slots == 64
+    low = ctx.evaluator(keys.evaluation_keys).drop_to_level(ct, 0)
+    out = boot.bootstrap(low)
+    assert out.level == 1
+    assert out.slots == 64
+    assert np.max(np.abs(ctx.decrypt(out, keys.secret_key) - z)) < 2.0**-18
+    full = ctx.encrypt(rng.uniform(-1, 1, ctx.slots), keys.public_key)
+    with pytest.raises(heloom.InputError, match="with_slots"):
+        boot.bootstrap(full)
+    with pytest.raises(heloom.InputError, match="power-of-two slot count"):
+        heloom.Bootstrapper(ctx, arcsine_degree=3, message_ratio_bits=4, slots=4)

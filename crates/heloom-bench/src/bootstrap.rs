@@ -44,6 +44,8 @@ pub struct BootstrapBenchOptions {
     pub reps: usize,
     /// The memory-lean key set (`BootstrapConfig::fewer_keys`).
     pub fewer_keys: bool,
+    /// Sparse packing on this many slots (`None`: full packing, N/2).
+    pub slots: Option<usize>,
     /// Peers to run before heloom, one at a time.
     pub vs: Vec<Peer>,
     /// The Go toolchain for Lattigo (`None`: `go` on PATH, else /usr/local/go/bin/go).
@@ -72,6 +74,7 @@ impl BootstrapBenchOptions {
             threads,
             reps: 1,
             fewer_keys: false,
+            slots: None,
             vs: Vec::new(),
             go: None,
             lattigo_params: None,
@@ -163,6 +166,13 @@ fn quick_setting() -> Result<(CkksParameters, BootstrapConfig, Option<usize>)> {
 /// N = 2^16 Lattigo needs most of 24 GB, and memory heloom freed would stay mapped).
 pub fn run(opts: &BootstrapBenchOptions, note: &dyn Fn(&str)) -> Result<BootstrapReport> {
     let log_n = if opts.quick { 12 } else { opts.log_n };
+    if let Some(n) = opts.slots {
+        if n < (1usize << log_n) / 2 && !opts.vs.is_empty() {
+            anyhow::bail!(
+                "--slots {n} bootstraps sparse packing; the peers run their full-packing defaults, so run it without --vs"
+            );
+        }
+    }
     let lattigo = opts
         .lattigo_params
         .as_deref()
@@ -267,6 +277,12 @@ fn run_heloom(opts: &BootstrapBenchOptions, note: &dyn Fn(&str)) -> Result<Boots
     } else {
         setting
     };
+    let slots = opts.slots.unwrap_or(params.n() / 2);
+    let setting = if slots < params.n() / 2 {
+        format!("{setting}, sparse packing on {slots} slots")
+    } else {
+        setting
+    };
     let log_n = params.n().trailing_zeros();
     let log_qp = params.log_qp();
     let security_bits = params.security().bits();
@@ -274,7 +290,7 @@ fn run_heloom(opts: &BootstrapBenchOptions, note: &dyn Fn(&str)) -> Result<Boots
     let cores = Threads::new(heloom_pool::cores());
     note("encoding the homomorphic DFT's transforms");
     let t = Instant::now();
-    let mut boot = Bootstrapper::new(&ctx, config, cores)?;
+    let mut boot = Bootstrapper::with_slots(&ctx, config, slots, cores)?;
     let setup_s = t.elapsed().as_secs_f64();
     let steps = boot.rotation_steps();
     note(&format!(
@@ -296,7 +312,6 @@ fn run_heloom(opts: &BootstrapBenchOptions, note: &dyn Fn(&str)) -> Result<Boots
     let keygen_s = t.elapsed().as_secs_f64();
     let keys = Arc::new(evaluation_keys);
     let dec = Decryptor::new(&ctx, &secret_key)?;
-    let slots = ctx.n() / 2;
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let z: Vec<Complex64> = (0..slots)
         .map(|_| Complex64::new(rng.gen_range(-1.0..1.0), rng.gen_range(-1.0..1.0)))

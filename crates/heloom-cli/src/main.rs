@@ -227,6 +227,11 @@ enum BenchCommand {
         /// of 27 at N = 2^16; the transforms' baby steps one rotation after another).
         #[arg(long)]
         fewer_keys: bool,
+        /// Sparse packing: bootstrap ciphertexts of this many slots (a power of two below N/2;
+        /// one EvalMod for both halves, smaller transforms). Without --vs: the peers run full
+        /// packing.
+        #[arg(long)]
+        slots: Option<usize>,
         /// Comma-separated peers to run before heloom, each alone in a subprocess with the same
         /// thread budgets: lattigo (Lattigo v6.1.1, N16QP1788H32768H32 or, for --log-n 15 and
         /// --quick, N15QP880H16384H32; needs Go) and/or openfhe (OpenFHE's CKKS bootstrapping
@@ -666,6 +671,7 @@ fn main() -> Result<()> {
                     threads,
                     reps,
                     fewer_keys,
+                    slots,
                     vs,
                     go,
                     lattigo_params,
@@ -678,6 +684,7 @@ fn main() -> Result<()> {
             let mut opts = bench::bootstrap::BootstrapBenchOptions::new(quick);
             opts.log_n = log_n;
             opts.fewer_keys = fewer_keys;
+            opts.slots = slots;
             opts.vs = vs;
             opts.go = go;
             opts.lattigo_params = lattigo_params;

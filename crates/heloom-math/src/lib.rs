@@ -71,7 +71,7 @@ mod simd;
 mod word;
 
 pub use automorphism::NttPermutation;
-pub use backend::{Backend, BackendChoice};
+pub use backend::{Backend, BackendChoice, IFMA_MAX_PRIME_BITS};
 pub use eltwise::Eltwise;
 pub use error::{MathError, Result};
 pub use modulus::{Modulus, Montgomery32};

@@ -173,13 +173,18 @@ impl<W: Word> RnsBasis<W> {
             }
             Err(e) => return Err(e),
         };
-        let forced = BackendChoice::Force(backend);
+        // An automatic choice is made per prime: a prime small enough for IFMA gets it even
+        // when a wider one in the basis does not (the element-wise kernels do the same).
+        let per_prime = match choice {
+            BackendChoice::Auto => BackendChoice::Auto,
+            BackendChoice::Force(_) => BackendChoice::Force(backend),
+        };
         let ntt = moduli
             .iter()
-            .map(|&q| NttTable::with_backend(n, q, forced).map(Arc::new))
+            .map(|&q| NttTable::with_backend(n, q, per_prime).map(Arc::new))
             .collect::<Result<Vec<_>>>()?;
         let moduli_w = ntt.iter().map(|t| *t.modulus()).collect();
-        let elt = Eltwise::new(forced, max_bits)?;
+        let elt = Eltwise::new(per_prime, max_bits)?;
         Ok(Self {
             n,
             moduli: moduli_w,
@@ -214,7 +219,8 @@ impl<W: Word> RnsBasis<W> {
         &self.ntt
     }
 
-    /// The backend every kernel of this basis runs on.
+    /// The backend of this basis's widest primes; narrower primes may run on a faster one
+    /// ([`Eltwise::backend_for`], [`NttTable::backend`]) when the choice was automatic.
     pub fn backend(&self) -> Backend {
         self.elt.backend()
     }

@@ -87,6 +87,61 @@ fn ring_products_match_schoolbook_on_every_backend() {
     }
 }
 
+/// A basis of 60-bit and 45-bit primes on the automatic choice: the 45-bit limbs get IFMA
+/// where the CPU has it (the 60-bit ones cannot), and every result equals the scalar basis's.
+#[test]
+fn mixed_width_basis_dispatches_per_prime_and_matches_scalar() {
+    let n = 256;
+    let mut moduli = primes::ntt_primes::<u64>(60, n, 2).expect("primes");
+    moduli.extend(primes::ntt_primes::<u64>(45, n, 2).expect("primes"));
+    let auto = RnsBasis::<u64>::new(n, &moduli).expect("auto basis");
+    let scalar = RnsBasis::<u64>::with_backend(n, &moduli, BackendChoice::Force(Backend::Scalar))
+        .expect("scalar basis");
+    let ifma = Backend::Avx512Ifma.is_available() && std::env::var("HELOOM_BACKEND").is_err();
+    for (t, m) in auto.ntt_tables().iter().zip(auto.moduli()) {
+        let narrow = m.bits() <= heloom_math::IFMA_MAX_PRIME_BITS;
+        assert_eq!(
+            t.backend() == Backend::Avx512Ifma,
+            ifma && narrow,
+            "{} bits",
+            m.bits()
+        );
+        assert_eq!(auto.eltwise().backend_for(m), t.backend());
+    }
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
+    let a: Vec<i64> = (0..n)
+        .map(|_| rng.gen_range(-(1 << 40)..(1 << 40)))
+        .collect();
+    let b: Vec<i64> = (0..n).map(|_| rng.gen_range(-1000..1000)).collect();
+    let run = |basis: &RnsBasis<u64>| {
+        let mut pa = basis.poly_from_signed(&a).expect("a");
+        let mut pb = basis.poly_from_signed(&b).expect("b");
+        basis.forward(&mut pa).expect("fwd");
+        basis.forward(&mut pb).expect("fwd");
+        let mut acc = basis.mul(&pa, &pb).expect("mul");
+        basis.mul_add(&mut acc, &pa, &pa).expect("mul_add");
+        basis.mul_scalar_assign(&mut acc, 12345).expect("scalar");
+        basis.inverse(&mut acc).expect("inv");
+        acc.as_slice()
+            .iter()
+            .map(|x| x.to_u64())
+            .collect::<Vec<u64>>()
+    };
+    let got = run(&auto);
+    assert_eq!(got, run(&scalar));
+    for (i, m) in auto.moduli().iter().enumerate() {
+        let q = m.value();
+        let ab = schoolbook(&a, &b, q);
+        let aa = schoolbook(&a, &a, q);
+        let want: Vec<u64> = ab
+            .iter()
+            .zip(&aa)
+            .map(|(&x, &y)| ((x as u128 + y as u128) * 12345 % q as u128) as u64)
+            .collect();
+        assert_eq!(&got[i * n..(i + 1) * n], &want[..], "limb {i}");
+    }
+}
+
 #[test]
 fn poly_storage_is_aligned() {
     let n = 1 << 10;

@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 use std::sync::{Arc, RwLock};
 
 /// Refreshes ciphertexts: a ciphertext at level 0 comes back at ``output_level`` with the same
-/// values (full packing: N/2 slots). Built once per context (it encodes the homomorphic DFT's
+/// values (full packing: N/2 slots, or ``slots`` fewer: sparse packing). Built once per context (it encodes the homomorphic DFT's
 /// transforms); then ``ctx.keygen(rotations=boot.rotations, conjugate=True)`` and
 /// ``boot.set_keys(keys)`` (on the client: with a dense secret it derives the sparse-secret
 /// encapsulation keys from the secret key; they are public, like the other evaluation keys).
@@ -27,7 +27,10 @@ use std::sync::{Arc, RwLock};
 /// correction after the sine) and ``message_ratio_bits`` (0, or ``r`` to bring the message to
 /// ``q_0 / 2^r`` before ModRaise; with a 60-bit ``q_0`` and the arcsine, as the N = 2^16 preset)
 /// override them. ``fewer_keys=True`` trades time for memory: rotation keys for power-of-two
-/// baby steps only (at N = 2^16, 15 keys instead of 27; the bootstrap about 6% slower). ``threads``: for encoding the
+/// baby steps only (at N = 2^16, 15 keys instead of 27; the bootstrap about 6% slower).
+/// ``slots``: sparse packing on that many slots (a power of two from
+/// ``2^max(cts_levels, stc_levels)``): the raised ciphertext is projected onto their subring,
+/// the transforms are smaller and one EvalMod serves both halves. ``threads``: for encoding the
 /// transforms (default: every core; the bootstrap itself runs on its evaluator's budget).
 #[pyclass(name = "Bootstrapper", module = "heloom", frozen)]
 pub struct PyBootstrapper {
@@ -84,7 +87,7 @@ impl PyBootstrapper {
     #[pyo3(signature = (
         context, *, sparse_weight = None, k = None, degree = None, cts_levels = None,
         stc_levels = None, double_angle = None, arcsine_degree = None,
-        message_ratio_bits = None, fewer_keys = false, threads = None
+        message_ratio_bits = None, fewer_keys = false, slots = None, threads = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -99,6 +102,7 @@ impl PyBootstrapper {
         arcsine_degree: Option<usize>,
         message_ratio_bits: Option<u32>,
         fewer_keys: bool,
+        slots: Option<usize>,
         threads: Option<i64>,
     ) -> PyResult<Self> {
         let shared = Arc::clone(&context.shared);
@@ -152,8 +156,11 @@ impl PyBootstrapper {
             Some(t) => crate::evaluator::thread_budget(t)?,
             None => heloom_ckks::Threads::new(heloom_pool::cores()),
         };
+        let slots = slots.unwrap_or(ctx.n() / 2);
         let ctx = Arc::clone(ctx);
-        let boot = nogil(py, move || Bootstrapper::new(&ctx, config, budget))?;
+        let boot = nogil(py, move || {
+            Bootstrapper::with_slots(&ctx, config, slots, budget)
+        })?;
         Ok(Self {
             shared,
             boot: RwLock::new(boot),
@@ -172,6 +179,12 @@ impl PyBootstrapper {
     #[getter]
     fn output_level(&self) -> usize {
         self.current().output_level()
+    }
+
+    /// The slot count it bootstraps: ``N/2`` (full packing) or fewer (sparse packing).
+    #[getter]
+    fn slots(&self) -> usize {
+        self.current().slots()
     }
 
     /// Levels bootstrapping uses (CoeffToSlot, EvalMod, SlotToCoeff).
@@ -210,7 +223,7 @@ impl PyBootstrapper {
         Ok(())
     }
 
-    /// Bootstraps ``ct`` (full packing, two polynomials, any level) with ``evaluator`` (it
+    /// Bootstraps ``ct`` (``slots`` slots, two polynomials, any level) with ``evaluator`` (it
     /// needs the relinearization, conjugation and ``rotations`` keys; default: the context's
     /// default evaluator, that of the last ``keygen``): the same values at ``output_level``,
     /// with ``ct``'s scale.
@@ -251,7 +264,7 @@ impl PyBootstrapper {
         let b = self.current();
         let c = b.config();
         format!(
-            "Bootstrapper(K={}, degree={}, levels={} (CoeffToSlot {}, EvalMod {}, SlotToCoeff {}), output_level={}, sparse_weight={:?}, fewer_keys={})",
+            "Bootstrapper(K={}, degree={}, levels={} (CoeffToSlot {}, EvalMod {}, SlotToCoeff {}), output_level={}, slots={}, sparse_weight={:?}, fewer_keys={})",
             c.k,
             c.degree,
             c.depth(),
@@ -259,6 +272,7 @@ impl PyBootstrapper {
             c.eval_mod_depth(),
             c.stc_levels,
             b.output_level(),
+            b.slots(),
             self.sparse_weight,
             if c.fewer_keys { "True" } else { "False" }
         )

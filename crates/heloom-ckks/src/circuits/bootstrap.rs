@@ -395,6 +395,8 @@ pub struct Bootstrapper<W: Word> {
     message_factor: u64,
     /// Sparse-secret encapsulation, when used.
     sparse: Option<Arc<SparseKeys<W>>>,
+    /// The slot count bootstrapped (`N/2`: full packing).
+    slots: usize,
 }
 
 /// A matrix on `L` slots by its generalized diagonals: offset `i` -> `diag_i`, where
@@ -479,17 +481,53 @@ fn scale_diags(m: &mut Diags, f: f64) {
     }
 }
 
+/// How a transform of sparse-packing bootstrapping on `n` slots is applied: as it is, or widened
+/// to `2n` slots, where the real and imaginary halves of `n` complex coefficients share one
+/// ciphertext (so one EvalMod serves both, as in Lattigo's sparse bootstrapping).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Lift {
+    /// The transform as it is, on `n` slots.
+    None,
+    /// On `2n` slots, reading the lower half and writing `A x_lo` to the lower half, zero to
+    /// the upper ([`lift_low_half`]): CoeffToSlot's last level (its input is `n`-periodic) and
+    /// SlotToCoeff's first (its input holds `x_lo = r + i s` in the lower half).
+    LowHalf,
+}
+
+/// `A` (on `n` slots) as a transform on `2n` slots: row `t < n` reads the lower half's copy
+/// of each column, rows `t >= n` are zero. An entry `(t, u)` of `A` lands on offset
+/// `u - t mod 2n`; for the butterfly stages next to the data (small `h`), whose blocks never
+/// wrap around, these are `A`'s own centred offsets, so the rotations (and keys) stay `A`'s.
+fn lift_low_half(a: &Diags, n: usize) -> Diags {
+    let two = 2 * n;
+    let mut out = Diags::new();
+    for (&o, d) in a {
+        for (t, &x) in d.iter().enumerate().take(n) {
+            if x.norm() == 0.0 {
+                continue;
+            }
+            let u = (t + o) % n;
+            let off = (u + two - t) % two;
+            out.entry(off)
+                .or_insert_with(|| vec![Complex64::new(0.0, 0.0); two])[t] += x;
+        }
+    }
+    out
+}
+
 /// The product of `stages` (applied in order) split into `levels` consecutive groups as even as
 /// possible, each encoded as one transform, the first at `top`, the next one level below.
+#[allow(clippy::too_many_arguments)]
 fn merged<W: Word>(
     ctx: &Arc<Context<W>>,
     stages: &[Diags],
+    l: usize,
     levels: usize,
     top: usize,
     fewer_keys: bool,
     threads: Threads,
+    lift: impl Fn(usize) -> Lift,
 ) -> Result<Vec<LinearTransform<W>>> {
-    let l = ctx.n() / 2;
     let mut out = Vec::with_capacity(levels);
     let mut start = 0;
     for g in 0..levels {
@@ -498,12 +536,16 @@ fn merged<W: Word>(
         for st in &stages[start + 1..end] {
             m = compose(st, &m, l);
         }
+        let (period, mut m) = match lift(g) {
+            Lift::None => (l, m),
+            Lift::LowHalf => (2 * l, lift_low_half(&m, l)),
+        };
         m.retain(|_, d| d.iter().any(|x| x.norm() > 1e-300));
         let offsets: Vec<usize> = m.keys().copied().collect();
         let empty = Vec::new();
         let t = LinearTransform::new_sparse_complex(
             ctx,
-            l,
+            period,
             &offsets,
             top - g,
             |o| m.get(&o).unwrap_or(&empty).clone(),
@@ -577,6 +619,28 @@ impl<W: Word> Bootstrapper<W> {
     /// `threads`). The chain must have `2 + depth` levels above the output level, `depth` being
     /// EvalMod's ([`Evaluator::polynomial_depth`] of `config.degree`).
     pub fn new(ctx: &Arc<Context<W>>, config: BootstrapConfig, threads: Threads) -> Result<Self> {
+        Self::with_slots(ctx, config, ctx.n() / 2, threads)
+    }
+
+    /// [`Self::new`] for ciphertexts of `slots` slots: `N/2` is full packing; fewer is sparse
+    /// packing (a power of two with at least `2^max(cts_levels, stc_levels)` slots), where the
+    /// raised ciphertext is first projected onto the slots' subring (`log2(N / (2 slots))`
+    /// rotations), the homomorphic DFTs have `log2(slots)` stages instead of `log2(N/2)`, and
+    /// one EvalMod serves the real and the imaginary halves together, packed side by side in
+    /// `2 slots` slots (two for full packing). Bootstraps only ciphertexts of that slot count.
+    pub fn with_slots(
+        ctx: &Arc<Context<W>>,
+        config: BootstrapConfig,
+        slots: usize,
+        threads: Threads,
+    ) -> Result<Self> {
+        let full_slots = ctx.n() / 2;
+        let min_stages = config.cts_levels.max(config.stc_levels);
+        if !slots.is_power_of_two() || slots > full_slots || slots < (1 << min_stages.min(30)) {
+            return Err(CkksError::InvalidInput(format!(
+                "bootstrapping handles a power-of-two slot count from 2^{min_stages} (one butterfly stage per CoeffToSlot / SlotToCoeff level) to N/2 = {full_slots}; got {slots}"
+            )));
+        }
         if !(config.k.is_finite() && config.k >= 1.0) || config.degree < 3 {
             return Err(CkksError::InvalidInput(format!(
                 "bootstrapping needs K >= 1 and a degree >= 3; got K = {}, degree {}",
@@ -591,15 +655,15 @@ impl<W: Word> Bootstrapper<W> {
                 config.arcsine_degree
             )));
         }
-        let stages = (ctx.n() / 2).trailing_zeros() as usize;
+        let stages = slots.trailing_zeros() as usize;
         if config.cts_levels == 0
             || config.stc_levels == 0
             || config.cts_levels > stages
             || config.stc_levels > stages
         {
             return Err(CkksError::InvalidInput(format!(
-                "CoeffToSlot and SlotToCoeff take 1..={stages} levels each (the {stages} butterfly stages of N/2 = {} slots); got {} and {}",
-                ctx.n() / 2,
+                "CoeffToSlot and SlotToCoeff take 1..={stages} levels each (the {stages} butterfly stages of {} slots); got {} and {}",
+                slots,
                 config.cts_levels,
                 config.stc_levels
             )));
@@ -617,7 +681,9 @@ impl<W: Word> Bootstrapper<W> {
                 ),
             });
         }
-        let slots = ctx.n() / 2;
+        let sparse_packing = slots < full_slots;
+        // The projection onto the subring multiplies the coefficients by N / (2 slots).
+        let gap = (full_slots / slots) as f64;
         // CoeffToSlot: F_(L/2)^-1 first, down to F_1^-1; the 1/2 of y/2 in the first stage.
         let mut inverse: Vec<Diags> = (0..stages)
             .rev()
@@ -633,16 +699,25 @@ impl<W: Word> Bootstrapper<W> {
         let message_factor = message_factor(q[0], ctx.params().scale(), config.message_ratio_bits);
         // The 1 / K that maps [-K, K] to EvalMod's Chebyshev interval [-1, 1] rides along
         // too: a multiplication by a constant there would cost a level.
-        scale_diags(&mut inverse[0], 0.5 * eval_scale / q0);
+        scale_diags(&mut inverse[0], 0.5 * eval_scale / (q0 * gap));
         // On the last stage: the earlier stages' rounding then stays relative to x, not x / K.
         scale_diags(&mut inverse[stages - 1], 1.0 / config.k);
+        let last_cts = config.cts_levels - 1;
         let cts = merged(
             ctx,
             &inverse,
+            slots,
             config.cts_levels,
             top,
             config.fewer_keys,
             threads,
+            |g| {
+                if sparse_packing && g == last_cts {
+                    Lift::LowHalf
+                } else {
+                    Lift::None
+                }
+            },
         )?;
         // SlotToCoeff: F_1 first, up to F_(L/2).
         let forward: Vec<Diags> = (0..stages)
@@ -699,10 +774,18 @@ impl<W: Word> Bootstrapper<W> {
         let stc = merged(
             ctx,
             &forward,
+            slots,
             config.stc_levels,
             stc_top,
             config.fewer_keys,
             threads,
+            |g| {
+                if sparse_packing && g == 0 {
+                    Lift::LowHalf
+                } else {
+                    Lift::None
+                }
+            },
         )?;
         Ok(Self {
             ctx: Arc::clone(ctx),
@@ -714,6 +797,7 @@ impl<W: Word> Bootstrapper<W> {
             eval_scale,
             message_factor: message_factor as u64,
             sparse: None,
+            slots,
         })
     }
 
@@ -745,6 +829,21 @@ impl<W: Word> Bootstrapper<W> {
         self.message_factor
     }
 
+    fn check_full_packing(&self, what: &str) -> Result<()> {
+        if self.slots < self.ctx.n() / 2 {
+            return Err(CkksError::InvalidInput(format!(
+                "{what} is the full-packing phase; this bootstrapper packs {} slots sparsely (use bootstrap or bootstrap_timed)",
+                self.slots
+            )));
+        }
+        Ok(())
+    }
+
+    /// The slot count this bootstrapper handles (`N/2`: full packing).
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
     /// The settings.
     pub fn config(&self) -> BootstrapConfig {
         self.config
@@ -773,6 +872,16 @@ impl<W: Word> Bootstrapper<W> {
             .chain(self.stc.iter())
             .flat_map(|t| t.used_steps())
             .collect();
+        let full = self.ctx.n() / 2;
+        if self.slots < full {
+            // The subring projection's steps and the packing of the imaginary half.
+            let mut step = self.slots;
+            while step < full {
+                s.push(step as i64);
+                step *= 2;
+            }
+            s.push(-(self.slots as i64));
+        }
         s.sort_unstable();
         s.dedup();
         s
@@ -915,6 +1024,7 @@ impl<W: Word> Bootstrapper<W> {
         ev: &Evaluator<W>,
         raised: &Ciphertext<W>,
     ) -> Result<(Ciphertext<W>, Ciphertext<W>)> {
+        self.check_full_packing("coeffs_to_slots")?;
         let mut a = raised.clone();
         for t in self.cts.iter() {
             a = t.apply_rescaled(ev, &a)?;
@@ -932,6 +1042,7 @@ impl<W: Word> Bootstrapper<W> {
         re: &Ciphertext<W>,
         im: &Ciphertext<W>,
     ) -> Result<Ciphertext<W>> {
+        self.check_full_packing("slots_to_coeffs")?;
         let mut w = ev.add(re, &ev.multiply_by_i(im)?)?;
         for t in self.stc.iter() {
             w = t.apply_rescaled(ev, &w)?;
@@ -952,10 +1063,10 @@ impl<W: Word> Bootstrapper<W> {
         ev: &Evaluator<W>,
         ct: &Ciphertext<W>,
     ) -> Result<(Ciphertext<W>, BootstrapTimes)> {
-        let slots = self.ctx.n() / 2;
+        let slots = self.slots;
         if ct.slots() != slots {
             return Err(CkksError::InvalidInput(format!(
-                "this bootstrapping handles full packing ({slots} slots); the ciphertext holds {} (sparse packing is not supported yet: encrypt {slots} values, padding with zeros)",
+                "this bootstrapper handles ciphertexts of {slots} slots; this one holds {} (make one with Bootstrapper::with_slots for that count: the slot count shapes the transforms and keys)",
                 ct.slots()
             )));
         }
@@ -964,6 +1075,9 @@ impl<W: Word> Bootstrapper<W> {
         let t = Instant::now();
         let raised = self.mod_raise(ev, ct)?;
         times.mod_raise_s = t.elapsed().as_secs_f64();
+        if slots < self.ctx.n() / 2 {
+            return self.bootstrap_sparse(ev, raised, scale, times);
+        }
         let t = Instant::now();
         let (re, im) = self.coeffs_to_slots(ev, &raised)?;
         times.coeffs_to_slots_s = t.elapsed().as_secs_f64();
@@ -977,6 +1091,75 @@ impl<W: Word> Bootstrapper<W> {
         let out = self.slots_to_coeffs(ev, &re, &im)?;
         times.slots_to_coeffs_s = t.elapsed().as_secs_f64();
         Ok((out, times))
+    }
+}
+
+impl<W: Word> Bootstrapper<W> {
+    /// Sparse packing after ModRaise: the subring projection, CoeffToSlot with the halves packed
+    /// into `2n` slots, one EvalMod, SlotToCoeff on the halves recombined (3 rotations by `n`
+    /// in all, on a `2n`-periodic ciphertext).
+    fn bootstrap_sparse(
+        &self,
+        ev: &Evaluator<W>,
+        raised: Ciphertext<W>,
+        scale: f64,
+        mut times: BootstrapTimes,
+    ) -> Result<(Ciphertext<W>, BootstrapTimes)> {
+        let n = self.slots;
+        let t = Instant::now();
+        let w = self.sparse_coeffs_to_slots(ev, raised)?;
+        times.coeffs_to_slots_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let m = self.eval_mod(ev, &w)?;
+        let mut w = ev.add(&m, &ev.conjugate(&m)?)?;
+        times.eval_mod_s = t.elapsed().as_secs_f64();
+        w.set_scale(scale);
+        let t = Instant::now();
+        // [r | s] -> r + i s in the lower half; the first level writes A (r + i s) there and
+        // zero above, which one more rotation copies up: n-periodic slots again.
+        let back = -(n as i64);
+        w = ev.add(&w, &ev.multiply_by_i(&ev.rotate(&w, back)?)?)?;
+        for (g, tr) in self.stc.iter().enumerate() {
+            w = tr.apply_rescaled(ev, &w)?;
+            if g == 0 {
+                w = ev.add(&w, &ev.rotate(&w, back)?)?;
+                w.slots = n;
+            }
+        }
+        times.slots_to_coeffs_s = t.elapsed().as_secs_f64();
+        Ok((w, times))
+    }
+
+    /// The raised ciphertext projected onto the subring of `n` slots (`sum_j rot(ct, j n)`, the
+    /// other coefficients, `q_0 I` among them, cancel; the kept ones are multiplied by
+    /// `N / 2n`, which CoeffToSlot divides out), then CoeffToSlot: `[Re y | Im y]` on `2n` slots.
+    fn sparse_coeffs_to_slots(
+        &self,
+        ev: &Evaluator<W>,
+        mut a: Ciphertext<W>,
+    ) -> Result<Ciphertext<W>> {
+        let n = self.slots;
+        let full = self.ctx.n() / 2;
+        a.slots = full;
+        let mut step = n;
+        while step < full {
+            let r = ev.rotate(&a, step as i64)?;
+            a = ev.add(&a, &r)?;
+            step *= 2;
+        }
+        a.slots = n;
+        let last = self.cts.len() - 1;
+        for (g, tr) in self.cts.iter().enumerate() {
+            if g == last {
+                // The last level writes the lower half of 2n slots only.
+                a.slots = 2 * n;
+            }
+            a = tr.apply_rescaled(ev, &a)?;
+        }
+        let ac = ev.conjugate(&a)?;
+        let re = ev.add(&a, &ac)?;
+        let im = ev.multiply_by_i(&ev.sub(&ac, &a)?)?;
+        ev.add(&re, &ev.rotate(&im, -(n as i64))?)
     }
 }
 
