@@ -4,7 +4,7 @@
 //! memory, with `THREADS` threads (default: every core). Such chains are experiments, not
 //! checked for 128-bit security. `PRESET=1` runs the 128-bit preset of `LOG_N` instead
 //! (`circuits::bootstrap::preset`); `SSE=1` a dense secret with encapsulation under weight
-//! `H`; `DIAG=1` splits the error by phase; `WARM=n` runs n bootstraps first; `FEWER=1` fewer keys; `SLOTS` sparse packing; `Q0`, `R` (double angles), `DEG`, `CTS`, `STC`
+//! `H`; `DIAG=1` splits the error by phase; `WARM=n` runs n bootstraps first; `FEWER=1` fewer keys; `SLOTS` sparse packing; `PAIRAB=n` times EvalMod's halves one after the other against side by side; `Q0`, `R` (double angles), `DEG`, `CTS`, `STC`
 //! override the chain and the settings.
 use heloom_ckks::circuits::bootstrap::{BootstrapConfig, Bootstrapper};
 use heloom_ckks::*;
@@ -249,6 +249,29 @@ fn main() -> Result<()> {
     let (re, im) = boot.coeffs_to_slots(&ev, &raised)?;
     let t_cts = t.elapsed().as_secs_f64();
     let m_cts = phase_peak();
+    // `PAIRAB=n`: n rounds timing EvalMod's two halves one after the other on every thread
+    // against side by side on a share each.
+    for round in 0..env("PAIRAB", 0) {
+        let real = |e: &Evaluator<u64>, v: &Ciphertext<u64>| -> Result<Ciphertext<u64>> {
+            let m = boot.eval_mod(e, v)?;
+            e.add(&m, &e.conjugate(&m)?)
+        };
+        let t = Instant::now();
+        real(&ev, &re)?;
+        real(&ev, &im)?;
+        let seq = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let (a, b) = threads.join(
+            |t| real(&ev.with_threads(t), &re),
+            |t| real(&ev.with_threads(t), &im),
+        );
+        a?;
+        b?;
+        let par = t.elapsed().as_secs_f64();
+        println!(
+            "EvalMod pair round {round}: one after the other {seq:.2} s, side by side {par:.2} s"
+        );
+    }
     let t = Instant::now();
     let (mut re, mut im) = boot.eval_mod_pair(&ev, &re, &im)?;
     let t_mod = t.elapsed().as_secs_f64();

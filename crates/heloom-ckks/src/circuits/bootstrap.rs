@@ -85,7 +85,9 @@ pub struct BootstrapConfig {
     /// Fewer Galois keys for more rotations: each transform's baby steps come from keys for
     /// power-of-two steps only, one rotation after another instead of hoisted from one
     /// decomposition ([`LinearTransform::with_fewer_keys`]). At N = 2^16: 15 rotation keys
-    /// instead of 27 (2.2 GB instead of 3.9), the transforms about a third slower.
+    /// instead of 27 (2.2 GB instead of 3.9), the transforms about a third slower. The
+    /// memory-lean setting also runs EvalMod's two halves one after the other on any thread
+    /// budget ([`Bootstrapper::eval_mod_pair`]).
     pub fewer_keys: bool,
     /// Degree of the arcsine correction after the sine (odd, 0 for none): the Taylor
     /// polynomial of `arcsin(2 pi y) / (2 pi)` turns EvalMod's `sin(2 pi x) / (2 pi)` back into
@@ -992,9 +994,10 @@ impl<W: Word> Bootstrapper<W> {
 
     /// EvalMod on CoeffToSlot's two halves, each then made `2 Re = v + conj(v)`: both should
     /// be real, and the noise's imaginary parts would turn into real errors in `re + i im` (the
-    /// 2 is in SlotToCoeff). From four threads the two run side by side, each on half of
-    /// `ev`'s threads (their polynomial evaluation has few parallel parts of its own); below,
-    /// one after the other. Scales as [`Self::eval_mod`].
+    /// 2 is in SlotToCoeff). From two threads the two run side by side, each on half of
+    /// `ev`'s threads (their polynomial evaluation has few parallel parts of its own), except
+    /// with [`BootstrapConfig::fewer_keys`], the memory-lean setting, where they run one after
+    /// the other (only one half's powers alive). Scales as [`Self::eval_mod`].
     pub fn eval_mod_pair(
         &self,
         ev: &Evaluator<W>,
@@ -1005,10 +1008,10 @@ impl<W: Word> Bootstrapper<W> {
             let m = self.eval_mod(e, v)?;
             e.add(&m, &e.conjugate(&m)?)
         };
-        if ev.threads().effective().get() < 4 {
-            // On two threads, one half after the other on both took the same time as the
-            // halves side by side (1.8-2.0 s against 1.7-2.2 s at N = 2^16) with 0.7 GB less
-            // memory: only one half's powers are alive at a time.
+        if ev.threads().effective().get() < 2 || self.config.fewer_keys {
+            // On two threads of an Intel Xeon (Emerald Rapids), side by side took 6.4-7.2 s
+            // against 8.3-8.8 s one after the other at N = 2^16 (each key switch split over
+            // both threads scales worse than two whole ones), for about 0.5 GB more memory.
             return Ok((real(ev, re)?, real(ev, im)?));
         }
         let (re, im) = ev.threads().effective().join(
