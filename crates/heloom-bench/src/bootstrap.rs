@@ -117,6 +117,8 @@ pub struct BootstrapReport {
     pub setting: String,
     /// log2 N.
     pub log_n: u32,
+    /// Slots bootstrapped (N/2: full packing; fewer: sparse packing).
+    pub slots: usize,
     /// log2 of Q P.
     pub log_qp: f64,
     /// Security level claimed (bits; 0 for none).
@@ -363,6 +365,7 @@ fn run_heloom(opts: &BootstrapBenchOptions, note: &dyn Fn(&str)) -> Result<Boots
         machine: machine.finish(),
         setting,
         log_n,
+        slots,
         log_qp,
         security_bits,
         sparse_weight,
@@ -874,6 +877,7 @@ mod tests {
             machine: Machine::now().finish(),
             setting: "preset N = 2^16 (128-bit)".into(),
             log_n: 16,
+            slots: 1 << 15,
             log_qp: 1740.0,
             security_bits: 128,
             sparse_weight: Some(32),

@@ -25,6 +25,9 @@ pub struct Context<W: Word> {
     pub(crate) modup: Vec<Vec<BasisConverter<W>>>,
     /// Mod-down from `Q_l P` to `Q_l`, per level `l`.
     pub(crate) moddown: Vec<ModDown<W>>,
+    /// Mod-down by `q_l P` from `Q_l P` (index `l - 1`, for `l >= 1`): key switching and the
+    /// rescale that follows it in one division ([`Self::moddown_rescale`]).
+    pub(crate) moddown_rescale: Vec<ModDown<W>>,
     p_mod_q: Vec<u64>,
     /// Division by `q_l`, per level `l >= 1` (at index `l - 1`).
     pub(crate) rescalers: Vec<Rescaler<W>>,
@@ -93,6 +96,12 @@ impl<W: Word> Context<W> {
             .iter()
             .map(|b| ModDown::new(b, alpha))
             .collect::<std::result::Result<Vec<_>, _>>()?;
+        // q_l directly precedes the special primes in Q_l P, so "the last alpha + 1 primes"
+        // are q_l and P.
+        let moddown_rescale = qp[1..]
+            .iter()
+            .map(|b| ModDown::new(b, alpha + 1))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         let rescalers = q[1..]
             .iter()
             .map(Rescaler::new)
@@ -115,6 +124,7 @@ impl<W: Word> Context<W> {
             encoder,
             modup,
             moddown,
+            moddown_rescale,
             p_mod_q,
             rescalers,
             perms: RwLock::new(HashMap::new()),
@@ -172,6 +182,20 @@ impl<W: Word> Context<W> {
     pub(crate) fn moddown(&self, level: usize) -> Result<&ModDown<W>> {
         self.moddown
             .get(level)
+            .ok_or_else(|| self.level_error(level))
+    }
+    /// Division by `q_level P` from `Q_level P` to `Q_(level-1)` (`level >= 1`).
+    pub(crate) fn moddown_rescale(&self, level: usize) -> Result<&ModDown<W>> {
+        if level == 0 {
+            return Err(CkksError::OutOfLevels {
+                level: 0,
+                needed: 1,
+                hint: "cannot rescale at level 0: no prime left to divide by; use more levels"
+                    .into(),
+            });
+        }
+        self.moddown_rescale
+            .get(level - 1)
             .ok_or_else(|| self.level_error(level))
     }
     pub(crate) fn p_mod_q(&self, i: usize) -> u64 {

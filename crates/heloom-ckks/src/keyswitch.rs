@@ -335,6 +335,55 @@ impl<W: Word> Context<W> {
         finish0: Finish<'_, W>,
         finish1: Finish<'_, W>,
     ) -> Result<(RnsPoly<W>, RnsPoly<W>)> {
+        self.key_switch_inner(d, level, key, threads, finish0, finish1, None)
+    }
+
+    /// `(c0 + ks_0(d), c1 + ks_1(d))` divided by `q_level` and rounded, in one mod-down by
+    /// `q_level P` (the rescale that follows a relinearization, merged into its mod-down:
+    /// `(P c_i + ks_i) / (P q_level)`). Saves the rescale's NTTs of every limb and rounds
+    /// once instead of twice. `c0`, `c1`: NTT form at `level`; the results are at
+    /// `level - 1`.
+    pub(crate) fn key_switch_rescale(
+        &self,
+        d: &RnsPoly<W>,
+        level: usize,
+        key: &SwitchingKey<W>,
+        threads: Threads,
+        c0: &RnsPoly<W>,
+        c1: &RnsPoly<W>,
+    ) -> Result<(RnsPoly<W>, RnsPoly<W>)> {
+        let basis = self.q_basis(level)?;
+        for c in [c0, c1] {
+            if !basis.owns(c) || c.form() != Form::Ntt {
+                return Err(CkksError::ParameterMismatch(format!(
+                    "the polynomials added before the merged rescale are not in NTT form at level {level}"
+                )));
+            }
+        }
+        self.moddown_rescale(level)?;
+        self.key_switch_inner(
+            d,
+            level,
+            key,
+            threads,
+            Box::new(|x, _| Ok(x)),
+            Box::new(|x, _| Ok(x)),
+            Some([c0, c1]),
+        )
+    }
+
+    /// [`Self::key_switch_finish`]; with `fused`, [`Self::key_switch_rescale`]'s division.
+    #[allow(clippy::too_many_arguments)]
+    fn key_switch_inner(
+        &self,
+        d: &RnsPoly<W>,
+        level: usize,
+        key: &SwitchingKey<W>,
+        threads: Threads,
+        finish0: Finish<'_, W>,
+        finish1: Finish<'_, W>,
+        fused: Option<[&RnsPoly<W>; 2]>,
+    ) -> Result<(RnsPoly<W>, RnsPoly<W>)> {
         self.check_fingerprint(key.fingerprint, "switching key")?;
         self.check_switch_input(d, level)?;
         if key.b.len() != self.params().dnum() || key.a.len() != key.b.len() {
@@ -385,18 +434,35 @@ impl<W: Word> Context<W> {
             })
             .unzip();
         // Each half: the groups' sums added up, then mod-down, then the caller's finish.
-        let half = |sums: Vec<RnsPoly<W>>, finish: Finish<'_, W>, t: Threads| {
-            let mut sums = sums.into_iter();
-            let mut x = sums.next().ok_or_else(|| {
-                CkksError::InvalidInput("internal: key switching has no digit group".into())
-            })?;
-            for y in sums {
-                qp.add_assign_with(&mut x, &y, t)?;
-                pool.recycle(y);
-            }
-            finish(self.mod_down_with(x, level, t)?, t)
+        let half =
+            |sums: Vec<RnsPoly<W>>, finish: Finish<'_, W>, add: Option<&RnsPoly<W>>, t: Threads| {
+                let mut sums = sums.into_iter();
+                let mut x = sums.next().ok_or_else(|| {
+                    CkksError::InvalidInput("internal: key switching has no digit group".into())
+                })?;
+                for y in sums {
+                    qp.add_assign_with(&mut x, &y, t)?;
+                    pool.recycle(y);
+                }
+                let Some(c) = add else {
+                    return finish(self.mod_down_with(x, level, t)?, t);
+                };
+                // x + P c over Q_l (P c vanishes modulo the special primes), then / (q_l P).
+                let (elt, mods, n) = (qp.eltwise(), qp.moduli(), self.n());
+                let q_limbs = &mut x.as_mut_slice()[..(level + 1) * n];
+                t.try_for_each_chunk_mut(q_limbs, n, |i, xi| -> Result<()> {
+                    Ok(elt.mul_scalar_add(&mods[i], xi, c.limb(i), self.p_mod_q(i))?)
+                })?;
+                finish(self.moddown_rescale(level)?.apply(x, t)?, t)
+            };
+        let (a0, a1) = match fused {
+            Some([c0, c1]) => (Some(c0), Some(c1)),
+            None => (None, None),
         };
-        let (c0, c1) = threads.join(|t| half(sums0, finish0, t), |t| half(sums1, finish1, t));
+        let (c0, c1) = threads.join(
+            |t| half(sums0, finish0, a0, t),
+            |t| half(sums1, finish1, a1, t),
+        );
         Ok((c0?, c1?))
     }
 }

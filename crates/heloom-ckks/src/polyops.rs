@@ -45,6 +45,18 @@ pub trait PolyOps {
     fn relinearize(&self, a: &Self::Ct) -> Result<Self::Ct>;
     /// [`Evaluator::rescale`].
     fn rescale(&self, a: &Self::Ct) -> Result<Self::Ct>;
+    /// [`PolyOps::relinearize`] then [`PolyOps::rescale`]; the CPU evaluator can merge the
+    /// rescale into the key switch's mod-down ([`Evaluator::with_merged_rescale`]).
+    fn relinearize_rescale(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        let r = self.relinearize(a)?;
+        self.rescale(&r)
+    }
+    /// Whether [`PolyOps::relinearize_rescale`] is one merged step: polynomial evaluation then
+    /// does its linear steps (doubling, subtracting) before it rather than between the two
+    /// (default: no; the CPU evaluator with [`Evaluator::with_merged_rescale`]).
+    fn merges_rescale(&self) -> bool {
+        false
+    }
     /// [`Evaluator::drop_to_level`].
     fn drop_to_level(&self, a: &Self::Ct, level: usize) -> Result<Self::Ct>;
     /// `ct` with its slots rotated left by `step` (right when negative), with the backend's
@@ -194,6 +206,16 @@ impl<W: Word> PolyOps for Evaluator<W> {
     }
     fn rescale(&self, a: &Self::Ct) -> Result<Self::Ct> {
         Evaluator::rescale(self, a)
+    }
+    fn relinearize_rescale(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        if self.merged_rescale() {
+            return Evaluator::relinearize_rescale(self, a);
+        }
+        let r = Evaluator::relinearize(self, a)?;
+        Evaluator::rescale(self, &r)
+    }
+    fn merges_rescale(&self) -> bool {
+        self.merged_rescale()
     }
     fn drop_to_level(&self, a: &Self::Ct, level: usize) -> Result<Self::Ct> {
         Evaluator::drop_to_level(self, a, level)

@@ -107,6 +107,14 @@ fn basic_ops<W: Word>(s: &Bounded<W>) {
     check(s, &rs, &prod, s.bound, "multiply + relinearize + rescale");
     // three-polynomial decryption works too
     check(s, &m, &prod, s.bound, "degree-2 ciphertext");
+    // relinearization and rescale merged into one mod-down by q_l P: same level and scale,
+    // the same values (one rounding instead of two); a 2-polynomial input is only rescaled.
+    let merged = s.ev.relinearize_rescale(&m).unwrap();
+    assert_eq!((merged.level(), merged.size()), (rs.level(), 2));
+    assert_eq!(merged.scale(), rs.scale());
+    check(s, &merged, &prod, s.bound, "merged relinearize + rescale");
+    let only = s.ev.relinearize_rescale(&r).unwrap();
+    assert_eq!(only.polys(), rs.polys());
 
     let sq: Vec<f64> = x.iter().map(|a| a * a).collect();
     let q =
@@ -282,6 +290,15 @@ fn polynomials<W: Word>(s: &Bounded<W>, bound: f64) {
     );
     assert!(s.ev.scales_match(r.scale(), a.scale()));
     check(s, &r, &want, bound, "e^x degree 6");
+    // The same with the rescales merged into the key switches: the same level and scale.
+    let merged = s.ev.with_merged_rescale(true);
+    assert!(merged.merged_rescale() && !s.ev.merged_rescale());
+    let rm = merged
+        .evaluate_polynomial(&a, &coeffs, PolyBasis::Power)
+        .unwrap();
+    assert_eq!(rm.level(), r.level());
+    assert!(s.ev.scales_match(rm.scale(), r.scale()));
+    check(s, &rm, &want, bound, "e^x degree 6, merged rescales");
     // degree 3, odd
     let c3 = [0.0, 1.5, 0.0, -0.5];
     let r = s.ev.evaluate_polynomial(&a, &c3, PolyBasis::Power).unwrap();
@@ -303,6 +320,10 @@ fn polynomials<W: Word>(s: &Bounded<W>, bound: f64) {
         })
         .collect();
     check(s, &r, &want, bound, "Chebyshev degree 5");
+    let rm = merged
+        .evaluate_polynomial(&a, &cc, PolyBasis::Chebyshev { a: -1.0, b: 1.0 })
+        .unwrap();
+    check(s, &rm, &want, bound, "Chebyshev degree 5, merged rescales");
     // Chebyshev on [-2, 2] (affine map first): x/2 mapped, degree 2
     let cc = [0.0, 0.0, 1.0];
     let r =

@@ -977,6 +977,8 @@ impl<W: Word> Bootstrapper<W> {
     /// angles `sin(2 pi x)` at the scale the squarings leave (SlotToCoeff accounts for both).
     /// The result's scale is still the input's: [`Self::bootstrap`] re-labels it.
     pub fn eval_mod(&self, ev: &Evaluator<W>, ct: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        // Each product's rescale merged into its relinearization's mod-down.
+        let ev = &ev.with_merged_rescale(true);
         let scale = ct.scale();
         let mut c =
             ev.evaluate_polynomial(ct, &self.coeffs, PolyBasis::Chebyshev { a: -1.0, b: 1.0 })?;
@@ -1442,6 +1444,12 @@ impl<W: Word> PolyOps for AutoBootstrap<W> {
     }
     fn rescale(&self, a: &Self::Ct) -> Result<Self::Ct> {
         self.ev.rescale(a)
+    }
+    fn relinearize_rescale(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        PolyOps::relinearize_rescale(&self.ev, a)
+    }
+    fn merges_rescale(&self) -> bool {
+        PolyOps::merges_rescale(&self.ev)
     }
     fn drop_to_level(&self, a: &Self::Ct, level: usize) -> Result<Self::Ct> {
         self.ev.drop_to_level(a, level)

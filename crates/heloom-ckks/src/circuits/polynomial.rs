@@ -220,12 +220,17 @@ fn compute_power<E: PolyOps>(e: &E, p: &mut Powers<E::Ct>, k: usize) -> Result<(
     compute_power(e, p, a)?;
     compute_power(e, p, b)?;
     let (ta, tb) = (p.get(a)?, p.get(b)?);
-    let prod = if a == b {
+    let mut prod = if a == b {
         e.square(ta)?
     } else {
         e.multiply(ta, tb)?
     };
-    let mut prod = e.relinearize(&prod)?;
+    // With a merged relinearize-and-rescale the linear steps below run on the unrelinearized
+    // product (relinearization is linear); otherwise between the two, as task graphs record.
+    let merged = e.merges_rescale();
+    if !merged {
+        prod = e.relinearize(&prod)?;
+    }
     if p.cheb {
         // T_{a+b} = 2 T_a T_b - T_{a-b}, the subtraction done before rescaling.
         prod = e.multiply_int(&prod, 2)?;
@@ -241,7 +246,11 @@ fn compute_power<E: PolyOps>(e: &E, p: &mut Powers<E::Ct>, k: usize) -> Result<(
             prod = e.sub(&prod, &tc)?;
         }
     }
-    p.cts[k] = Some(e.rescale(&prod)?);
+    p.cts[k] = Some(if merged {
+        e.relinearize_rescale(&prod)?
+    } else {
+        e.rescale(&prod)?
+    });
     Ok(())
 }
 
@@ -325,8 +334,7 @@ fn eval_rec<E: PolyOps>(
         scale * q_next / e.scale_of(&xg),
     )?;
     let prod = e.multiply(&q_ct, &xg)?;
-    let prod = e.relinearize(&prod)?;
-    let prod = e.rescale(&prod)?;
+    let prod = e.relinearize_rescale(&prod)?;
     let prod = e.with_scale(prod, scale)?;
     let r_ct = eval_rec(e, p, trim(&rc), baby, target, scale)?;
     e.add(&prod, &r_ct)

@@ -133,6 +133,9 @@ pub struct Evaluator<W: Word> {
     hoisted: Arc<HoistedKeys<W>>,
     /// Bytes [`Self::hoisted`] may hold; a key beyond it is used as is, its digits permuted.
     hoisted_budget: usize,
+    /// Whether [`PolyOps::relinearize_rescale`] merges the rescale into the key switch
+    /// ([`Self::with_merged_rescale`]).
+    merged_rescale: bool,
 }
 
 /// The default of [`Evaluator::with_hoisted_key_budget`]: 256 MiB, every key of a parameter
@@ -156,6 +159,7 @@ impl<W: Word> Evaluator<W> {
             threads: Threads::single(),
             hoisted: Arc::default(),
             hoisted_budget: DEFAULT_HOISTED_KEY_BUDGET,
+            merged_rescale: false,
         })
     }
 
@@ -167,6 +171,7 @@ impl<W: Word> Evaluator<W> {
             threads: Threads::single(),
             hoisted: Arc::default(),
             hoisted_budget: DEFAULT_HOISTED_KEY_BUDGET,
+            merged_rescale: false,
         }
     }
 
@@ -180,6 +185,19 @@ impl<W: Word> Evaluator<W> {
             threads,
             hoisted: Arc::clone(&self.hoisted),
             hoisted_budget: self.hoisted_budget,
+            merged_rescale: self.merged_rescale,
+        }
+    }
+
+    /// The same evaluator with [`crate::PolyOps::relinearize_rescale`] (polynomial evaluation's
+    /// products) merged into one key switch ([`Self::relinearize_rescale`]) when `on`, or run
+    /// as [`Self::relinearize`] then [`Self::rescale`] (the default, word for word what a
+    /// task graph of the same polynomial computes on any backend). Merged is faster and
+    /// rounds once; bootstrapping's EvalMod uses it.
+    pub fn with_merged_rescale(&self, on: bool) -> Self {
+        Self {
+            merged_rescale: on,
+            ..self.clone()
         }
     }
 
@@ -194,6 +212,12 @@ impl<W: Word> Evaluator<W> {
             hoisted: Arc::default(),
             ..self.clone()
         }
+    }
+
+    /// Whether polynomial evaluation merges its rescales into the key switches
+    /// ([`Self::with_merged_rescale`]).
+    pub fn merged_rescale(&self) -> bool {
+        self.merged_rescale
     }
 
     /// This evaluator's thread budget (one thread unless set with [`Self::with_threads`]).

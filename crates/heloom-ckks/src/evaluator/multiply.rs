@@ -343,6 +343,43 @@ impl<W: Word> Evaluator<W> {
         Ok(ct.with_polys(vec![c0, c1]))
     }
 
+    /// [`Self::relinearize`] then [`Self::rescale`] in one step: the key switch's mod-down
+    /// divides by `q_level P` at once (`(P (c0, c1) + ks(c2)) / (q_level P)`), which saves
+    /// the rescale's inverse NTT and the NTTs of every remaining limb, and rounds once. A
+    /// ciphertext of 2 polynomials is only rescaled. The result is one level down with the
+    /// scale divided by `q_level`, as the two steps give.
+    pub fn relinearize_rescale(&self, ct: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        self.check(ct)?;
+        match ct.polys.len() {
+            2 => return self.rescale(ct),
+            3 => {}
+            k => {
+                return Err(CkksError::InvalidInput(format!(
+                    "relinearize handles ciphertexts of size 2 or 3, got {k}"
+                )))
+            }
+        }
+        let key = self.keys()?.relin_key()?;
+        let l = ct.level;
+        let ql = self.ctx.q_basis(l)?.moduli()[l].value() as f64;
+        let (c0, c1) = self.ctx.key_switch_rescale(
+            &ct.polys[2],
+            l,
+            key,
+            self.threads,
+            &ct.polys[0],
+            &ct.polys[1],
+        )?;
+        Ok(Ciphertext {
+            polys: vec![c0, c1],
+            level: l - 1,
+            scale: ct.scale / ql,
+            slots: ct.slots,
+            fingerprint: ct.fingerprint,
+            seed: None,
+        })
+    }
+
     /// `x += perm(c)` limb by limb (NTT form), with one scratch limb per thread.
     pub(super) fn add_permuted(
         &self,
