@@ -186,33 +186,25 @@ impl<W: Word> Context<W> {
     }
     /// Division by `q_level P` from `Q_level P` to `Q_(level-1)` (`level >= 1`).
     pub(crate) fn moddown_rescale(&self, level: usize) -> Result<&ModDown<W>> {
-        if level == 0 {
-            return Err(CkksError::OutOfLevels {
-                level: 0,
-                needed: 1,
-                hint: "cannot rescale at level 0: no prime left to divide by; use more levels"
-                    .into(),
-            });
-        }
         self.moddown_rescale
-            .get(level - 1)
+            .get(Self::below(level)?)
             .ok_or_else(|| self.level_error(level))
+    }
+    /// `level - 1`, the index of a division by `q_level`; an error at level 0.
+    fn below(level: usize) -> Result<usize> {
+        level.checked_sub(1).ok_or_else(|| CkksError::OutOfLevels {
+            level: 0,
+            needed: 1,
+            hint: "cannot rescale at level 0: no prime left to divide by; use more levels".into(),
+        })
     }
     pub(crate) fn p_mod_q(&self, i: usize) -> u64 {
         self.p_mod_q[i]
     }
     /// Division by `q_level` (for `level >= 1`).
     pub(crate) fn rescaler(&self, level: usize) -> Result<&Rescaler<W>> {
-        if level == 0 {
-            return Err(CkksError::OutOfLevels {
-                level: 0,
-                needed: 1,
-                hint: "cannot rescale at level 0: no prime left to divide by; use more levels"
-                    .into(),
-            });
-        }
         self.rescalers
-            .get(level - 1)
+            .get(Self::below(level)?)
             .ok_or_else(|| self.level_error(level))
     }
 

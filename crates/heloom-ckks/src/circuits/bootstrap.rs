@@ -994,9 +994,15 @@ impl<W: Word> Bootstrapper<W> {
         Ok(c)
     }
 
-    /// EvalMod on CoeffToSlot's two halves, each then made `2 Re = v + conj(v)`: both should
-    /// be real, and the noise's imaginary parts would turn into real errors in `re + i im` (the
-    /// 2 is in SlotToCoeff). From two threads the two run side by side, each on half of
+    /// [`Self::eval_mod`], then made real: `2 Re = v + conj(v)` (the noise's imaginary parts
+    /// would otherwise turn into real errors when the halves are recombined; the 2 is in
+    /// SlotToCoeff).
+    pub fn eval_mod_real(&self, ev: &Evaluator<W>, ct: &Ciphertext<W>) -> Result<Ciphertext<W>> {
+        let m = self.eval_mod(ev, ct)?;
+        ev.add(&m, &ev.conjugate(&m)?)
+    }
+
+    /// [`Self::eval_mod_real`] on CoeffToSlot's two halves. From two threads the two run side by side, each on half of
     /// `ev`'s threads (their polynomial evaluation has few parallel parts of its own), except
     /// with [`BootstrapConfig::fewer_keys`], the memory-lean setting, where they run one after
     /// the other (only one half's powers alive). Scales as [`Self::eval_mod`].
@@ -1006,10 +1012,7 @@ impl<W: Word> Bootstrapper<W> {
         re: &Ciphertext<W>,
         im: &Ciphertext<W>,
     ) -> Result<(Ciphertext<W>, Ciphertext<W>)> {
-        let real = |e: &Evaluator<W>, v: &Ciphertext<W>| -> Result<Ciphertext<W>> {
-            let m = self.eval_mod(e, v)?;
-            e.add(&m, &e.conjugate(&m)?)
-        };
+        let real = |e: &Evaluator<W>, v: &Ciphertext<W>| self.eval_mod_real(e, v);
         if ev.threads().effective().get() < 2 || self.config.fewer_keys {
             // On two threads of an Intel Xeon (Emerald Rapids), side by side took 6.4-7.2 s
             // against 8.3-8.8 s one after the other at N = 2^16 (each key switch split over
@@ -1115,8 +1118,7 @@ impl<W: Word> Bootstrapper<W> {
         let w = self.sparse_coeffs_to_slots(ev, raised)?;
         times.coeffs_to_slots_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let m = self.eval_mod(ev, &w)?;
-        let mut w = ev.add(&m, &ev.conjugate(&m)?)?;
+        let mut w = self.eval_mod_real(ev, &w)?;
         times.eval_mod_s = t.elapsed().as_secs_f64();
         w.set_scale(scale);
         let t = Instant::now();
