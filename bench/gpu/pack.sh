@@ -16,14 +16,14 @@ cp target/release/heloom target/release/examples/gpu_profile target/release/exam
 cargo test --release -q -p heloom-gpu -p heloom-devices --no-run --message-format=json 2>/dev/null |
   python3 -c '
 import json, shutil, sys
-want = {"bit_exact", "graphs", "nvrtc", "he"}
+want = {"bit_exact", "graphs", "nvrtc", "he", "bootstrap"}
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in want:
         if "test" in m["target"]["kind"]:
             shutil.copy(m["executable"], sys.argv[1] + "/test-" + m["target"]["name"])
 ' "$pack"
-cp bench/gpu/run-on-gpu.sh bench/gpu/serve-on-gpu.sh bench/gpu/tune-on-gpu.sh bench/gpu/shape-on-gpu.sh bench/gpu/ncu-profile.sh bench/gpu/ncu_summary.py "$pack/"
+cp bench/gpu/run-on-gpu.sh bench/gpu/bootstrap-on-gpu.sh bench/gpu/serve-on-gpu.sh bench/gpu/tune-on-gpu.sh bench/gpu/shape-on-gpu.sh bench/gpu/ncu-profile.sh bench/gpu/ncu_summary.py "$pack/"
 strip "$pack"/heloom "$pack"/gpu_profile "$pack"/ntt_sweep "$pack"/test-* 2>/dev/null || true
 # Gzipped: a lent device carries at most 64 MiB with the tracked tree (about 43 MB); the run
 # scripts unpack them there.

@@ -17,7 +17,7 @@ status=0
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
   echo "HELOOM_NVRTC=${HELOOM_NVRTC:-unset}"
-  for t in nvrtc bit_exact graphs he; do
+  for t in nvrtc bit_exact graphs he bootstrap; do
     echo "== test $t"
     HELOOM_REQUIRE_NVRTC=1 "$here/test-$t" --test-threads 1 2>&1 || status=1
   done

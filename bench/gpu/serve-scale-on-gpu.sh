@@ -21,7 +21,7 @@ status=0
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
   lscpu | grep -E 'Model name|^CPU\(s\)'
-  for t in nvrtc bit_exact graphs he; do
+  for t in nvrtc bit_exact graphs he bootstrap; do
     [ -x "$pack/test-$t" ] || { echo "== test $t: not carried, skipped"; continue; }
     echo "== test $t"
     HELOOM_REQUIRE_NVRTC=1 "$pack/test-$t" --test-threads 1 2>&1 | grep -E '^test |test result' || status=1

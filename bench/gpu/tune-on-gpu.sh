@@ -17,7 +17,7 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   [ -z "${HELOOM_NVRTC:-}" ] && [ -e "$d/libnvrtc.so" ] && export HELOOM_NVRTC="$d/libnvrtc.so"
 done
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv >"$work/smi.txt" 2>&1
-for t in nvrtc bit_exact graphs he; do
+for t in nvrtc bit_exact graphs he bootstrap; do
   HELOOM_REQUIRE_NVRTC=1 timeout 120 "$here/test-$t" --test-threads 1 >>"$work/tests.txt" 2>&1
 done
 grep -E "^test result|FAILED|panicked" "$work/tests.txt"

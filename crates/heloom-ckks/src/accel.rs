@@ -43,6 +43,35 @@ impl<'a, W: Word> Accel<'a, W> {
         self.ctx.moddown(level).map(ModDown::converter)
     }
 
+    /// The merged mod-down-and-rescale converter at `level >= 1`: from `q_level` and the
+    /// special primes to `q_0 .. q_(level-1)` (a relinearization's rescale merged into its
+    /// mod-down, `Evaluator::with_merged_rescale`).
+    pub fn moddown_rescale_converter(&self, level: usize) -> Result<&'a BasisConverter<W>> {
+        self.ctx.moddown_rescale(level).map(ModDown::converter)
+    }
+
+    /// `(q_level P)^-1 mod q_i` (the merged mod-down's scale) for `i < level`.
+    pub fn moddown_rescale_inv_mod(&self, level: usize, i: usize) -> Result<u64> {
+        self.ctx
+            .moddown_rescale(level)?
+            .p_inv()
+            .get(i)
+            .copied()
+            .ok_or_else(|| {
+                CkksError::InvalidInput(format!(
+                    "no merged mod-down constant for prime {i} at level {level}"
+                ))
+            })
+    }
+
+    /// `P mod q_i` for `i` in `0..=max_level` (the merged mod-down adds `P c` first).
+    pub fn p_mod_q(&self, i: usize) -> Result<u64> {
+        if i > self.ctx.max_level() {
+            return Err(self.ctx.level_error(i));
+        }
+        Ok(self.ctx.p_mod_q(i))
+    }
+
     /// `P^-1 mod q_i` (the mod-down scale) for `i` in `0..=max_level`.
     pub fn p_inv_mod(&self, i: usize) -> Result<u64> {
         self.ctx

@@ -222,3 +222,62 @@ fn hoisted_baby_steps_weigh_a_giant_rotation_as_two_baby_ones() {
     assert_eq!(hoisted_baby_steps(0), 1);
     assert_eq!(hoisted_baby_steps(1023), 32);
 }
+
+/// `apply_with` (the schedule other backends run, here on the CPU evaluator with its own
+/// plaintexts) is `apply` word for word: a dense transform, and a sparse complex one in Horner
+/// form, with hoisted and with power-of-two baby steps.
+#[test]
+fn apply_with_is_apply_word_for_word() {
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let ctx = Context::<u64>::new(secure_params(2)).expect("context");
+    let period = 64;
+    let diags: Vec<Vec<f64>> = (0..period).map(|_| random(&mut rng, period)).collect();
+    let dense = LinearTransform::new(
+        &ctx,
+        period,
+        period,
+        8,
+        2,
+        |i| diags[i].clone(),
+        Threads::new(2),
+    )
+    .expect("dense");
+    // Offsets around 0 in both directions and one far one: Horner chains both ways.
+    let offsets: Vec<usize> = (0..6).chain(52..64).chain([30]).collect();
+    let sparse = |lean: bool| {
+        LinearTransform::new_sparse_complex(
+            &ctx,
+            period,
+            &offsets,
+            2,
+            |o| {
+                (0..period)
+                    .map(|t| num_complex::Complex64::new((o + t) as f64 / 97.0, -(t as f64) / 89.0))
+                    .collect()
+            },
+            Threads::new(2),
+        )
+        .expect("sparse")
+        .with_fewer_keys(lean)
+    };
+    let transforms = [dense, sparse(false), sparse(true)];
+    let mut steps: Vec<i64> = transforms.iter().flat_map(|t| t.used_steps()).collect();
+    steps.sort_unstable();
+    steps.dedup();
+    let s = setup(&steps);
+    let ev = Evaluator::new(&s.ctx, Arc::new(s.keys.evaluation_keys.clone()))
+        .expect("evaluator")
+        .with_threads(Threads::new(2));
+    let ct = encrypt(&s, &random(&mut rng, period));
+    for t in &transforms {
+        let pts: Vec<Plaintext<u64>> = t.plaintexts().into_iter().cloned().collect();
+        let want = t.apply(&ev, &ct).expect("apply");
+        let got = t.apply_with(&ev, &ct, &pts).expect("apply_with");
+        assert!(got.polys() == want.polys(), "apply_with differs from apply");
+        assert_eq!((got.level(), got.scale()), (want.level(), want.scale()));
+        let e = t
+            .apply_with(&ev, &ct, &pts[1..])
+            .expect_err("a diagonal short");
+        assert!(e.to_string().contains("diagonals"), "{e}");
+    }
+}

@@ -257,6 +257,15 @@ enum BenchCommand {
         /// Address-space cap of the OpenFHE process, GiB: running out ends in an error record.
         #[arg(long, value_name = "GB", default_value_t = 20.0)]
         openfhe_max_gb: f64,
+        /// Also bootstrap on CUDA device 0, every step on the device (after the CPU rows; pass
+        /// --threads to choose those): phases, precision, the speed-up over each CPU row, and
+        /// issue 21's target at N = 2^16 (within 3x of Cheddar's 31 ms).
+        #[arg(long, conflicts_with = "gpu_emulator")]
+        gpu: bool,
+        /// The --gpu run on the host emulator of the kernels instead (a correctness smoke run:
+        /// use it with --quick).
+        #[arg(long)]
+        gpu_emulator: bool,
         /// Also write bootstrap.json and bootstrap.txt into this directory.
         #[arg(long, value_name = "DIR")]
         out: Option<std::path::PathBuf>,
@@ -678,10 +687,17 @@ fn main() -> Result<()> {
                     python_openfhe,
                     openfhe_ring_dim,
                     openfhe_max_gb,
+                    gpu,
+                    gpu_emulator,
                     out,
                 },
         } => {
             let mut opts = bench::bootstrap::BootstrapBenchOptions::new(quick);
+            opts.gpu = match (gpu, gpu_emulator) {
+                (true, _) => Some(bench::bootstrap::GpuChoice::Cuda),
+                (_, true) => Some(bench::bootstrap::GpuChoice::Emulator),
+                _ => None,
+            };
             opts.log_n = log_n;
             opts.fewer_keys = fewer_keys;
             opts.slots = slots;

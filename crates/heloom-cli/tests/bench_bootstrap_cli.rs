@@ -11,7 +11,15 @@ use common::{heloom, out_dir, run_json, run_json_out};
 fn quick_json_times_each_phase_and_measures_the_precision() -> Result<(), Box<dyn std::error::Error>>
 {
     let dir = out_dir("bench-bootstrap-cli");
-    let args = ["bench", "bootstrap", "--quick", "--threads", "1,2"];
+    // The GPU row on the host emulator of the kernels: the CPU's circuit word for word.
+    let args = [
+        "bench",
+        "bootstrap",
+        "--quick",
+        "--threads",
+        "1,2",
+        "--gpu-emulator",
+    ];
     let v = run_json_out(&args, &dir, "bench bootstrap --quick failed")?;
     assert_eq!(v["log_n"], 12);
     assert_eq!(v["sparse_weight"], 32);
@@ -40,6 +48,12 @@ fn quick_json_times_each_phase_and_measures_the_precision() -> Result<(), Box<dy
             "{r}"
         );
     }
+    let gpu = &v["gpu"];
+    assert_eq!(gpu["device"], "host emulator", "{gpu}");
+    assert_eq!(gpu["row"]["levels_left"], 1, "{gpu}");
+    assert_eq!(gpu["row"]["worst_bits"], rows[0]["worst_bits"], "{gpu}");
+    assert_eq!(gpu["row"]["mean_bits"], rows[0]["mean_bits"], "{gpu}");
+    assert!(gpu["device_bytes"].as_u64().is_some_and(|b| b > 0), "{gpu}");
     let targets = v["targets"].as_array().ok_or("no targets")?;
     let names: Vec<&str> = targets.iter().filter_map(|t| t["name"].as_str()).collect();
     assert!(names.iter().any(|n| n.contains("worst slot")), "{names:?}");
@@ -95,6 +109,32 @@ fn peers_that_cannot_run_are_listed_with_their_errors() -> Result<(), Box<dyn st
     Ok(())
 }
 
+/// `--gpu` on a machine without one: a clear error naming the emulator, before any key is
+/// made (where a GPU is present it runs).
+#[test]
+fn gpu_without_a_driver_is_a_clear_error() -> Result<(), Box<dyn std::error::Error>> {
+    let out = heloom()
+        .args([
+            "bench",
+            "bootstrap",
+            "--quick",
+            "--threads",
+            "1",
+            "--gpu",
+            "--json",
+        ])
+        .output()?;
+    if out.status.success() {
+        eprintln!("a GPU is present: --gpu ran");
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--gpu-emulator"), "{err}");
+    assert!(!err.contains("generating keys"), "{err}");
+    assert!(out.stdout.is_empty());
+    Ok(())
+}
+
 #[test]
 fn bad_arguments_are_refused() -> Result<(), Box<dyn std::error::Error>> {
     for args in [
@@ -102,6 +142,7 @@ fn bad_arguments_are_refused() -> Result<(), Box<dyn std::error::Error>> {
         ["--reps", "0"],
         ["--vs", "seal"],
         ["--openfhe-max-gb", "0"],
+        ["--gpu", "--gpu-emulator"],
     ] {
         let out = heloom()
             .args(["bench", "bootstrap", "--quick"])

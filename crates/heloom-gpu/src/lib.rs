@@ -24,7 +24,9 @@ pub mod polyops;
 pub mod source;
 pub mod word;
 
-pub use context::{GpuCiphertext, GpuContext, GpuEvaluator, GpuSwitchingKey};
+pub use context::{
+    GpuBootstrapper, GpuCiphertext, GpuContext, GpuEvaluator, GpuPlaintext, GpuSwitchingKey,
+};
 pub use error::{GpuError, Result};
 pub use gpu::{driver_present, Gpu, GpuBuffer, GpuInfo, GpuKind, MemoryStats, NttShape};
 pub use word::GpuWord;

@@ -137,6 +137,16 @@ impl<W: GpuWord> PolyOps for GpuEvaluator<W> {
         }
         GpuEvaluator::relinearize(self, a).map_err(to_ckks)
     }
+    fn relinearize_rescale(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        if self.merged_rescale() && a.size() == 3 {
+            return GpuEvaluator::relinearize_rescale(self, a).map_err(to_ckks);
+        }
+        let r = PolyOps::relinearize(self, a)?;
+        PolyOps::rescale(self, &r)
+    }
+    fn merges_rescale(&self) -> bool {
+        self.merged_rescale()
+    }
     on_context! {
         fn rescale(a: &Self::Ct);
         fn drop_to_level(a: &Self::Ct, level: usize);
@@ -144,5 +154,13 @@ impl<W: GpuWord> PolyOps for GpuEvaluator<W> {
     }
     fn rotate(&self, ct: &Self::Ct, step: i64) -> Result<Self::Ct> {
         GpuEvaluator::rotate(self, ct, step).map_err(to_ckks)
+    }
+    fn rotate_many(&self, ct: &Self::Ct, steps: &[i64]) -> Result<Vec<Self::Ct>> {
+        if ct.size() != 2 {
+            return Err(CkksError::InvalidInput(
+                "rotate takes a two-polynomial ciphertext; relinearize first".into(),
+            ));
+        }
+        GpuEvaluator::rotate_many(self, ct, steps).map_err(to_ckks)
     }
 }

@@ -279,3 +279,65 @@ fn rotations_and_plaintext_products_bit_exact() {
         );
     }
 }
+
+/// Hoisted rotations (one mod-up for every step) on the GPU are the CPU's hoisted rotations
+/// word for word, the identity step included.
+#[test]
+fn hoisted_rotations_bit_exact() {
+    let ctx = small_context(3);
+    let steps = [1i64, 2, 0, 5, -3];
+    let keys = keygen(&ctx, &steps, false).expect("keys");
+    let cpu = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).expect("evaluator");
+    let xs: Vec<f64> = (0..ctx.n() / 2).map(|i| (i as f64 / 300.0).cos()).collect();
+    let x = Encryptor::new(&ctx)
+        .encrypt(&xs, &keys.public_key)
+        .expect("encrypt");
+    let want = cpu.rotate_many(&x, &steps).expect("cpu");
+    for gpu in gpus() {
+        let g = GpuContext::new(&gpu, &ctx).expect("gpu context");
+        let ge = GpuEvaluator::new(&g, &keys.evaluation_keys).expect("keys");
+        let got = ge
+            .rotate_many(&g.upload(&x).expect("upload"), &steps)
+            .expect("gpu");
+        assert_eq!(got.len(), steps.len());
+        for ((c, w), s) in got.iter().zip(&want).zip(steps) {
+            same(&g.download(c).expect("download"), w, &format!("rotate {s}"));
+        }
+        let e = ge.rotate_many(&g.upload(&x).expect("upload"), &[7]);
+        assert!(e.is_err(), "a step without its key is refused");
+    }
+}
+
+/// The rescale merged into the relinearization's mod-down is the CPU's merged step word for
+/// word, through `PolyOps` with the merged evaluator, and plain otherwise.
+#[test]
+fn merged_relinearize_rescale_bit_exact() {
+    let ctx = small_context(3);
+    let keys = keygen(&ctx, &[], false).expect("keys");
+    let cpu = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone())).expect("evaluator");
+    let xs: Vec<f64> = (0..ctx.n() / 2).map(|i| (i as f64 / 500.0).sin()).collect();
+    let x = Encryptor::new(&ctx)
+        .encrypt(&xs, &keys.public_key)
+        .expect("encrypt");
+    let sq = cpu.square(&x).expect("square");
+    let merged = cpu.with_merged_rescale(true);
+    let want = PolyOps::relinearize_rescale(&merged, &sq).expect("cpu");
+    let plain = PolyOps::relinearize_rescale(&cpu, &sq).expect("cpu");
+    for gpu in gpus() {
+        let g = GpuContext::new(&gpu, &ctx).expect("gpu context");
+        let ge = GpuEvaluator::new(&g, &keys.evaluation_keys).expect("keys");
+        let gsq = g.upload(&sq).expect("upload");
+        let gm = ge.with_merged_rescale(true);
+        assert!(gm.merges_rescale() && !ge.merges_rescale());
+        let got = PolyOps::relinearize_rescale(&gm, &gsq).expect("gpu merged");
+        same(&g.download(&got).expect("download"), &want, "merged");
+        let got = PolyOps::relinearize_rescale(&ge, &gsq).expect("gpu");
+        same(
+            &g.download(&got).expect("download"),
+            &plain,
+            "relinearize, rescale",
+        );
+        let low = g.drop_to_level(&gsq, 0).expect("drop");
+        assert!(gm.relinearize_rescale(&low).is_err(), "level 0 is refused");
+    }
+}

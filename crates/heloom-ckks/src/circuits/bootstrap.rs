@@ -48,7 +48,7 @@
 
 use crate::ciphertext::Ciphertext;
 use crate::circuits::lintrans::LinearTransform;
-use crate::circuits::polynomial::PolyBasis;
+use crate::circuits::polynomial::{evaluate_polynomial_on, PolyBasis};
 use crate::context::Context;
 use crate::error::{CkksError, Result};
 use crate::evaluator::Evaluator;
@@ -889,6 +889,46 @@ impl<W: Word> Bootstrapper<W> {
         s
     }
 
+    /// Refuses a ciphertext scale ModRaise cannot take: with a message factor above 1 the scaled
+    /// message must stay a small fraction of `q_0` (EvalMod's sine is `x - I` only near the
+    /// integers). Every backend's ModRaise checks it.
+    pub fn check_raise_scale(&self, scale: f64) -> Result<()> {
+        let q0 = self.ctx.params().moduli()[0];
+        if self.message_factor > 1 && scale * self.message_factor as f64 > q0 as f64 / 8.0 {
+            return Err(CkksError::InvalidInput(format!(
+                "the ciphertext's scale 2^{:.1} is too large for this bootstrapper: it scales messages by 2^{:.0} for a ratio q_0 / scale of 2^{} (q_0 = 2^{:.1}); bootstrap ciphertexts at the parameters' scale 2^{:.1}",
+                scale.log2(),
+                (self.message_factor as f64).log2(),
+                self.config.message_ratio_bits,
+                (q0 as f64).log2(),
+                self.ctx.params().scale().log2()
+            )));
+        }
+        Ok(())
+    }
+
+    /// CoeffToSlot's transforms, from the top level down (full packing: `(1/N) U_0^H`; sparse
+    /// packing: the last one lifted to `2n` slots). Other backends apply them with
+    /// [`LinearTransform::apply_with`].
+    pub fn coeffs_to_slots_transforms(&self) -> &[LinearTransform<W>] {
+        &self.cts
+    }
+
+    /// SlotToCoeff's transforms, from the level EvalMod leaves down.
+    pub fn slots_to_coeffs_transforms(&self) -> &[LinearTransform<W>] {
+        &self.stc
+    }
+
+    /// The context (parameters) the bootstrapper was built for.
+    pub fn context(&self) -> &Arc<Context<W>> {
+        &self.ctx
+    }
+
+    /// The sparse-secret encapsulation keys, when set ([`Self::with_sparse_keys`]).
+    pub fn sparse_keys(&self) -> Option<&Arc<SparseKeys<W>>> {
+        self.sparse.as_ref()
+    }
+
     /// ModRaise: `ct` (dropped to level 0) with its polynomials lifted, as centred integers,
     /// to the whole chain, and labelled with EvalMod's scale (CoeffToSlot accounts for it). It
     /// decrypts to `m + q_0 I`.
@@ -901,20 +941,8 @@ impl<W: Word> Bootstrapper<W> {
             )));
         }
         let q0 = self.ctx.params().moduli()[0];
+        self.check_raise_scale(low.scale())?;
         if self.message_factor > 1 {
-            // The scaled message must stay a small fraction of q_0 (EvalMod's sine is x - I
-            // only near the integers).
-            let scaled = low.scale() * self.message_factor as f64;
-            if scaled > q0 as f64 / 8.0 {
-                return Err(CkksError::InvalidInput(format!(
-                    "the ciphertext's scale 2^{:.1} is too large for this bootstrapper: it scales messages by 2^{:.0} for a ratio q_0 / scale of 2^{} (q_0 = 2^{:.1}); bootstrap ciphertexts at the parameters' scale 2^{:.1}",
-                    low.scale().log2(),
-                    (self.message_factor as f64).log2(),
-                    self.config.message_ratio_bits,
-                    (q0 as f64).log2(),
-                    self.ctx.params().scale().log2()
-                )));
-            }
             low = ev.multiply_const_exact(&low, i128::from(self.message_factor))?;
         }
         if let Some(sp) = &self.sparse {
@@ -978,20 +1006,27 @@ impl<W: Word> Bootstrapper<W> {
     /// The result's scale is still the input's: [`Self::bootstrap`] re-labels it.
     pub fn eval_mod(&self, ev: &Evaluator<W>, ct: &Ciphertext<W>) -> Result<Ciphertext<W>> {
         // Each product's rescale merged into its relinearization's mod-down.
-        let ev = &ev.with_merged_rescale(true);
-        let scale = ct.scale();
-        let mut c =
-            ev.evaluate_polynomial(ct, &self.coeffs, PolyBasis::Chebyshev { a: -1.0, b: 1.0 })?;
+        self.eval_mod_on(&ev.with_merged_rescale(true), ct)
+    }
+
+    /// [`Self::eval_mod`] on any [`PolyOps`] backend (the GPU's evaluator): the same circuit.
+    pub fn eval_mod_on<O: PolyOps>(&self, ops: &O, ct: &O::Ct) -> Result<O::Ct> {
+        let scale = ops.scale_of(ct);
+        let mut c = evaluate_polynomial_on(
+            ops,
+            ct,
+            &self.coeffs,
+            PolyBasis::Chebyshev { a: -1.0, b: 1.0 },
+        )?;
         for _ in 0..self.config.double_angle {
-            let sq = ev.relinearize(&ev.square(&c)?)?;
-            let sq = ev.multiply_int(&sq, 2)?;
-            c = ev.rescale(&ev.add_const(&sq, -1.0)?)?;
+            let sq = ops.relinearize(&ops.square(&c)?)?;
+            let sq = ops.multiply_int(&sq, 2)?;
+            c = ops.rescale(&ops.add_const(&sq, -1.0)?)?;
         }
         if !self.arcsine.is_empty() {
-            c = ev.evaluate_polynomial(&c, &self.arcsine, PolyBasis::Power)?;
+            c = evaluate_polynomial_on(ops, &c, &self.arcsine, PolyBasis::Power)?;
         }
-        c.set_scale(scale);
-        Ok(c)
+        ops.with_scale(c, scale)
     }
 
     /// [`Self::eval_mod`], then made real: `2 Re = v + conj(v)` (the noise's imaginary parts

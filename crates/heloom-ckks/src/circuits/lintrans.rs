@@ -44,6 +44,33 @@ type GroupTerms<W> = Vec<(i64, Plaintext<W>, Option<Arc<[f64]>>)>;
 /// The groups by centred giant step (Horner form).
 type ByGiant<'a, W> = BTreeMap<i64, Vec<&'a GroupTerms<W>>>;
 
+/// A [`PolyOps`] backend that multiplies by plaintexts it holds in its own form (the GPU keeps
+/// a transform's diagonals on the device): what [`LinearTransform::apply_with`] needs.
+pub trait PlainOps: PolyOps {
+    /// A plaintext as the backend holds it.
+    type Pt;
+    /// `acc += ct * pt`, or `acc = ct * pt` when `acc` is `None`, the product labelled
+    /// `scale(ct) * scale(pt)` (as [`Evaluator::multiply_plain_accumulate`]).
+    fn multiply_plain_accumulate(
+        &self,
+        acc: &mut Option<Self::Ct>,
+        ct: &Self::Ct,
+        pt: &Self::Pt,
+    ) -> Result<()>;
+}
+
+impl<W: Word> PlainOps for Evaluator<W> {
+    type Pt = Plaintext<W>;
+    fn multiply_plain_accumulate(
+        &self,
+        acc: &mut Option<Ciphertext<W>>,
+        ct: &Ciphertext<W>,
+        pt: &Plaintext<W>,
+    ) -> Result<()> {
+        Evaluator::multiply_plain_accumulate(self, acc, ct, pt)
+    }
+}
+
 /// The baby-step count for `n` consecutive diagonals: the power of two nearest `sqrt(n)` from
 /// below (`1` for `n <= 2`), which balances baby and giant rotations.
 pub fn baby_steps(n: usize) -> usize {
@@ -133,7 +160,8 @@ impl<W: Word> LinearTransform<W> {
     }
 
     /// [`Self::new`] with complex diagonals (the homomorphic DFT of bootstrapping). Such a
-    /// transform runs on the CPU evaluator ([`Self::apply`]); [`Self::apply_on`] refuses it.
+    /// transform runs on the CPU evaluator ([`Self::apply`]) and on backends that hold its
+    /// encoded diagonals ([`Self::apply_with`], the GPU); [`Self::apply_on`] refuses it.
     pub fn new_complex(
         ctx: &Arc<Context<W>>,
         period: usize,
@@ -176,8 +204,8 @@ impl<W: Word> LinearTransform<W> {
     /// the homomorphic DFT's butterfly stages have a few, `stride` apart), for inputs at
     /// `level`. Baby-step giant-step over the offsets as multiples of their stride, taken in
     /// `(-period/2, period/2]` so that a stage's `+h` and `-h` share their rotations;
-    /// [`hoisted_baby_steps`] of the offsets' span baby steps. Runs on the CPU evaluator only, like
-    /// [`Self::new_complex`].
+    /// [`hoisted_baby_steps`] of the offsets' span baby steps. Runs where
+    /// [`Self::new_complex`] runs.
     pub fn new_sparse_complex(
         ctx: &Arc<Context<W>>,
         period: usize,
@@ -355,16 +383,11 @@ impl<W: Word> LinearTransform<W> {
 
     /// The baby-step rotations of `v`, in the order of `babies`: hoisted from one
     /// decomposition, or with [`Self::with_fewer_keys`] chained from power-of-two steps.
-    fn baby_rotated(
-        &self,
-        ev: &Evaluator<W>,
-        v: &Ciphertext<W>,
-        babies: &[i64],
-    ) -> Result<Vec<Ciphertext<W>>> {
+    fn baby_rotated<O: PolyOps>(&self, ev: &O, v: &O::Ct, babies: &[i64]) -> Result<Vec<O::Ct>> {
         if !self.fewer_keys || babies.iter().any(|&b| b < 0) {
             return ev.rotate_many(v, babies);
         }
-        let mut done: BTreeMap<i64, Ciphertext<W>> = BTreeMap::new();
+        let mut done: BTreeMap<i64, O::Ct> = BTreeMap::new();
         for &b in babies {
             // Each step's chain of lower parts, lowest first.
             let mut chain = vec![b];
@@ -583,6 +606,120 @@ impl<W: Word> LinearTransform<W> {
         b.sort_unstable();
         b.dedup();
         b
+    }
+
+    /// The encoded diagonals, in the order [`Self::apply_with`] takes a backend's copies of them.
+    pub fn plaintexts(&self) -> Vec<&Plaintext<W>> {
+        self.groups
+            .iter()
+            .flat_map(|(_, t)| t.iter().map(|(_, pt, _)| pt))
+            .collect()
+    }
+
+    /// `T(v)` before the rescale on a [`PlainOps`] backend that holds the diagonals itself:
+    /// `pts` are its copies of [`Self::plaintexts`], in that order. The schedule of
+    /// [`Self::apply`] (hoisted or power-of-two baby steps, Horner giant steps for sparse
+    /// transforms), one step after another: a backend such as the GPU parallelizes inside
+    /// each operation. `v` must sit at or above the transform's level.
+    pub fn apply_with<O: PlainOps>(&self, ops: &O, v: &O::Ct, pts: &[O::Pt]) -> Result<O::Ct> {
+        if pts.len() != self.plaintexts().len() {
+            return Err(CkksError::InvalidInput(format!(
+                "the backend holds {} diagonals; this transform has {}",
+                pts.len(),
+                self.plaintexts().len()
+            )));
+        }
+        let level = ops.level_of(v);
+        if level < self.level {
+            return Err(CkksError::OutOfLevels {
+                level,
+                needed: self.level,
+                hint: format!(
+                    "the input is at level {level}, below the level {} the transform was encoded at; encode it at the input's level",
+                    self.level
+                ),
+            });
+        }
+        let v = ops.drop_to_level(v, self.level)?;
+        if self.groups.is_empty() {
+            return ops.multiply_const(&v, 0.0);
+        }
+        let babies = self.baby_rotations();
+        let rotated = self.baby_rotated(ops, &v, &babies)?;
+        let baby = |b: i64| -> &O::Ct {
+            match babies.iter().position(|&s| s == b) {
+                Some(i) => &rotated[i],
+                None => &v,
+            }
+        };
+        let add = |acc: &mut Option<O::Ct>, x: O::Ct| -> Result<()> {
+            *acc = Some(match acc.take() {
+                Some(y) => ops.add(&y, &x)?,
+                None => x,
+            });
+            Ok(())
+        };
+        // Each group's terms with the index of its first diagonal in `pts`.
+        let mut first = Vec::with_capacity(self.groups.len());
+        let mut k = 0;
+        for (_, terms) in &self.groups {
+            first.push(k);
+            k += terms.len();
+        }
+        let inner_sum = |acc: &mut Option<O::Ct>, g: usize| -> Result<()> {
+            for (j, (b, _, _)) in self.groups[g].1.iter().enumerate() {
+                ops.multiply_plain_accumulate(acc, baby(*b), &pts[first[g] + j])?;
+            }
+            Ok(())
+        };
+        let mut total: Option<O::Ct> = None;
+        if self.horner_groups().is_some() {
+            // As Self::apply: two Horner chains over the centred giant steps, away from zero.
+            let (p, g) = (self.period as i64, self.baby as i64);
+            let mut by_giant: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
+            for (i, (a, _)) in self.groups.iter().enumerate() {
+                let mut c = a.rem_euclid(p);
+                if c > p / 2 {
+                    c -= p;
+                }
+                by_giant.entry(c).or_default().push(i);
+            }
+            for (sign, unit) in [(1i64, g), (-1, -g)] {
+                let far = by_giant.keys().map(|a| a * sign).max().unwrap_or(0);
+                let mut acc: Option<O::Ct> = None;
+                let mut a = far;
+                while a > 0 {
+                    if let Some(x) = acc.take() {
+                        acc = Some(ops.rotate(&x, unit)?);
+                    }
+                    for &i in by_giant.get(&(a * sign)).into_iter().flatten() {
+                        inner_sum(&mut acc, i)?;
+                    }
+                    a -= g;
+                }
+                if let Some(x) = acc {
+                    add(&mut total, ops.rotate(&x, unit)?)?;
+                }
+            }
+            let mut zero = None;
+            for &i in by_giant.get(&0).into_iter().flatten() {
+                inner_sum(&mut zero, i)?;
+            }
+            if let Some(z) = zero {
+                add(&mut total, z)?;
+            }
+        } else {
+            for (i, (a, _)) in self.groups.iter().enumerate() {
+                let mut inner = None;
+                inner_sum(&mut inner, i)?;
+                let Some(mut inner) = inner else { continue };
+                if *a != 0 {
+                    inner = ops.rotate(&inner, *a)?;
+                }
+                add(&mut total, inner)?;
+            }
+        }
+        total.ok_or_else(|| CkksError::InvalidInput("internal: empty linear transform".into()))
     }
 
     /// `T(v)` before the rescale on any [`PolyOps`] backend: a task-graph builder (the

@@ -15,7 +15,7 @@ pub use bootstrap::{
     preset as bootstrap_preset, sparse_secret_keys, BootstrapConfig, BootstrapPreset,
     BootstrapTimes, Bootstrapper, SparseKeys,
 };
-pub use lintrans::LinearTransform;
+pub use lintrans::{LinearTransform, PlainOps};
 pub use polynomial::{evaluate_polynomial_on, PolyBasis};
 
 use crate::ciphertext::Ciphertext;

@@ -2,10 +2,12 @@
 //! constants of every level, uploaded once; device-resident ciphertexts and keys; and the
 //! operations, each a short chain of kernel launches with no host round trip.
 
+mod bootstrap;
 mod launch;
 mod ops;
 mod transfer;
 
+pub use bootstrap::{GpuBootstrapper, GpuPlaintext};
 pub use ops::GpuEvaluator;
 
 use crate::error::{GpuError, Result};
@@ -251,6 +253,11 @@ pub struct GpuContext<W: GpuWord> {
     moddown: Vec<ConvConsts>,
     rescale_scal: Vec<GpuBuffer<W>>,
     pinv_scal: GpuBuffer<W>,
+    /// `[l]` (`l >= 1`): the merged mod-down and rescale's conversion from `q_l` and `P` to
+    /// `q_0 .. q_(l-1)` and its scale `(q_l P)^-1` (pairs); `None` at level 0.
+    moddown_rs: Vec<Option<(ConvConsts, GpuBuffer<W>)>>,
+    /// `P mod q_i`.
+    p_mod_q: Vec<u64>,
     perms: Mutex<HashMap<u64, Arc<GpuBuffer<u32>>>>,
 }
 
@@ -316,6 +323,7 @@ impl<W: GpuWord> GpuContext<W> {
         let mut modup = Vec::with_capacity(num_q);
         let mut moddown = Vec::with_capacity(num_q);
         let mut rescale_scal = Vec::with_capacity(num_q);
+        let mut moddown_rs = Vec::with_capacity(num_q);
         for l in 0..num_q {
             let q: Vec<u32> = (0..=l as u32).collect();
             let qp: Vec<u32> = q.iter().copied().chain(p_idx.iter().copied()).collect();
@@ -351,6 +359,23 @@ impl<W: GpuWord> GpuContext<W> {
             let scal = scal_pairs(&mods[..l], inv.into_iter());
             let scal = if l == 0 { vec![W::ZERO; 2] } else { scal };
             rescale_scal.push(gpu.upload(&scal)?);
+            moddown_rs.push(if l == 0 {
+                None
+            } else {
+                let from: Vec<u32> = std::iter::once(l as u32)
+                    .chain(p_idx.iter().copied())
+                    .collect();
+                let conv = Self::conv(
+                    gpu,
+                    ctx.accel().moddown_rescale_converter(l)?,
+                    &from,
+                    &q[..l],
+                )?;
+                let inv = (0..l)
+                    .map(|i| ctx.accel().moddown_rescale_inv_mod(l, i))
+                    .collect::<std::result::Result<Vec<u64>, _>>()?;
+                Some((conv, gpu.upload(&scal_pairs(&mods[..l], inv.into_iter()))?))
+            });
             q_layout.push(gpu.upload(&q)?);
             qp_layout.push(gpu.upload(&qp)?);
             ext_layout.push(gpu.upload(&ext)?);
@@ -381,6 +406,10 @@ impl<W: GpuWord> GpuContext<W> {
             moddown,
             rescale_scal,
             pinv_scal: gpu.upload(&pinv_scal)?,
+            moddown_rs,
+            p_mod_q: (0..num_q)
+                .map(|i| ctx.accel().p_mod_q(i))
+                .collect::<std::result::Result<_, _>>()?,
             perms: Mutex::new(HashMap::new()),
         }))
     }

@@ -405,14 +405,27 @@ impl<W: GpuWord> GpuContext<W> {
         key: &GpuSwitchingKey<W>,
         addend: Option<(&GpuBuffer<W>, usize)>,
     ) -> Result<GpuBuffer<W>> {
-        if key.fingerprint != self.ctx.fingerprint() {
-            return Err(GpuError::Mismatch(
-                "switching key of other parameters than this GPU context".into(),
-            ));
-        }
+        let ext = self.mod_up(d_buf, d_off, level)?;
+        self.key_switch_ext(d_buf, d_off, &ext, level, key, addend)
+    }
+
+    /// Limbs of [`Self::mod_up`]'s output: every digit's raised limbs, its own excluded.
+    pub(super) fn ext_limbs(&self, level: usize) -> usize {
+        let nq = level + 1;
+        nq.div_ceil(self.alpha) * (nq + self.alpha) - nq
+    }
+
+    /// Key switching's mod-up of `d` (one NTT-form polynomial, `level + 1` limbs at word
+    /// offset `d_off` of `d_buf`): each digit raised to the other primes of `Q_l P`, in NTT
+    /// form, stored compactly ([`Self::ext_limbs`] limbs). Hoisted rotations share it.
+    pub(super) fn mod_up(
+        &self,
+        d_buf: &GpuBuffer<W>,
+        d_off: usize,
+        level: usize,
+    ) -> Result<GpuBuffer<W>> {
         let n = self.n;
         let nq = level + 1;
-        let nqp = nq + self.alpha;
         let ndig = nq.div_ceil(self.alpha);
         // 1. The input in coefficient form (every digit's own limbs).
         let coeff = self.gpu.alloc::<W>(nq * n)?;
@@ -426,7 +439,7 @@ impl<W: GpuWord> GpuContext<W> {
             qlp,
         )?;
         // 2. Mod-up: each digit raised to the other primes of Q_l P, stored compactly.
-        let ext_limbs = ndig * nqp - nq;
+        let ext_limbs = self.ext_limbs(level);
         let ext = self.gpu.alloc::<W>(ext_limbs * n)?;
         let mut off = 0;
         for j in 0..ndig {
@@ -449,8 +462,46 @@ impl<W: GpuWord> GpuContext<W> {
             spread: None,
             subscale: None,
         })?;
+        Ok(ext)
+    }
+
+    /// Key switching after [`Self::mod_up`]: the inner product of `d` (its digits' own limbs,
+    /// at `d_off` of `d_buf`) and its raised limbs `ext` with `key`, then the mod-down, plus
+    /// `addend`'s first polynomials.
+    pub(super) fn key_switch_ext(
+        &self,
+        d_buf: &GpuBuffer<W>,
+        d_off: usize,
+        ext: &GpuBuffer<W>,
+        level: usize,
+        key: &GpuSwitchingKey<W>,
+        addend: Option<(&GpuBuffer<W>, usize)>,
+    ) -> Result<GpuBuffer<W>> {
+        let mut acc = self.key_inner(d_buf, d_off, ext, level, key)?;
+        self.mod_down(&mut acc, level, addend)
+    }
+
+    /// Key switching's inner product: `d`'s digits (their own limbs at `d_off` of `d_buf`, the
+    /// raised ones in `ext`) times `key`, both halves over `Q_l P` in one buffer.
+    fn key_inner(
+        &self,
+        d_buf: &GpuBuffer<W>,
+        d_off: usize,
+        ext: &GpuBuffer<W>,
+        level: usize,
+        key: &GpuSwitchingKey<W>,
+    ) -> Result<GpuBuffer<W>> {
+        if key.fingerprint != self.ctx.fingerprint() {
+            return Err(GpuError::Mismatch(
+                "switching key of other parameters than this GPU context".into(),
+            ));
+        }
+        let n = self.n;
+        let nq = level + 1;
+        let nqp = nq + self.alpha;
+        let ndig = nq.div_ceil(self.alpha);
         // 4. Inner product with the key, all digits per coefficient.
-        let mut acc = self.gpu.alloc::<W>(2 * nqp * n)?;
+        let acc = self.gpu.alloc::<W>(2 * nqp * n)?;
         let count = (nqp as u64) << self.log_n;
         let block = self.gpu.block(256);
         let args = [
@@ -469,9 +520,109 @@ impl<W: GpuWord> GpuContext<W> {
             self.log_n as u64,
         ];
         self.flat("hk_key_inner", count, block, &args, None)?;
+        Ok(acc)
+    }
+
+    /// The rescale merged into the mod-down (as the CPU's `Evaluator::with_merged_rescale`):
+    /// `(P c + acc) / (q_l P)` for both halves, `c` the two polynomials at `c_off` of `c_buf`
+    /// (NTT form at `level`), rounded once: `acc`'s `Q` limbs get `P c` added, its `q_l` and
+    /// `P` limbs go to coefficient form and convert to `q_0 .. q_(l-1)`, and the forward NTT
+    /// subtracts and scales on store. The result is over `Q_(l-1)`.
+    fn mod_down_rescale(
+        &self,
+        acc: &mut GpuBuffer<W>,
+        level: usize,
+        c_buf: &GpuBuffer<W>,
+        c_off: usize,
+    ) -> Result<GpuBuffer<W>> {
+        let Some(Some((conv_consts, scal))) = self.moddown_rs.get(level) else {
+            return Err(GpuError::Invalid(
+                "cannot rescale at level 0: no prime left to divide by".into(),
+            ));
+        };
+        let n = self.n;
+        let nq = level + 1;
+        let nqp = nq + self.alpha;
+        let p_mod_q = &self.p_mod_q;
+        let pack = self.limb_pack(level, |m| {
+            let i = (0..nq).find(|&i| self.ctx.params().moduli()[i] == m.value());
+            i.map_or(0, |i| p_mod_q[i] as i128)
+        })?;
+        let pc = self.gpu.alloc::<W>(2 * nq * n)?;
+        self.scalar_mul_raw(pc.addr(0), c_buf.addr(c_off), 2 * nq, level, &pack)?;
+        for h in 0..2 {
+            let a = acc.addr(h * nqp * n);
+            self.elt(
+                "hk_add",
+                a,
+                a,
+                pc.addr(h * nq * n),
+                nq,
+                nq,
+                self.q_layout[level].addr(0),
+            )?;
+        }
+        drop(pc);
+        let accs = span(acc, 0, nqp * n);
+        // q_l and the P limbs (contiguous) to coefficient form, in place.
+        let qplp = self.qp_layout[level].addr(0);
+        self.inverse(accs, accs, 2, (self.alpha + 1) as u32, level as u32, qplp)?;
+        let conv = self.gpu.alloc::<W>(2 * level * n)?;
+        let cs = span(&conv, 0, level * n);
+        self.convert(conv_consts, span(acc, level * n, nqp * n), cs, 2)?;
+        let out = self.gpu.alloc::<W>(2 * level * n)?;
+        self.forward(&Fwd {
+            src: cs,
+            work: cs,
+            dst: span(&out, 0, level * n),
+            npoly: 2,
+            nl: level as u32,
+            limb0: 0,
+            lp: self.q_layout[level - 1].addr(0),
+            spread: None,
+            subscale: Some(SubScale {
+                orig: accs,
+                scal: scal.addr(0),
+                addend: Span { addr: 0, stride: 0 },
+                addend_np: 0,
+            }),
+        })?;
+        Ok(out)
+    }
+
+    /// Relinearization with the rescale merged into its mod-down (one rounding): a
+    /// three-polynomial ciphertext at level `l` to two polynomials at `l - 1`, the scale
+    /// divided by `q_l`. Word for word the CPU's merged `relinearize_rescale`.
+    pub fn relinearize_rescale(
+        &self,
+        ct: &GpuCiphertext<W>,
+        key: &GpuSwitchingKey<W>,
+    ) -> Result<GpuCiphertext<W>> {
+        self.check_ct(ct)?;
+        if ct.size != 3 {
+            return Err(GpuError::Invalid(format!(
+                "relinearize takes a three-polynomial ciphertext, got {}",
+                ct.size
+            )));
+        }
+        let l = ct.level;
+        if l == 0 {
+            return Err(GpuError::Invalid(
+                "cannot rescale at level 0: no prime left to divide by".into(),
+            ));
+        }
+        let nl = (l + 1) * self.n;
+        let ext = self.mod_up(&ct.data, 2 * nl, l)?;
+        let mut acc = self.key_inner(&ct.data, 2 * nl, &ext, l, key)?;
         drop(ext);
-        // 5. Mod-down of both halves.
-        self.mod_down(&mut acc, level, addend)
+        let out = self.mod_down_rescale(&mut acc, l, &ct.data, 0)?;
+        Ok(self.derived(
+            ct,
+            out,
+            2,
+            l - 1,
+            ct.scale / self.ctx.params().moduli()[l] as f64,
+        ))
     }
 
     /// `(x - [x]_P) / P` for two polynomials over `Q_l P` (NTT form) in `acc`; returns them over
@@ -567,20 +718,71 @@ impl<W: GpuWord> GpuContext<W> {
         }
         let perm = self.permutation(g)?;
         let nl = ct.level + 1;
-        let permuted = self.gpu.alloc::<W>(2 * nl * self.n)?;
-        let count = ((2 * nl) as u64) << self.log_n;
-        let block = self.gpu.block(256);
-        let args = [
-            permuted.addr(0),
-            ct.data.addr(0),
-            perm.addr(0),
-            (2 * nl) as u64,
-            self.log_n as u64,
-        ];
-        self.flat("hk_permute", count, block, &args, None)?;
+        let permuted = self.permuted(&ct.data, 2 * nl, &perm)?;
         let out =
             self.key_switch_raw(&permuted, nl * self.n, ct.level, key, Some((&permuted, 1)))?;
         Ok(self.derived(ct, out, 2, ct.level, ct.scale))
+    }
+
+    /// The first `limbs` limbs of `src` (NTT form) permuted by `perm` (an automorphism).
+    fn permuted(
+        &self,
+        src: &GpuBuffer<W>,
+        limbs: usize,
+        perm: &GpuBuffer<u32>,
+    ) -> Result<GpuBuffer<W>> {
+        let out = self.gpu.alloc::<W>(limbs * self.n)?;
+        let count = (limbs as u64) << self.log_n;
+        let block = self.gpu.block(256);
+        let args = [
+            out.addr(0),
+            src.addr(0),
+            perm.addr(0),
+            limbs as u64,
+            self.log_n as u64,
+        ];
+        self.flat("hk_permute", count, block, &args, None)?;
+        Ok(out)
+    }
+
+    /// Hoisted automorphisms (Halevi-Shoup 2018, 4.2): one mod-up of `c_1` for all of `keys`
+    /// (`(g, key)` pairs; `None` for the identity), then per element the raised digits and
+    /// `c_0` permuted in NTT form, the inner product and the mod-down. An automorphism commutes
+    /// with the raising up to the base conversion's small multiple of `Q`, so each result is
+    /// as valid as [`Self::apply_galois`]'s (not word for word the same).
+    pub fn apply_galois_many(
+        &self,
+        ct: &GpuCiphertext<W>,
+        keys: &[(u64, Option<&GpuSwitchingKey<W>>)],
+    ) -> Result<Vec<GpuCiphertext<W>>> {
+        self.check_ct(ct)?;
+        if ct.size != 2 {
+            return Err(GpuError::Invalid(
+                "rotations take a two-polynomial ciphertext; relinearize first".into(),
+            ));
+        }
+        let nl = ct.level + 1;
+        let pw = nl * self.n;
+        let ext = if keys.iter().any(|(_, k)| k.is_some()) {
+            Some(self.mod_up(&ct.data, pw, ct.level)?)
+        } else {
+            None
+        };
+        let ext_limbs = self.ext_limbs(ct.level);
+        let mut out = Vec::with_capacity(keys.len());
+        for &(g, key) in keys {
+            let (Some(key), Some(ext)) = (key, ext.as_ref()) else {
+                out.push(ct.clone());
+                continue;
+            };
+            let perm = self.permutation(g)?;
+            let permuted = self.permuted(&ct.data, 2 * nl, &perm)?;
+            let pext = self.permuted(ext, ext_limbs, &perm)?;
+            let ks =
+                self.key_switch_ext(&permuted, pw, &pext, ct.level, key, Some((&permuted, 1)))?;
+            out.push(self.derived(ct, ks, 2, ct.level, ct.scale));
+        }
+        Ok(out)
     }
 
     /// The seed-003 baseline: rescale with one thread block per polynomial, NTTs in global
@@ -630,11 +832,15 @@ impl<W: GpuWord> GpuContext<W> {
     }
 }
 
-/// Evaluation keys on the GPU, with the operations that need them.
+/// Evaluation keys on the GPU, with the operations that need them. Cheap to clone: the keys
+/// are shared.
+#[derive(Clone)]
 pub struct GpuEvaluator<W: GpuWord> {
     ctx: Arc<GpuContext<W>>,
-    relin: Option<GpuSwitchingKey<W>>,
-    galois: HashMap<u64, GpuSwitchingKey<W>>,
+    relin: Option<Arc<GpuSwitchingKey<W>>>,
+    galois: Arc<HashMap<u64, GpuSwitchingKey<W>>>,
+    /// Whether `PolyOps::relinearize_rescale` merges the rescale into the mod-down.
+    merged: bool,
 }
 
 impl<W: GpuWord> std::fmt::Debug for GpuEvaluator<W> {
@@ -650,7 +856,7 @@ impl<W: GpuWord> GpuEvaluator<W> {
     /// Uploads the relinearization key and every Galois key of `keys`.
     pub fn new(ctx: &Arc<GpuContext<W>>, keys: &EvaluationKeys<W>) -> Result<Self> {
         let relin = if keys.has_relin() {
-            Some(ctx.upload_key(keys.relin_key()?)?)
+            Some(Arc::new(ctx.upload_key(keys.relin_key()?)?))
         } else {
             None
         };
@@ -663,8 +869,30 @@ impl<W: GpuWord> GpuEvaluator<W> {
         Ok(Self {
             ctx: Arc::clone(ctx),
             relin,
-            galois,
+            galois: Arc::new(galois),
+            merged: false,
         })
+    }
+
+    /// This evaluator (its keys shared) with [`heloom_ckks::PolyOps::relinearize_rescale`]
+    /// merged into one mod-down ([`Self::relinearize_rescale`]) or not (the default: a
+    /// relinearization, then a rescale, word for word the CPU's default evaluator).
+    pub fn with_merged_rescale(&self, on: bool) -> Self {
+        Self {
+            merged: on,
+            ..self.clone()
+        }
+    }
+
+    /// Whether [`Self::with_merged_rescale`] is on.
+    pub fn merged_rescale(&self) -> bool {
+        self.merged
+    }
+
+    /// Relinearizes a three-polynomial ciphertext and rescales it in one mod-down by `q_l P`
+    /// ([`GpuContext::relinearize_rescale`]).
+    pub fn relinearize_rescale(&self, ct: &GpuCiphertext<W>) -> Result<GpuCiphertext<W>> {
+        self.ctx.relinearize_rescale(ct, self.relin_key()?)
     }
 
     /// The GPU context.
@@ -683,7 +911,7 @@ impl<W: GpuWord> GpuEvaluator<W> {
     }
 
     pub(super) fn relin_key(&self) -> Result<&GpuSwitchingKey<W>> {
-        self.relin.as_ref().ok_or_else(|| {
+        self.relin.as_deref().ok_or_else(|| {
             GpuError::Invalid("no relinearization key; generate the key set with one".into())
         })
     }
@@ -714,20 +942,58 @@ impl<W: GpuWord> GpuEvaluator<W> {
         self.ctx.rescale(&r)
     }
 
-    /// Rotates the slots left by `step` (right when negative).
-    pub fn rotate(&self, ct: &GpuCiphertext<W>, step: i64) -> Result<GpuCiphertext<W>> {
-        let g = galois_element_for_step(self.ctx.n(), step);
-        if g == 1 {
-            return self.ctx.drop_to_level(ct, ct.level);
-        }
+    /// Complex conjugation of every slot, with the conjugation key (Galois element `2N - 1`).
+    pub fn conjugate(&self, ct: &GpuCiphertext<W>) -> Result<GpuCiphertext<W>> {
+        let g = heloom_math::automorphism::galois_element_conjugate(self.ctx.n());
         let key = self.galois.get(&g).ok_or_else(|| {
+            GpuError::Ckks(heloom_ckks::CkksError::MissingKey {
+                key: heloom_ckks::MissingKeyKind::Galois { element: g },
+                hint: "no conjugation key; generate the key set with one".into(),
+            })
+        })?;
+        self.ctx.apply_galois(ct, g, key)
+    }
+
+    /// Rotations of `ct` by every step of `steps` (in that order), hoisted: one mod-up shared
+    /// by all of them ([`GpuContext::apply_galois_many`]).
+    pub fn rotate_many(
+        &self,
+        ct: &GpuCiphertext<W>,
+        steps: &[i64],
+    ) -> Result<Vec<GpuCiphertext<W>>> {
+        let mut keys = Vec::with_capacity(steps.len());
+        for &step in steps {
+            let g = galois_element_for_step(self.ctx.n(), step);
+            keys.push((
+                g,
+                if g == 1 {
+                    None
+                } else {
+                    Some(self.galois_key(g, step)?)
+                },
+            ));
+        }
+        self.ctx.apply_galois_many(ct, &keys)
+    }
+
+    fn galois_key(&self, g: u64, step: i64) -> Result<&GpuSwitchingKey<W>> {
+        self.galois.get(&g).ok_or_else(|| {
             GpuError::Ckks(heloom_ckks::CkksError::MissingKey {
                 key: heloom_ckks::MissingKeyKind::Galois { element: g },
                 hint: format!(
                     "no Galois key for rotation step {step} (element {g}); generate keys with it"
                 ),
             })
-        })?;
+        })
+    }
+
+    /// Rotates the slots left by `step` (right when negative).
+    pub fn rotate(&self, ct: &GpuCiphertext<W>, step: i64) -> Result<GpuCiphertext<W>> {
+        let g = galois_element_for_step(self.ctx.n(), step);
+        if g == 1 {
+            return self.ctx.drop_to_level(ct, ct.level);
+        }
+        let key = self.galois_key(g, step)?;
         self.ctx.apply_galois(ct, g, key)
     }
 }
