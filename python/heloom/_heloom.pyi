@@ -484,7 +484,10 @@ class Bootstrapper:
     ``q_0 / 2^r`` before ModRaise; with a 60-bit ``q_0`` and the arcsine, as the N = 2^16
     preset) override them. ``fewer_keys=True`` trades time for memory: rotation keys for
     power-of-two baby steps only (at N = 2^16, 15 keys instead of 27; the bootstrap about 6%
-    slower). ``slots``: sparse packing on that many slots (a power of two from
+    slower). ``compact_diagonals=True`` keeps every key and stores the transforms' diagonals
+    with one word per coefficient instead of one per prime, expanded at each use (at N = 2^16
+    about 3 GB less; the same result, a little slower). ``slots``: sparse packing on that many
+    slots (a power of two from
     ``2^max(cts_levels, stc_levels)``): the raised ciphertext is projected onto their subring,
     the transforms are smaller and one EvalMod serves both halves. ``threads``: for encoding the
     transforms (default: every core; the bootstrap itself runs on its evaluator's budget).
@@ -503,6 +506,7 @@ class Bootstrapper:
         arcsine_degree: int | None = None,
         message_ratio_bits: int | None = None,
         fewer_keys: bool = False,
+        compact_diagonals: bool = False,
         slots: int | None = None,
         threads: int | None = None,
     ) -> Bootstrapper: ...

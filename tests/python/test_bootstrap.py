@@ -25,13 +25,22 @@ def small_params(
     )
 
 
-@pytest.mark.parametrize(("dense", "fewer_keys"), [(False, False), (True, False), (False, True)])
-def test_bootstrapping_restores_the_values(dense: bool, fewer_keys: bool) -> None:
+@pytest.mark.parametrize(
+    ("dense", "fewer_keys", "compact"),
+    [(False, False, False), (True, False, False), (False, True, False), (False, False, True)],
+)
+def test_bootstrapping_restores_the_values(dense: bool, fewer_keys: bool, compact: bool) -> None:
     ctx = heloom.Context(small_params(None if dense else 16))
-    boot = heloom.Bootstrapper(ctx, sparse_weight=16 if dense else None, fewer_keys=fewer_keys)
+    boot = heloom.Bootstrapper(
+        ctx,
+        sparse_weight=16 if dense else None,
+        fewer_keys=fewer_keys,
+        compact_diagonals=compact,
+    )
     assert boot.output_level == 1
     assert boot.sparse_weight == (16 if dense else None)
     assert f"fewer_keys={fewer_keys}" in repr(boot)
+    assert f"compact_diagonals={compact}" in repr(boot)
     if fewer_keys:
         # Power-of-two baby steps only: fewer keys than the hoisted baby steps need.
         full = heloom.Bootstrapper(ctx, sparse_weight=16 if dense else None)

@@ -45,6 +45,8 @@ pub struct BootstrapBenchOptions {
     pub reps: usize,
     /// The memory-lean key set (`BootstrapConfig::fewer_keys`).
     pub fewer_keys: bool,
+    /// Compact diagonals, every key kept (`BootstrapConfig::compact_diagonals`).
+    pub compact_diagonals: bool,
     /// Sparse packing on this many slots (`None`: full packing, N/2).
     pub slots: Option<usize>,
     /// Peers to run before heloom, one at a time.
@@ -87,6 +89,7 @@ impl BootstrapBenchOptions {
             threads,
             reps: 1,
             fewer_keys: false,
+            compact_diagonals: false,
             slots: None,
             vs: Vec::new(),
             go: None,
@@ -168,6 +171,8 @@ pub struct BootstrapReport {
     pub setup_s: f64,
     /// Key generation (evaluation keys and encapsulation keys), s.
     pub keygen_s: f64,
+    /// Bytes of the transforms' encoded diagonals.
+    pub transform_bytes: u64,
     /// Rotation keys.
     pub rotations: usize,
     /// Evaluation and encapsulation keys, bytes.
@@ -322,8 +327,14 @@ fn run_heloom(opts: &BootstrapBenchOptions, note: &dyn Fn(&str)) -> Result<Boots
         )
     };
     config.fewer_keys = opts.fewer_keys;
+    config.compact_diagonals = opts.compact_diagonals;
     let setting = if opts.fewer_keys {
         format!("{setting}, fewer keys")
+    } else {
+        setting
+    };
+    let setting = if opts.compact_diagonals {
+        format!("{setting}, compact diagonals")
     } else {
         setting
     };
@@ -452,6 +463,7 @@ fn run_heloom(opts: &BootstrapBenchOptions, note: &dyn Fn(&str)) -> Result<Boots
         depth: config.depth(),
         setup_s,
         keygen_s,
+        transform_bytes: boot.memory_bytes() as u64,
         rotations: steps.len(),
         key_bytes,
         peak_rss_bytes,
@@ -728,7 +740,7 @@ pub fn render(r: &BootstrapReport) -> String {
     );
     let _ = writeln!(
         s,
-        "log QP {:.0} bits, security {} bits, sparse secret {:?}, K {}, EvalMod degree {}, {} levels used; transforms {:.2} s, keys {:.2} s ({} rotations, {:.2} GB); peak resident {:.2} GB\n",
+        "log QP {:.0} bits, security {} bits, sparse secret {:?}, K {}, EvalMod degree {}, {} levels used; transforms {:.2} s ({:.2} GB), keys {:.2} s ({} rotations, {:.2} GB); peak resident {:.2} GB\n",
         r.log_qp,
         r.security_bits,
         r.sparse_weight,
@@ -736,6 +748,7 @@ pub fn render(r: &BootstrapReport) -> String {
         r.degree,
         r.depth,
         r.setup_s,
+        r.transform_bytes as f64 / 1e9,
         r.keygen_s,
         r.rotations,
         r.key_bytes as f64 / 1e9,
@@ -1099,6 +1112,7 @@ mod tests {
             depth: 14,
             setup_s: 1.0,
             keygen_s: 1.0,
+            transform_bytes: 3_000_000_000,
             rotations: 10,
             key_bytes: 1,
             peak_rss_bytes: 14_300_000_000,

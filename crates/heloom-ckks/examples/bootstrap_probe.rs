@@ -4,7 +4,7 @@
 //! memory, with `THREADS` threads (default: every core). Such chains are experiments, not
 //! checked for 128-bit security. `PRESET=1` runs the 128-bit preset of `LOG_N` instead
 //! (`circuits::bootstrap::preset`); `SSE=1` a dense secret with encapsulation under weight
-//! `H`; `DIAG=1` splits the error by phase; `WARM=n` runs n bootstraps first; `FEWER=1` fewer keys; `SLOTS` sparse packing; `PAIRAB=n` times EvalMod's halves one after the other against side by side; `Q0`, `R` (double angles), `DEG`, `CTS`, `STC`
+//! `H`; `DIAG=1` splits the error by phase; `WARM=n` runs n bootstraps first; `FEWER=1` fewer keys; `COMPACT=1` compact diagonals; `SLOTS` sparse packing; `PAIRAB=n` times EvalMod's halves one after the other against side by side; `Q0`, `R` (double angles), `DEG`, `CTS`, `STC`
 //! override the chain and the settings.
 use heloom_ckks::circuits::bootstrap::{BootstrapConfig, Bootstrapper};
 use heloom_ckks::*;
@@ -66,6 +66,8 @@ fn main() -> Result<()> {
     config.message_ratio_bits = env("RATIO", config.message_ratio_bits as usize) as u32;
     // `FEWER=1`: power-of-two baby-step keys only.
     config.fewer_keys = env("FEWER", 0) == 1;
+    // `COMPACT=1`: the transforms' diagonals stored compactly.
+    config.compact_diagonals = env("COMPACT", 0) == 1;
     if preset.is_some() {
         // `R` and `DEG` override the preset's EvalMod too.
         if let Ok(r) = std::env::var("R") {

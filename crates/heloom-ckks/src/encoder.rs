@@ -94,7 +94,7 @@ struct Packed {
 
 /// `x mod q` for `x < 2^64`.
 #[inline(always)]
-fn reduce_u64<W: Word>(m: &Modulus<W>, x: u64) -> W {
+pub(crate) fn reduce_u64<W: Word>(m: &Modulus<W>, x: u64) -> W {
     if W::BITS == 64 {
         m.reduce(W::from_u64(x))
     } else {
@@ -104,7 +104,7 @@ fn reduce_u64<W: Word>(m: &Modulus<W>, x: u64) -> W {
 
 /// `x mod q` for any `x < 2^128`, Horner over words from the top.
 #[inline(always)]
-fn reduce_u128<W: Word>(m: &Modulus<W>, x: u128) -> W {
+pub(crate) fn reduce_u128<W: Word>(m: &Modulus<W>, x: u128) -> W {
     if W::BITS == 64 {
         m.reduce_wide(W::from_u64(x as u64), W::from_u64((x >> 64) as u64))
     } else {

@@ -270,7 +270,12 @@ fn apply_with_is_apply_word_for_word() {
         .with_threads(Threads::new(2));
     let ct = encrypt(&s, &random(&mut rng, period));
     for t in &transforms {
-        let pts: Vec<Plaintext<u64>> = t.plaintexts().into_iter().cloned().collect();
+        let pts: Vec<Plaintext<u64>> = t
+            .plaintexts()
+            .expect("plaintexts")
+            .into_iter()
+            .map(|p| p.into_owned())
+            .collect();
         let want = t.apply(&ev, &ct).expect("apply");
         let got = t.apply_with(&ev, &ct, &pts).expect("apply_with");
         assert!(got.polys() == want.polys(), "apply_with differs from apply");

@@ -22,10 +22,11 @@
 use super::accumulate;
 use crate::ciphertext::{Ciphertext, Plaintext};
 use crate::context::Context;
+use crate::encoder::{reduce_u128, reduce_u64};
 use crate::error::{CkksError, Result};
 use crate::evaluator::Evaluator;
 use crate::polyops::PolyOps;
-use heloom_math::Word;
+use heloom_math::{Form, Modulus, Word};
 use heloom_pool::Threads;
 use num_complex::Complex64;
 use std::borrow::Cow;
@@ -39,7 +40,184 @@ use std::sync::Arc;
 type Groups<W> = Vec<(i64, GroupTerms<W>)>;
 
 /// One giant-step group's `(B, diagonal, values)` terms.
-type GroupTerms<W> = Vec<(i64, Plaintext<W>, Option<Arc<[f64]>>)>;
+type GroupTerms<W> = Vec<(i64, Diag<W>, Option<Arc<[f64]>>)>;
+
+/// An encoded diagonal: in NTT form, ready to multiply, or compact
+/// ([`LinearTransform::with_compact_diagonals`]): its `N` integer coefficients, one word each
+/// instead of one per prime, expanded (reduced and transformed) at each use.
+#[derive(Clone, Debug)]
+enum Diag<W: Word> {
+    Ntt(Plaintext<W>),
+    Compact(Arc<CompactDiag<W>>),
+}
+
+/// A diagonal's signed coefficients with what its plaintext needs.
+#[derive(Debug)]
+struct CompactDiag<W: Word> {
+    ctx: Arc<Context<W>>,
+    coeffs: Coeffs,
+    /// The largest `|coefficient|`: below a prime, a limb is one conditional add.
+    max_abs: u128,
+    level: usize,
+    scale: f64,
+    slots: usize,
+}
+
+/// Signed coefficients: one word each when they fit 63 bits, else two.
+#[derive(Debug)]
+enum Coeffs {
+    Small(Box<[i64]>),
+    Large(Box<[i128]>),
+}
+
+impl Coeffs {
+    fn bytes(&self) -> usize {
+        match self {
+            Coeffs::Small(c) => c.len() * 8,
+            Coeffs::Large(c) => c.len() * 16,
+        }
+    }
+}
+
+impl Coeffs {
+    /// The coefficients modulo `m` into `out`.
+    fn reduce_into<W: Word>(&self, m: &Modulus<W>, out: &mut [W], max_abs: u128) {
+        let q = m.value();
+        match self {
+            // |c| < q: one conditional add (vectorizes).
+            Coeffs::Small(v) if max_abs < u128::from(q) => {
+                for (o, &c) in out.iter_mut().zip(v.iter()) {
+                    *o = W::from_u64((c + ((c >> 63) & q as i64)) as u64);
+                }
+            }
+            Coeffs::Small(v) => {
+                for (o, &c) in out.iter_mut().zip(v.iter()) {
+                    let r = reduce_u64(m, c.unsigned_abs());
+                    *o = if c < 0 { m.neg(r) } else { r };
+                }
+            }
+            Coeffs::Large(v) => {
+                for (o, &c) in out.iter_mut().zip(v.iter()) {
+                    let r = reduce_u128(m, c.unsigned_abs());
+                    *o = if c < 0 { m.neg(r) } else { r };
+                }
+            }
+        }
+    }
+}
+
+impl<W: Word> Diag<W> {
+    /// The NTT-form plaintext: borrowed, or expanded on `threads`.
+    fn get(&self, threads: Threads) -> Result<Cow<'_, Plaintext<W>>> {
+        match self {
+            Diag::Ntt(pt) => Ok(Cow::Borrowed(pt)),
+            Diag::Compact(c) => {
+                let basis = c.ctx.q_basis(c.level)?;
+                // A recycled buffer, each limb reduced and transformed while in cache.
+                let mut poly = c.ctx.pool().for_overwrite(basis, Form::Ntt);
+                let (mods, tables) = (basis.moduli(), basis.ntt_tables());
+                threads.try_for_each_chunk_mut(
+                    poly.as_mut_slice(),
+                    basis.n(),
+                    |i, limb| -> Result<()> {
+                        c.coeffs.reduce_into(&mods[i], limb, c.max_abs);
+                        Ok(tables[i].forward(limb)?)
+                    },
+                )?;
+                Ok(Cow::Owned(Plaintext {
+                    poly,
+                    level: c.level,
+                    scale: c.scale,
+                    slots: c.slots,
+                    fingerprint: c.ctx.fingerprint(),
+                }))
+            }
+        }
+    }
+
+    /// Hands an expanded plaintext's buffer back to its context's pool.
+    fn done(&self, pt: Cow<'_, Plaintext<W>>) {
+        if let (Diag::Compact(c), Cow::Owned(p)) = (self, pt) {
+            c.ctx.pool().recycle(p.poly);
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Diag::Ntt(pt) => pt.poly().as_slice().len() * (W::BITS as usize / 8),
+            Diag::Compact(c) => c.coeffs.bytes(),
+        }
+    }
+}
+
+/// `a^-1 mod m` for coprime `a` and `m` (extended Euclid).
+fn inverse_mod(a: u128, m: u128) -> Option<u128> {
+    let (mut r0, mut r1) = (a as i128 % m as i128, m as i128);
+    let (mut s0, mut s1) = (1i128, 0i128);
+    while r1 != 0 {
+        let q = r0 / r1;
+        (r0, r1) = (r1, r0 - q * r1);
+        (s0, s1) = (s1, s0 - q * s1);
+    }
+    (r0 == 1).then(|| s0.rem_euclid(m as i128) as u128)
+}
+
+/// The signed coefficients of `pt`, read from its first three limbs (two by the CRT, the third
+/// to confirm), or `None` where they do not fit (or `pt` has fewer limbs).
+fn compact_coefficients<W: Word>(
+    ctx: &Context<W>,
+    pt: &Plaintext<W>,
+) -> Result<Option<(Coeffs, u128)>> {
+    if pt.level < 2 {
+        return Ok(None);
+    }
+    let b3 = ctx.q_basis(2)?;
+    let mut p = b3.zero(Form::Ntt);
+    for i in 0..3 {
+        p.limb_mut(i).copy_from_slice(pt.poly.limb(i));
+    }
+    b3.inverse(&mut p)?;
+    let m = b3.moduli();
+    let (q0, q1, q2) = (
+        m[0].value() as u128,
+        m[1].value() as u128,
+        m[2].value() as u128,
+    );
+    let Some(q0_inv) = inverse_mod(q0, q1) else {
+        return Ok(None);
+    };
+    let (big, half) = (q0 * q1, (q0 * q1) / 2);
+    let mut out = Vec::with_capacity(ctx.n());
+    for k in 0..ctx.n() {
+        let (r0, r1, r2) = (
+            p.limb(0)[k].to_u64() as u128,
+            p.limb(1)[k].to_u64() as u128,
+            p.limb(2)[k].to_u64() as u128,
+        );
+        // x = r0 + q0 t, t = (r1 - r0) q0^-1 mod q1; below q0 q1 < 2^124.
+        let t = ((r1 + q1 - r0 % q1) % q1) * q0_inv % q1;
+        let x = r0 + q0 * t;
+        let v: i128 = if x > half {
+            x as i128 - big as i128
+        } else {
+            x as i128
+        };
+        if (v.rem_euclid(q2 as i128)) as u128 != r2 {
+            return Ok(None);
+        }
+        out.push(v);
+    }
+    let max_abs = out.iter().map(|v| v.unsigned_abs()).max().unwrap_or(0);
+    let coeffs = match out
+        .iter()
+        .map(|&v| i64::try_from(v))
+        .collect::<std::result::Result<Vec<i64>, _>>()
+    {
+        Ok(small) => Coeffs::Small(small.into_boxed_slice()),
+        Err(_) => Coeffs::Large(out.into_boxed_slice()),
+    };
+    Ok(Some((coeffs, max_abs)))
+}
 
 /// The groups by centred giant step (Horner form).
 type ByGiant<'a, W> = BTreeMap<i64, Vec<&'a GroupTerms<W>>>;
@@ -341,7 +519,7 @@ impl<W: Word> LinearTransform<W> {
         });
         let mut groups: Groups<W> = Vec::new();
         for ((a, b, _, values), pt) in jobs.into_iter().zip(encoded) {
-            let term = (b, pt?, values.map(Arc::from));
+            let term = (b, Diag::Ntt(pt?), values.map(Arc::from));
             match groups.last_mut() {
                 Some((last, terms)) if *last == a => terms.push(term),
                 _ => groups.push((a, vec![term])),
@@ -421,7 +599,7 @@ impl<W: Word> LinearTransform<W> {
         self.groups
             .iter()
             .flat_map(|(_, t)| t.iter())
-            .map(|(_, pt, _)| pt.poly().as_slice().len() * (W::BITS as usize / 8))
+            .map(|(_, d, _)| d.bytes())
             .sum()
     }
 
@@ -543,8 +721,10 @@ impl<W: Word> LinearTransform<W> {
                         acc = Some(ev.rotate(&x, unit)?);
                     }
                     for terms in by_giant.get(&(a * sign)).into_iter().flatten() {
-                        for (b, pt, _) in terms.iter() {
-                            ev.multiply_plain_accumulate(&mut acc, baby(*b)?, pt)?;
+                        for (b, d, _) in terms.iter() {
+                            let pt = d.get(ev.threads())?;
+                            ev.multiply_plain_accumulate(&mut acc, baby(*b)?, &pt)?;
+                            d.done(pt);
                         }
                     }
                     a -= g;
@@ -555,8 +735,10 @@ impl<W: Word> LinearTransform<W> {
             }
             let mut zero: Option<Ciphertext<W>> = None;
             for terms in by_giant.get(&0).into_iter().flatten() {
-                for (b, pt, _) in terms.iter() {
-                    ev.multiply_plain_accumulate(&mut zero, baby(*b)?, pt)?;
+                for (b, d, _) in terms.iter() {
+                    let pt = d.get(ev.threads())?;
+                    ev.multiply_plain_accumulate(&mut zero, baby(*b)?, &pt)?;
+                    d.done(pt);
                 }
             }
             if let Some(z) = zero {
@@ -575,8 +757,10 @@ impl<W: Word> LinearTransform<W> {
             for (a, terms) in &self.groups[c * n / parts..(c + 1) * n / parts] {
                 // Inner sum: sum_b rot(diag_{g a + b}, -g a) ⊙ rot(v, b).
                 let mut inner: Option<Ciphertext<W>> = None;
-                for (b, pt, _) in terms {
-                    e.multiply_plain_accumulate(&mut inner, baby(*b)?, pt)?;
+                for (b, d, _) in terms {
+                    let pt = d.get(e.threads())?;
+                    e.multiply_plain_accumulate(&mut inner, baby(*b)?, &pt)?;
+                    d.done(pt);
                 }
                 let Some(mut inner) = inner else { continue };
                 if *a != 0 {
@@ -608,12 +792,52 @@ impl<W: Word> LinearTransform<W> {
         b
     }
 
-    /// The encoded diagonals, in the order [`Self::apply_with`] takes a backend's copies of them.
-    pub fn plaintexts(&self) -> Vec<&Plaintext<W>> {
+    /// The encoded diagonals (compact ones expanded), in the order [`Self::apply_with`] takes
+    /// a backend's copies of them.
+    pub fn plaintexts(&self) -> Result<Vec<Cow<'_, Plaintext<W>>>> {
         self.groups
             .iter()
-            .flat_map(|(_, t)| t.iter().map(|(_, pt, _)| pt))
+            .flat_map(|(_, t)| t.iter().map(|(_, d, _)| d.get(Threads::single())))
             .collect()
+    }
+
+    /// Number of encoded diagonals (of [`Self::plaintexts`]).
+    pub fn diagonal_count(&self) -> usize {
+        self.groups.iter().map(|(_, t)| t.len()).sum()
+    }
+
+    /// Stores each diagonal compactly: its `N` signed coefficients, one word each, instead of
+    /// one word per prime in NTT form (26 at the top of the N = 2^16 bootstrapping chain), and
+    /// expands it (reduction modulo every prime, forward NTT) at each application. Memory for
+    /// time: at N = 2^16 bootstrapping's transforms shrink from about 3 GB to 0.1 GB for one
+    /// extra NTT per diagonal and prime in each application. A diagonal whose coefficients do
+    /// not fit 63 bits (or one at level 0 or 1) stays in NTT form. The results are the same
+    /// words.
+    pub fn with_compact_diagonals(mut self, ctx: &Arc<Context<W>>) -> Result<Self> {
+        for (_, terms) in &mut self.groups {
+            for (_, d, _) in terms.iter_mut() {
+                let Diag::Ntt(pt) = &*d else { continue };
+                if let Some((coeffs, max_abs)) = compact_coefficients(ctx, pt)? {
+                    *d = Diag::Compact(Arc::new(CompactDiag {
+                        ctx: Arc::clone(ctx),
+                        coeffs,
+                        max_abs,
+                        level: pt.level,
+                        scale: pt.scale,
+                        slots: pt.slots,
+                    }));
+                }
+            }
+        }
+        Ok(self)
+    }
+
+    /// Whether every diagonal is stored compactly ([`Self::with_compact_diagonals`]).
+    pub fn compact(&self) -> bool {
+        self.groups
+            .iter()
+            .flat_map(|(_, t)| t.iter())
+            .all(|(_, d, _)| matches!(d, Diag::Compact(_)))
     }
 
     /// `T(v)` before the rescale on a [`PlainOps`] backend that holds the diagonals itself:
@@ -622,11 +846,11 @@ impl<W: Word> LinearTransform<W> {
     /// transforms), one step after another: a backend such as the GPU parallelizes inside
     /// each operation. `v` must sit at or above the transform's level.
     pub fn apply_with<O: PlainOps>(&self, ops: &O, v: &O::Ct, pts: &[O::Pt]) -> Result<O::Ct> {
-        if pts.len() != self.plaintexts().len() {
+        if pts.len() != self.diagonal_count() {
             return Err(CkksError::InvalidInput(format!(
                 "the backend holds {} diagonals; this transform has {}",
                 pts.len(),
-                self.plaintexts().len()
+                self.diagonal_count()
             )));
         }
         let level = ops.level_of(v);

@@ -282,8 +282,8 @@ fn upload_transforms<W: GpuWord>(
 ) -> Result<Vec<Vec<GpuPlaintext<W>>>> {
     ts.iter()
         .map(|t| {
-            t.plaintexts()
-                .into_iter()
+            t.plaintexts()?
+                .iter()
                 .map(|p| ctx.upload_plaintext(p))
                 .collect()
         })
