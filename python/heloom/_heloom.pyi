@@ -603,6 +603,10 @@ class Evaluator:
     def rescale(self, a: Ciphertext) -> Ciphertext:
         """Divides by the last prime and drops it: one level down, scale divided by that
         prime."""
+    def relinearize_rescale(self, a: Ciphertext) -> Ciphertext:
+        """``relinearize`` then ``rescale`` in one step: the rescale merged into the key
+        switch's mod-down (one division by ``q_l P``, one rounding, two NTT passes fewer). One
+        level down, scale divided by the last prime; a size-2 ciphertext is only rescaled."""
     def drop_level(self, a: Ciphertext) -> Ciphertext:
         """Drops one level (exact; the scale is unchanged)."""
     def drop_to_level(self, a: Ciphertext, level: int) -> Ciphertext:

@@ -183,6 +183,13 @@ def test_multiply_relinearize_rescale(s: Setup, x: np.ndarray, y: np.ndarray) ->
     mrr = s.ev.multiply_relin_rescale(a, b)
     assert (mrr.level, mrr.size) == (q.level, 2)
     assert max_err(s.dec(mrr, N_VALUES), x * y) < s.tol
+    # Relinearize and rescale merged into one mod-down: the same level, scale and values.
+    merged = s.ev.relinearize_rescale(m)
+    assert (merged.level, merged.size) == (q.level, 2)
+    assert merged.scale == pytest.approx(q.scale, rel=1e-12)
+    assert max_err(s.dec(merged, N_VALUES), x * y) < s.tol
+    # A size-2 ciphertext is only rescaled.
+    assert s.ev.relinearize_rescale(r).level == q.level
 
 
 def test_square(s: Setup, x: np.ndarray) -> None:

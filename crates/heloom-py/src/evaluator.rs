@@ -259,6 +259,13 @@ impl PyEvaluator {
         self.unary(py, a, method!(rescale))
     }
 
+    /// ``relinearize`` then ``rescale`` in one step: the rescale merged into the key switch's
+    /// mod-down (one division by ``q_l P``, one rounding, two NTT passes fewer). One level down,
+    /// scale divided by the last prime; a size-2 ciphertext is only rescaled.
+    fn relinearize_rescale(&self, py: Python<'_>, a: &PyCiphertext) -> PyResult<PyCiphertext> {
+        self.unary(py, a, method!(relinearize_rescale))
+    }
+
     /// Drops one level (exact; the scale is unchanged).
     fn drop_level(&self, py: Python<'_>, a: &PyCiphertext) -> PyResult<PyCiphertext> {
         self.unary(py, a, method!(drop_level))
