@@ -132,8 +132,9 @@ fn gpu_bootstrap_with_encapsulation_matches_the_cpu() {
     }
 }
 
-/// Sparse packing (64 slots) and the memory-lean key set (power-of-two baby steps, one
-/// rotation after another) on the GPU: within 2^-20, refusing another slot count.
+/// Sparse packing (64 slots), the memory-lean key set (power-of-two baby steps, one rotation
+/// after another) and a compact-diagonal bootstrapper on the GPU: within 2^-20, refusing
+/// another slot count.
 #[test]
 fn gpu_bootstrap_sparse_packing_and_fewer_keys() {
     let n = 64;
@@ -142,6 +143,8 @@ fn gpu_bootstrap_sparse_packing_and_fewer_keys() {
     let mut rng = ChaCha8Rng::seed_from_u64(12);
     let mut lean = s.config;
     lean.fewer_keys = true;
+    let mut compact = s.config;
+    compact.compact_diagonals = true;
     let cases = [
         (
             Bootstrapper::with_slots(&s.ctx, s.config, n, Threads::new(2)).expect("sparse"),
@@ -149,6 +152,11 @@ fn gpu_bootstrap_sparse_packing_and_fewer_keys() {
         ),
         (
             Bootstrapper::new(&s.ctx, lean, Threads::new(2)).expect("lean"),
+            s.ctx.n() / 2,
+        ),
+        // Compact diagonals are expanded once, for the upload.
+        (
+            Bootstrapper::new(&s.ctx, compact, Threads::new(2)).expect("compact"),
             s.ctx.n() / 2,
         ),
     ];

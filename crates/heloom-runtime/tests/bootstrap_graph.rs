@@ -2,7 +2,7 @@
 //! [`GraphBuilder::with_bootstrapping`] records a bootstrap wherever a multiplication meets an
 //! operand at level 0 and before a polynomial deeper than its input's levels; the graph
 //! survives its binary format, runs on an `AutoBootstrap` and decrypts to the clear result,
-//! and is refused with a reason by a backend that does not bootstrap.
+//! and is refused with a reason by a backend that does not bootstrap; with sparse packing too.
 //!
 //! Setting: N = 2^10 (insecure, for speed), Hamming weight 16, two computation levels. Bound:
 //! a bootstrap comes back within 2^-20 of its input at these settings (heloom-ckks' bootstrap
@@ -30,6 +30,11 @@ struct Setup {
 }
 
 fn setup() -> Setup {
+    setup_slots(None)
+}
+
+/// [`setup`], bootstrapping `slots` slots (sparse packing) when given.
+fn setup_slots(slots: Option<usize>) -> Setup {
     let config = BootstrapConfig::for_hamming_weight(H);
     let params = CkksParameters::builder(1 << 10)
         .prime_bits(config.chain_bits(50, &[40, 40]))
@@ -39,7 +44,8 @@ fn setup() -> Setup {
         .build()
         .unwrap();
     let ctx = Context::new(params).unwrap();
-    let boot = Bootstrapper::new(&ctx, config, Threads::new(2)).unwrap();
+    let n = slots.unwrap_or(ctx.n() / 2);
+    let boot = Bootstrapper::with_slots(&ctx, config, n, Threads::new(2)).unwrap();
     assert_eq!(boot.output_level(), 2);
     let keys = keygen(&ctx, &boot.rotation_steps(), true).unwrap();
     let ev = Evaluator::new(&ctx, Arc::new(keys.evaluation_keys.clone()))
@@ -168,4 +174,47 @@ fn polynomials_bootstrap_an_input_with_too_few_levels() {
         .with_bootstrapping(0)
         .unwrap_err();
     assert!(e.to_string().contains("level from 1"), "{e}");
+}
+
+/// Sparse packing in a graph: the x^32 graph on 64 values with a 64-slot bootstrapper, the
+/// bootstraps keeping the slot count, within the same bound.
+#[test]
+fn graphs_bootstrap_sparse_packing() {
+    let n = 64;
+    let s = setup_slots(Some(n));
+    let top = s.auto.max_levels();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let z: Vec<f64> = (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect();
+    let b = GraphBuilder::new("x^32", s.ctx.params().moduli())
+        .with_bootstrapping(top)
+        .unwrap();
+    let x = b.input(top, s.ctx.params().scale()).unwrap();
+    let mut v = x;
+    for _ in 0..5 {
+        v = b.mul_relin_rescale(&v, &v).unwrap();
+    }
+    let g = b.finish(&[v]).unwrap();
+    assert_eq!(bootstraps(&g), 2);
+    let ct = Encryptor::new(&s.ctx)
+        .encrypt(&z, &s.keys.public_key)
+        .unwrap();
+    assert_eq!(ct.slots(), n);
+    let ct = s.auto.evaluator().drop_to_level(&ct, top).unwrap();
+    let out = g.run(&s.auto, &[ct]).unwrap();
+    assert_eq!(s.auto.bootstraps(), 2);
+    assert_eq!(out[0].slots(), n);
+    let got = Decryptor::new(&s.ctx, &s.keys.secret_key)
+        .unwrap()
+        .decrypt(&out[0])
+        .unwrap();
+    let err = got
+        .iter()
+        .zip(&z)
+        .map(|(g, w)| (g - w.powi(32)).abs())
+        .fold(0.0, f64::max);
+    eprintln!(
+        "x^32 on {n} slots with 2 bootstraps: max error 2^{:.1}",
+        err.log2()
+    );
+    assert!(err < BOUND, "max error {err:e}");
 }
