@@ -22,7 +22,7 @@ use heloom_ckks::{
     keygen, Ciphertext, CkksParameters, Context, Decryptor, Encryptor, EvaluationKeys, Evaluator,
     KeySet, SecretDistribution, SecurityLevel, Threads,
 };
-use heloom_gpu::{Gpu, GpuBootstrapper, GpuContext, GpuEvaluator};
+use heloom_gpu::{Gpu, GpuBootstrapper, GpuContext, GpuEvaluator, GpuKind};
 use num_complex::Complex64;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -142,6 +142,28 @@ pub struct GpuRow {
     pub median_s: f64,
     /// Each CPU row's total over the GPU's (`threads`, ratio).
     pub speedup: Vec<(usize, f64)>,
+}
+
+impl Row {
+    /// A row from a bootstrap's phase times, its `(worst, mean)` bits and its level.
+    fn new(
+        threads: usize,
+        t: &BootstrapTimes,
+        (worst_bits, mean_bits): (f64, f64),
+        levels_left: usize,
+    ) -> Self {
+        Self {
+            threads,
+            total_s: t.total_s(),
+            mod_raise_s: t.mod_raise_s,
+            coeffs_to_slots_s: t.coeffs_to_slots_s,
+            eval_mod_s: t.eval_mod_s,
+            slots_to_coeffs_s: t.slots_to_coeffs_s,
+            worst_bits,
+            mean_bits,
+            levels_left,
+        }
+    }
 }
 
 /// The report.
@@ -378,6 +400,18 @@ fn run_heloom(opts: &BootstrapBenchOptions, note: &dyn Fn(&str)) -> Result<Boots
         .map(|_| Complex64::new(rng.gen_range(-1.0..1.0), rng.gen_range(-1.0..1.0)))
         .collect();
     let ct = Encryptor::new(&ctx).encrypt_complex(&z, &public_key)?;
+    // A bootstrapped ciphertext's worst and mean bits over the slots.
+    let precision = |out: &Ciphertext<u64>| -> Result<(f64, f64)> {
+        let errs: Vec<f64> = dec
+            .decrypt_complex(out)?
+            .iter()
+            .zip(&z)
+            .map(|(g, w)| (g - w).norm())
+            .collect();
+        let worst = errs.iter().copied().fold(0.0, f64::max);
+        let mean = errs.iter().sum::<f64>() / errs.len() as f64;
+        Ok((-worst.log2(), -mean.log2()))
+    };
     let mut rows = Vec::new();
     for &t in &opts.threads {
         let ev = Evaluator::new(&ctx, Arc::clone(&keys))?.with_threads(Threads::new(t));
@@ -399,53 +433,19 @@ fn run_heloom(opts: &BootstrapBenchOptions, note: &dyn Fn(&str)) -> Result<Boots
             }
         }
         let Some((times, out)) = best else { continue };
-        let errs: Vec<f64> = dec
-            .decrypt_complex(&out)?
-            .iter()
-            .zip(&z)
-            .map(|(g, w)| (g - w).norm())
-            .collect();
-        let worst = errs.iter().copied().fold(0.0, f64::max);
-        let mean = errs.iter().sum::<f64>() / errs.len() as f64;
-        rows.push(Row {
-            threads: t,
-            total_s: times.total_s(),
-            mod_raise_s: times.mod_raise_s,
-            coeffs_to_slots_s: times.coeffs_to_slots_s,
-            eval_mod_s: times.eval_mod_s,
-            slots_to_coeffs_s: times.slots_to_coeffs_s,
-            worst_bits: -worst.log2(),
-            mean_bits: -mean.log2(),
-            levels_left: out.level(),
-        });
+        rows.push(Row::new(t, &times, precision(&out)?, out.level()));
     }
-    let gpu = match opts.gpu {
-        Some(choice) => {
-            let errors = |out: &Ciphertext<u64>| -> Result<(f64, f64)> {
-                let errs: Vec<f64> = dec
-                    .decrypt_complex(out)?
-                    .iter()
-                    .zip(&z)
-                    .map(|(g, w)| (g - w).norm())
-                    .collect();
-                let worst = errs.iter().copied().fold(0.0, f64::max);
-                Ok((
-                    -worst.log2(),
-                    -(errs.iter().sum::<f64>() / errs.len() as f64).log2(),
-                ))
-            };
+    let gpu = match gpu_device {
+        Some(gpu) => {
             let run = GpuRun {
-                choice,
-                gpu: gpu_device
-                    .clone()
-                    .ok_or_else(|| anyhow::anyhow!("internal: no GPU"))?,
+                gpu,
                 ctx: &ctx,
                 boot: &boot,
                 keys: &keys,
                 ct: &ct,
                 reps: opts.reps.max(1),
             };
-            Some(run_gpu(&run, &rows, &errors, note)?)
+            Some(run_gpu(&run, &rows, &precision, note)?)
         }
         None => None,
     };
@@ -480,7 +480,6 @@ type Precision<'a> = dyn Fn(&Ciphertext<u64>) -> Result<(f64, f64)> + 'a;
 
 /// What [`run_gpu`] bootstraps.
 struct GpuRun<'a> {
-    choice: GpuChoice,
     gpu: Gpu,
     ctx: &'a Arc<Context<u64>>,
     boot: &'a Bootstrapper<u64>,
@@ -513,7 +512,7 @@ fn run_gpu(
     let gct = g.drop_to_level(&g.upload(run.ct)?, 0)?;
     gpu.synchronize()?;
     let upload_s = t.elapsed().as_secs_f64();
-    if run.choice == GpuChoice::Cuda {
+    if gpu.kind() == GpuKind::Cuda {
         note(&format!("warm-up bootstrap on {device}"));
         gb.bootstrap(&ge, &gct)?;
     }
@@ -532,19 +531,9 @@ fn run_gpu(
     }
     let (times, out) = best.ok_or_else(|| anyhow::anyhow!("no GPU bootstrap ran"))?;
     let out = g.download(&out)?;
-    let (worst_bits, mean_bits) = errors(&out)?;
+
     totals.sort_by(f64::total_cmp);
-    let row = Row {
-        threads: 0,
-        total_s: times.total_s(),
-        mod_raise_s: times.mod_raise_s,
-        coeffs_to_slots_s: times.coeffs_to_slots_s,
-        eval_mod_s: times.eval_mod_s,
-        slots_to_coeffs_s: times.slots_to_coeffs_s,
-        worst_bits,
-        mean_bits,
-        levels_left: out.level(),
-    };
+    let row = Row::new(0, &times, errors(&out)?, out.level());
     let speedup = rows
         .iter()
         .map(|r| (r.threads, r.total_s / row.total_s))
@@ -758,11 +747,11 @@ pub fn render(r: &BootstrapReport) -> String {
         s,
         "threads  total s  ModRaise  CoeffToSlot  EvalMod  SlotToCoeff  worst bits  mean bits  levels left"
     );
-    for row in &r.rows {
+    // One table line: times with `digits` decimals (the GPU's milliseconds need three).
+    let line = |s: &mut String, label: &str, row: &Row, digits: usize| {
         let _ = writeln!(
             s,
-            "{:>7}  {:>7.2}  {:>8.2}  {:>11.2}  {:>7.2}  {:>11.2}  {:>10.1}  {:>9.1}  {:>11}",
-            row.threads,
+            "{label:>7}  {:>7.digits$}  {:>8.digits$}  {:>11.digits$}  {:>7.digits$}  {:>11.digits$}  {:>10.1}  {:>9.1}  {:>11}",
             row.total_s,
             row.mod_raise_s,
             row.coeffs_to_slots_s,
@@ -772,22 +761,12 @@ pub fn render(r: &BootstrapReport) -> String {
             row.mean_bits,
             row.levels_left
         );
+    };
+    for row in &r.rows {
+        line(&mut s, &row.threads.to_string(), row, 2);
     }
     if let Some(g) = &r.gpu {
-        let row = &g.row;
-        let _ = writeln!(
-            s,
-            "{:>7}  {:>7.3}  {:>8.3}  {:>11.3}  {:>7.3}  {:>11.3}  {:>10.1}  {:>9.1}  {:>11}",
-            "GPU",
-            row.total_s,
-            row.mod_raise_s,
-            row.coeffs_to_slots_s,
-            row.eval_mod_s,
-            row.slots_to_coeffs_s,
-            row.worst_bits,
-            row.mean_bits,
-            row.levels_left
-        );
+        line(&mut s, "GPU", &g.row, 3);
         let ratios: Vec<String> = g
             .speedup
             .iter()

@@ -219,8 +219,8 @@ fn compact_coefficients<W: Word>(
     Ok(Some((coeffs, max_abs)))
 }
 
-/// The groups by centred giant step (Horner form).
-type ByGiant<'a, W> = BTreeMap<i64, Vec<&'a GroupTerms<W>>>;
+/// The indices of the groups by centred giant step (Horner form).
+type ByGiant = BTreeMap<i64, Vec<usize>>;
 
 /// A [`PolyOps`] backend that multiplies by plaintexts it holds in its own form (the GPU keeps
 /// a transform's diagonals on the device): what [`LinearTransform::apply_with`] needs.
@@ -606,20 +606,66 @@ impl<W: Word> LinearTransform<W> {
     /// In Horner form, when some group needs a rotation: the giant-step unit and the groups by
     /// giant step taken in `(-period/2, period/2]` (a step that is a multiple of the period
     /// rotates nothing).
-    fn horner_groups(&self) -> Option<(i64, ByGiant<'_, W>)> {
+    fn horner_groups(&self) -> Option<(i64, ByGiant)> {
         if !self.horner {
             return None;
         }
         let p = self.period as i64;
-        let mut m: ByGiant<'_, W> = BTreeMap::new();
-        for (a, terms) in &self.groups {
+        let mut m = ByGiant::new();
+        for (i, (a, _)) in self.groups.iter().enumerate() {
             let mut c = a.rem_euclid(p);
             if c > p / 2 {
                 c -= p;
             }
-            m.entry(c).or_default().push(terms);
+            m.entry(c).or_default().push(i);
         }
         m.keys().any(|&a| a != 0).then_some((self.baby as i64, m))
+    }
+
+    /// The Horner form's sum: two chains over the giant steps `by_giant`, away from zero: for
+    /// `a > 0`, `acc = rot(acc, g) + I_a` from the highest `a` down and one last rotation by
+    /// `g`; for `a < 0` the same with `-g`; then the groups at 0. As many rotations as one per
+    /// group, with two keys. `inner(acc, i)` adds group `i`'s inner sum to `acc`.
+    fn horner_sum<O: PolyOps>(
+        &self,
+        ops: &O,
+        g: i64,
+        by_giant: &ByGiant,
+        inner: impl Fn(&mut Option<O::Ct>, usize) -> Result<()>,
+    ) -> Result<Option<O::Ct>> {
+        let add = |total: &mut Option<O::Ct>, x: O::Ct| -> Result<()> {
+            *total = Some(match total.take() {
+                Some(y) => ops.add(&y, &x)?,
+                None => x,
+            });
+            Ok(())
+        };
+        let mut total = None;
+        for (sign, unit) in [(1i64, g), (-1, -g)] {
+            let far = by_giant.keys().map(|a| a * sign).max().unwrap_or(0);
+            let mut acc = None;
+            let mut a = far;
+            while a > 0 {
+                if let Some(x) = acc.take() {
+                    acc = Some(ops.rotate(&x, unit)?);
+                }
+                for &i in by_giant.get(&(a * sign)).into_iter().flatten() {
+                    inner(&mut acc, i)?;
+                }
+                a -= g;
+            }
+            if let Some(x) = acc {
+                add(&mut total, ops.rotate(&x, unit)?)?;
+            }
+        }
+        let mut zero = None;
+        for &i in by_giant.get(&0).into_iter().flatten() {
+            inner(&mut zero, i)?;
+        }
+        if let Some(z) = zero {
+            add(&mut total, z)?;
+        }
+        Ok(total)
     }
 
     /// The rotation steps an application uses (Galois keys needed): the baby steps of the
@@ -671,17 +717,7 @@ impl<W: Word> LinearTransform<W> {
                 self.period
             )));
         }
-        if v.level() < self.level {
-            return Err(CkksError::OutOfLevels {
-                level: v.level(),
-                needed: self.level,
-                hint: format!(
-                    "the input is at level {}, below the level {} the transform was encoded at; encode it at the input's level",
-                    v.level(),
-                    self.level
-                ),
-            });
-        }
+        self.check_input_level(v.level())?;
         let v: Cow<'_, Ciphertext<W>> = if v.level() > self.level {
             Cow::Owned(ev.drop_to_level(v, self.level)?)
         } else {
@@ -707,43 +743,15 @@ impl<W: Word> LinearTransform<W> {
                 })
         };
         if let Some((g, by_giant)) = self.horner_groups() {
-            // Two Horner chains over the giant steps, away from zero: for a > 0,
-            // acc = rot(acc, g) + I_a from the highest a down, and one last rot by g; for a < 0
-            // the same with -g. As many rotations as one per group, with two keys. Each inner
-            // sum and rotation uses every thread (limb by limb).
-            let mut total: Option<Ciphertext<W>> = None;
-            for (sign, unit) in [(1i64, g), (-1, -g)] {
-                let far = by_giant.keys().map(|a| a * sign).max().unwrap_or(0);
-                let mut acc: Option<Ciphertext<W>> = None;
-                let mut a = far;
-                while a > 0 {
-                    if let Some(x) = acc.take() {
-                        acc = Some(ev.rotate(&x, unit)?);
-                    }
-                    for terms in by_giant.get(&(a * sign)).into_iter().flatten() {
-                        for (b, d, _) in terms.iter() {
-                            let pt = d.get(ev.threads())?;
-                            ev.multiply_plain_accumulate(&mut acc, baby(*b)?, &pt)?;
-                            d.done(pt);
-                        }
-                    }
-                    a -= g;
-                }
-                if let Some(x) = acc {
-                    accumulate(ev, &mut total, ev.rotate(&x, unit)?)?;
-                }
-            }
-            let mut zero: Option<Ciphertext<W>> = None;
-            for terms in by_giant.get(&0).into_iter().flatten() {
-                for (b, d, _) in terms.iter() {
+            // Each inner sum and rotation uses every thread (limb by limb).
+            let total = self.horner_sum(ev, g, &by_giant, |acc, i| {
+                for (b, d, _) in &self.groups[i].1 {
                     let pt = d.get(ev.threads())?;
-                    ev.multiply_plain_accumulate(&mut zero, baby(*b)?, &pt)?;
+                    ev.multiply_plain_accumulate(acc, baby(*b)?, &pt)?;
                     d.done(pt);
                 }
-            }
-            if let Some(z) = zero {
-                accumulate(ev, &mut total, z)?;
-            }
+                Ok(())
+            })?;
             return total
                 .ok_or_else(|| CkksError::InvalidInput("internal: empty linear transform".into()));
         }
@@ -790,6 +798,21 @@ impl<W: Word> LinearTransform<W> {
         b.sort_unstable();
         b.dedup();
         b
+    }
+
+    /// Refuses an input below the level the diagonals are encoded at.
+    fn check_input_level(&self, level: usize) -> Result<()> {
+        if level < self.level {
+            return Err(CkksError::OutOfLevels {
+                level,
+                needed: self.level,
+                hint: format!(
+                    "the input is at level {level}, below the level {} the transform was encoded at; encode it at the input's level",
+                    self.level
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// The encoded diagonals (compact ones expanded), in the order [`Self::apply_with`] takes
@@ -853,17 +876,7 @@ impl<W: Word> LinearTransform<W> {
                 self.diagonal_count()
             )));
         }
-        let level = ops.level_of(v);
-        if level < self.level {
-            return Err(CkksError::OutOfLevels {
-                level,
-                needed: self.level,
-                hint: format!(
-                    "the input is at level {level}, below the level {} the transform was encoded at; encode it at the input's level",
-                    self.level
-                ),
-            });
-        }
+        self.check_input_level(ops.level_of(v))?;
         let v = ops.drop_to_level(v, self.level)?;
         if self.groups.is_empty() {
             return ops.multiply_const(&v, 0.0);
@@ -897,41 +910,8 @@ impl<W: Word> LinearTransform<W> {
             Ok(())
         };
         let mut total: Option<O::Ct> = None;
-        if self.horner_groups().is_some() {
-            // As Self::apply: two Horner chains over the centred giant steps, away from zero.
-            let (p, g) = (self.period as i64, self.baby as i64);
-            let mut by_giant: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
-            for (i, (a, _)) in self.groups.iter().enumerate() {
-                let mut c = a.rem_euclid(p);
-                if c > p / 2 {
-                    c -= p;
-                }
-                by_giant.entry(c).or_default().push(i);
-            }
-            for (sign, unit) in [(1i64, g), (-1, -g)] {
-                let far = by_giant.keys().map(|a| a * sign).max().unwrap_or(0);
-                let mut acc: Option<O::Ct> = None;
-                let mut a = far;
-                while a > 0 {
-                    if let Some(x) = acc.take() {
-                        acc = Some(ops.rotate(&x, unit)?);
-                    }
-                    for &i in by_giant.get(&(a * sign)).into_iter().flatten() {
-                        inner_sum(&mut acc, i)?;
-                    }
-                    a -= g;
-                }
-                if let Some(x) = acc {
-                    add(&mut total, ops.rotate(&x, unit)?)?;
-                }
-            }
-            let mut zero = None;
-            for &i in by_giant.get(&0).into_iter().flatten() {
-                inner_sum(&mut zero, i)?;
-            }
-            if let Some(z) = zero {
-                add(&mut total, z)?;
-            }
+        if let Some((g, by_giant)) = self.horner_groups() {
+            total = self.horner_sum(ops, g, &by_giant, inner_sum)?;
         } else {
             for (i, (a, _)) in self.groups.iter().enumerate() {
                 let mut inner = None;
@@ -954,17 +934,7 @@ impl<W: Word> LinearTransform<W> {
     /// [`Self::apply`] gives. `v` must hold [`Self::period`] slots (a backend that does not
     /// track slot counts cannot check it) and sit at or above the transform's level.
     pub fn apply_on<O: PolyOps>(&self, ops: &O, v: &O::Ct) -> Result<O::Ct> {
-        let level = ops.level_of(v);
-        if level < self.level {
-            return Err(CkksError::OutOfLevels {
-                level,
-                needed: self.level,
-                hint: format!(
-                    "the input is at level {level}, below the level {} the transform was encoded at; encode it at the input's level",
-                    self.level
-                ),
-            });
-        }
+        self.check_input_level(ops.level_of(v))?;
         let v = ops.drop_to_level(v, self.level)?;
         if self.groups.is_empty() {
             return ops.multiply_const(&v, 0.0);

@@ -79,20 +79,20 @@ impl<W: GpuWord> GpuContext<W> {
         Ok(())
     }
 
-    /// `ct * pt` (every polynomial times the plaintext's first `level + 1` limbs); the scales
-    /// multiply.
-    pub fn multiply_plain(
+    /// Kernel `name` (`hk_mul` or `hk_mul_add`) on each polynomial of `ct` and the plaintext's
+    /// first `level + 1` limbs, into the polynomials of `out`.
+    fn each_poly_times(
         &self,
+        name: &str,
+        out: &GpuBuffer<W>,
         ct: &GpuCiphertext<W>,
         pt: &GpuPlaintext<W>,
-    ) -> Result<GpuCiphertext<W>> {
-        self.check_plain(ct, pt)?;
+    ) -> Result<()> {
         let nl = ct.level + 1;
         let pw = nl * self.n;
-        let out = self.gpu.alloc::<W>(ct.size * pw)?;
         for p in 0..ct.size {
             self.elt(
-                "hk_mul",
+                name,
                 out.addr(p * pw),
                 ct.data.addr(p * pw),
                 pt.data.addr(0),
@@ -101,6 +101,19 @@ impl<W: GpuWord> GpuContext<W> {
                 self.q_layout[ct.level].addr(0),
             )?;
         }
+        Ok(())
+    }
+
+    /// `ct * pt` (every polynomial times the plaintext's first `level + 1` limbs); the scales
+    /// multiply.
+    pub fn multiply_plain(
+        &self,
+        ct: &GpuCiphertext<W>,
+        pt: &GpuPlaintext<W>,
+    ) -> Result<GpuCiphertext<W>> {
+        self.check_plain(ct, pt)?;
+        let out = self.gpu.alloc::<W>(ct.size * (ct.level + 1) * self.n)?;
+        self.each_poly_times("hk_mul", &out, ct, pt)?;
         Ok(GpuCiphertext {
             data: Arc::new(out),
             scale: ct.scale * pt.scale,
@@ -118,29 +131,17 @@ impl<W: GpuWord> GpuContext<W> {
         pt: &GpuPlaintext<W>,
     ) -> Result<()> {
         self.check_plain(ct, pt)?;
-        if let Some(a) = acc.as_mut() {
-            let fits = a.level == ct.level
+        let fits = |a: &GpuCiphertext<W>| {
+            a.level == ct.level
                 && a.size == ct.size
                 && a.fingerprint == ct.fingerprint
-                && self.scales_match(a.scale, ct.scale * pt.scale);
-            if fits {
-                if let Some(buf) = Arc::get_mut(&mut a.data) {
-                    let nl = ct.level + 1;
-                    let pw = nl * self.n;
-                    for p in 0..ct.size {
-                        self.elt(
-                            "hk_mul_add",
-                            buf.addr(p * pw),
-                            ct.data.addr(p * pw),
-                            pt.data.addr(0),
-                            nl,
-                            nl,
-                            self.q_layout[ct.level].addr(0),
-                        )?;
-                    }
-                    a.slots = a.slots.max(ct.slots).max(pt.slots);
-                    return Ok(());
-                }
+                && self.scales_match(a.scale, ct.scale * pt.scale)
+        };
+        if let Some(a) = acc.as_mut().filter(|a| fits(a)) {
+            if let Some(buf) = Arc::get_mut(&mut a.data) {
+                self.each_poly_times("hk_mul_add", buf, ct, pt)?;
+                a.slots = a.slots.max(ct.slots).max(pt.slots);
+                return Ok(());
             }
         }
         let t = self.multiply_plain(ct, pt)?;
@@ -214,26 +215,7 @@ impl<W: GpuWord> GpuContext<W> {
             0,
             self.q_layout[0].addr(0),
         )?;
-        let nl = top + 1;
-        let out = self.gpu.alloc::<W>(np * nl * n)?;
-        let work = if self.plan((np * nl) as u32).len() > 1 {
-            Some(self.gpu.alloc::<W>(np * nl * n)?)
-        } else {
-            None
-        };
-        let dst = span(&out, 0, nl * n);
-        self.forward(&Fwd {
-            src: cs,
-            work: work.as_ref().map(|w| span(w, 0, nl * n)).unwrap_or(dst),
-            dst,
-            npoly: np as u32,
-            nl: nl as u32,
-            limb0: 0,
-            lp: self.q_layout[top].addr(0),
-            spread: Some(0),
-            subscale: None,
-        })?;
-        drop(work);
+        let out = self.spread_forward(cs, np, (top + 1, self.q_layout[top].addr(0)), 0, None)?;
         Ok(self.derived(low, out, np, top, scale))
     }
 }

@@ -45,6 +45,44 @@ impl<W: GpuWord> GpuContext<W> {
         Ok(())
     }
 
+    /// A forward NTT in load mode "spread" into a new buffer: `src` holds one coefficient-form
+    /// limb per polynomial (modulo prime `src_prime`), each spread, centred, to the `limbs.0`
+    /// primes at `limbs.1` (a layout address) and transformed, with `subscale`'s epilogue when
+    /// given (the rescale; ModRaise has none). `npoly` polynomials, `limbs.0` limbs each.
+    pub(super) fn spread_forward(
+        &self,
+        src: Span,
+        npoly: usize,
+        limbs: (usize, u64),
+        src_prime: u32,
+        subscale: Option<SubScale>,
+    ) -> Result<GpuBuffer<W>> {
+        let (nl, lp) = limbs;
+        let words = npoly * nl * self.n;
+        let out = self.gpu.alloc::<W>(words)?;
+        let work = if self.plan((npoly * nl) as u32).len() > 1 {
+            Some(self.gpu.alloc::<W>(words)?)
+        } else {
+            None
+        };
+        let dst = span(&out, 0, nl * self.n);
+        self.forward(&Fwd {
+            src,
+            work: work
+                .as_ref()
+                .map(|w| span(w, 0, nl * self.n))
+                .unwrap_or(dst),
+            dst,
+            npoly: npoly as u32,
+            nl: nl as u32,
+            limb0: 0,
+            lp,
+            spread: Some(src_prime),
+            subscale,
+        })?;
+        Ok(out)
+    }
+
     /// Inverse NTT of `npoly` polynomials' limbs `limb0 .. limb0 + nl` from `src` to `dst`
     /// (may be the same).
     #[allow(clippy::too_many_arguments)]

@@ -52,7 +52,7 @@ impl<W: GpuWord> GpuContext<W> {
             if a.size > p {
                 self.gpu.copy(&mut out, p * pw, &a.data, p * pw, pw)?;
             } else if sub {
-                let pack = self.limb_pack(a.level, |m| (m.value() - 1) as i128)?;
+                let pack = self.limb_pack(a.level, |_, m| (m.value() - 1) as i128)?;
                 self.scalar_mul_raw(out.addr(p * pw), b.data.addr(p * pw), nl, a.level, &pack)?;
             } else {
                 self.gpu.copy(&mut out, p * pw, &b.data, p * pw, pw)?;
@@ -93,11 +93,11 @@ impl<W: GpuWord> GpuContext<W> {
         )?)
     }
 
-    /// Per-limb constants at `level`: `f(q_i)` reduced modulo `q_i`, with Shoup companions.
+    /// Per-limb constants at `level`: `f(i, q_i)` reduced modulo `q_i`, with Shoup companions.
     pub(super) fn limb_pack(
         &self,
         level: usize,
-        f: impl Fn(&Modulus<W>) -> i128,
+        f: impl Fn(usize, &Modulus<W>) -> i128,
     ) -> Result<ScalarPack> {
         let mods = self.ctx.q_basis(level)?.moduli();
         if mods.len() > MAX_SCALAR_LIMBS {
@@ -108,7 +108,7 @@ impl<W: GpuWord> GpuContext<W> {
         }
         let mut pack = ScalarPack { v: [0; 128] };
         for (i, m) in mods.iter().enumerate() {
-            let r = f(m).rem_euclid(m.value() as i128) as u64;
+            let r = f(i, m).rem_euclid(m.value() as i128) as u64;
             let w = W::from_u64(r);
             pack.v[2 * i] = r;
             pack.v[2 * i + 1] = m.shoup(w).to_u64();
@@ -142,7 +142,7 @@ impl<W: GpuWord> GpuContext<W> {
     /// caller relabels it).
     pub fn multiply_const_exact(&self, ct: &GpuCiphertext<W>, k: i128) -> Result<GpuCiphertext<W>> {
         self.check_ct(ct)?;
-        let pack = self.limb_pack(ct.level, |_| k)?;
+        let pack = self.limb_pack(ct.level, |_, _| k)?;
         let out = self.gpu.alloc::<W>(ct.data.len())?;
         self.scalar_mul_raw(
             out.addr(0),
@@ -191,34 +191,14 @@ impl<W: GpuWord> GpuContext<W> {
     ) -> Result<GpuCiphertext<W>> {
         self.check_ct(ct)?;
         let pt = heloom_ckks::polyops::encode_plain_slots(&self.ctx, values, ct.level)?;
-        let plain = self.upload_polys(&[pt.poly()], ct.level)?;
-        let nl = ct.level + 1;
-        let pw = nl * self.n;
-        let out = self.gpu.alloc::<W>(ct.size * pw)?;
-        for p in 0..ct.size {
-            self.elt(
-                "hk_mul",
-                out.addr(p * pw),
-                ct.data.addr(p * pw),
-                plain.addr(0),
-                nl,
-                nl,
-                self.q_layout[ct.level].addr(0),
-            )?;
-        }
-        Ok(GpuCiphertext {
-            data: Arc::new(out),
-            scale: ct.scale * pt.scale(),
-            slots: ct.slots.max(pt.slots()),
-            ..ct.clone()
-        })
+        self.multiply_plain(ct, &self.upload_plaintext(&pt)?)
     }
 
     /// `ct + c` in every slot (a real constant at the ciphertext's scale).
     pub fn add_const(&self, ct: &GpuCiphertext<W>, c: f64) -> Result<GpuCiphertext<W>> {
         self.check_ct(ct)?;
         let k = scaled_int(c, ct.scale)?;
-        let pack = self.limb_pack(ct.level, |_| k)?;
+        let pack = self.limb_pack(ct.level, |_, _| k)?;
         let nl = ct.level + 1;
         let out = self.gpu.alloc::<W>(ct.data.len())?;
         let count = ((ct.size * nl) as u64) << self.log_n;
@@ -358,31 +338,18 @@ impl<W: GpuWord> GpuContext<W> {
         }
         let ls = span(&last, 0, n);
         self.inverse(ls, ls, np as u32, 1, 0, self.single_layout[l].addr(0))?;
-        let out = self.gpu.alloc::<W>(np * l * n)?;
-        let phases_n = self.plan((np * l) as u32).len();
-        let work = if phases_n > 1 {
-            Some(self.gpu.alloc::<W>(np * l * n)?)
-        } else {
-            None
-        };
-        let dst = span(&out, 0, l * n);
-        self.forward(&Fwd {
-            src: ls,
-            work: work.as_ref().map(|w| span(w, 0, l * n)).unwrap_or(dst),
-            dst,
-            npoly: np as u32,
-            nl: l as u32,
-            limb0: 0,
-            lp: self.q_layout[l].addr(0),
-            spread: Some(l as u32),
-            subscale: Some(SubScale {
+        let out = self.spread_forward(
+            ls,
+            np,
+            (l, self.q_layout[l].addr(0)),
+            l as u32,
+            Some(SubScale {
                 orig: span(&ct.data, 0, in_stride),
                 scal: self.rescale_scal[l].addr(0),
                 addend: Span { addr: 0, stride: 0 },
                 addend_np: 0,
             }),
-        })?;
-        drop(work);
+        )?;
         Ok(self.derived(
             ct,
             out,
@@ -543,11 +510,7 @@ impl<W: GpuWord> GpuContext<W> {
         let n = self.n;
         let nq = level + 1;
         let nqp = nq + self.alpha;
-        let p_mod_q = &self.p_mod_q;
-        let pack = self.limb_pack(level, |m| {
-            let i = (0..nq).find(|&i| self.ctx.params().moduli()[i] == m.value());
-            i.map_or(0, |i| p_mod_q[i] as i128)
-        })?;
+        let pack = self.limb_pack(level, |i, _| i128::from(self.p_mod_q[i]))?;
         let pc = self.gpu.alloc::<W>(2 * nq * n)?;
         self.scalar_mul_raw(pc.addr(0), c_buf.addr(c_off), 2 * nq, level, &pack)?;
         for h in 0..2 {
@@ -563,31 +526,8 @@ impl<W: GpuWord> GpuContext<W> {
             )?;
         }
         drop(pc);
-        let accs = span(acc, 0, nqp * n);
-        // q_l and the P limbs (contiguous) to coefficient form, in place.
-        let qplp = self.qp_layout[level].addr(0);
-        self.inverse(accs, accs, 2, (self.alpha + 1) as u32, level as u32, qplp)?;
-        let conv = self.gpu.alloc::<W>(2 * level * n)?;
-        let cs = span(&conv, 0, level * n);
-        self.convert(conv_consts, span(acc, level * n, nqp * n), cs, 2)?;
-        let out = self.gpu.alloc::<W>(2 * level * n)?;
-        self.forward(&Fwd {
-            src: cs,
-            work: cs,
-            dst: span(&out, 0, level * n),
-            npoly: 2,
-            nl: level as u32,
-            limb0: 0,
-            lp: self.q_layout[level - 1].addr(0),
-            spread: None,
-            subscale: Some(SubScale {
-                orig: accs,
-                scal: scal.addr(0),
-                addend: Span { addr: 0, stride: 0 },
-                addend_np: 0,
-            }),
-        })?;
-        Ok(out)
+        // q_l directly precedes P in Q_l P: both divided out at once.
+        self.divide_out(acc, level, level, (conv_consts, scal.addr(0)), None)
     }
 
     /// Relinearization with the rescale merged into its mod-down (one rounding): a
@@ -598,13 +538,7 @@ impl<W: GpuWord> GpuContext<W> {
         ct: &GpuCiphertext<W>,
         key: &GpuSwitchingKey<W>,
     ) -> Result<GpuCiphertext<W>> {
-        self.check_ct(ct)?;
-        if ct.size != 3 {
-            return Err(GpuError::Invalid(format!(
-                "relinearize takes a three-polynomial ciphertext, got {}",
-                ct.size
-            )));
-        }
+        self.check_three(ct)?;
         let l = ct.level;
         if l == 0 {
             return Err(GpuError::Invalid(
@@ -633,33 +567,48 @@ impl<W: GpuWord> GpuContext<W> {
         level: usize,
         addend: Option<(&GpuBuffer<W>, usize)>,
     ) -> Result<GpuBuffer<W>> {
+        let scal = self.pinv_scal.addr(0);
+        self.divide_out(acc, level, level + 1, (&self.moddown[level], scal), addend)
+    }
+
+    /// Divides both halves of `acc` (over `Q_l P`, NTT form) by the product of its primes
+    /// after the first `keep`, rounded: those limbs to coefficient form in place, converted
+    /// by `by.0` to the first `keep` primes, and a forward NTT that subtracts, scales by the
+    /// pairs at `by.1` and adds `addend`'s first polynomials on store. The mod-down (`keep`
+    /// the `l + 1` primes of `Q_l`) and the merged mod-down and rescale (`keep` `l`).
+    fn divide_out(
+        &self,
+        acc: &mut GpuBuffer<W>,
+        level: usize,
+        keep: usize,
+        by: (&ConvConsts, u64),
+        addend: Option<(&GpuBuffer<W>, usize)>,
+    ) -> Result<GpuBuffer<W>> {
         let n = self.n;
-        let nq = level + 1;
-        let nqp = nq + self.alpha;
-        let qplp = self.qp_layout[level].addr(0);
+        let nqp = level + 1 + self.alpha;
         let accs = span(acc, 0, nqp * n);
-        // The P limbs to coefficient form, in place.
-        self.inverse(accs, accs, 2, self.alpha as u32, nq as u32, qplp)?;
-        let conv = self.gpu.alloc::<W>(2 * nq * n)?;
-        let cs = span(&conv, 0, nq * n);
-        self.convert(&self.moddown[level], span(acc, nq * n, nqp * n), cs, 2)?;
-        let out = self.gpu.alloc::<W>(2 * nq * n)?;
+        let qplp = self.qp_layout[level].addr(0);
+        self.inverse(accs, accs, 2, (nqp - keep) as u32, keep as u32, qplp)?;
+        let conv = self.gpu.alloc::<W>(2 * keep * n)?;
+        let cs = span(&conv, 0, keep * n);
+        self.convert(by.0, span(acc, keep * n, nqp * n), cs, 2)?;
+        let out = self.gpu.alloc::<W>(2 * keep * n)?;
         let (add_span, add_np) = match addend {
-            Some((b, np)) => (span(b, 0, nq * n), np as u32),
+            Some((b, np)) => (span(b, 0, keep * n), np as u32),
             None => (Span { addr: 0, stride: 0 }, 0),
         };
         self.forward(&Fwd {
             src: cs,
             work: cs,
-            dst: span(&out, 0, nq * n),
+            dst: span(&out, 0, keep * n),
             npoly: 2,
-            nl: nq as u32,
+            nl: keep as u32,
             limb0: 0,
-            lp: self.q_layout[level].addr(0),
+            lp: self.q_layout[keep - 1].addr(0),
             spread: None,
             subscale: Some(SubScale {
                 orig: accs,
-                scal: self.pinv_scal.addr(0),
+                scal: by.1,
                 addend: add_span,
                 addend_np: add_np,
             }),
@@ -684,12 +633,8 @@ impl<W: GpuWord> GpuContext<W> {
         self.key_switch_raw(d, 0, level, key, None)
     }
 
-    /// Relinearizes a three-polynomial ciphertext with the relinearization key.
-    pub fn relinearize(
-        &self,
-        ct: &GpuCiphertext<W>,
-        key: &GpuSwitchingKey<W>,
-    ) -> Result<GpuCiphertext<W>> {
+    /// A ciphertext of this context with three polynomials (what relinearization takes).
+    fn check_three(&self, ct: &GpuCiphertext<W>) -> Result<()> {
         self.check_ct(ct)?;
         if ct.size != 3 {
             return Err(GpuError::Invalid(format!(
@@ -697,6 +642,16 @@ impl<W: GpuWord> GpuContext<W> {
                 ct.size
             )));
         }
+        Ok(())
+    }
+
+    /// Relinearizes a three-polynomial ciphertext with the relinearization key.
+    pub fn relinearize(
+        &self,
+        ct: &GpuCiphertext<W>,
+        key: &GpuSwitchingKey<W>,
+    ) -> Result<GpuCiphertext<W>> {
+        self.check_three(ct)?;
         let nl = (ct.level + 1) * self.n;
         let out = self.key_switch_raw(&ct.data, 2 * nl, ct.level, key, Some((&ct.data, 2)))?;
         Ok(self.derived(ct, out, 2, ct.level, ct.scale))
